@@ -1,0 +1,91 @@
+"""The detector contract (SPEC §4).
+
+A detector is a small, pure unit: a batch of :class:`~pipeline.model.LLMCall` in, one
+:class:`DetectorResult` per call out.  It must never raise into the stream and must
+never do I/O on the event loop: the worker calls :func:`run_detector` from its
+detector pool, which turns any exception into ``status=error`` results.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pipeline.model import LLMCall
+
+logger = logging.getLogger(__name__)
+
+
+class DetectorStatus(StrEnum):
+    """Outcome of one detector run on one call."""
+
+    OK = "ok"
+    SKIPPED = "skipped"  # nothing to check (no tools, no schema, no logprobs, ...)
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorResult:
+    """One detector's verdict on one call.
+
+    ``score`` is in [0, 1], higher meaning more likely hallucinated; ``flagged`` is
+    ``score >= threshold``.  ``severity`` follows HaluGate's NLI labels: 4 for a
+    contradiction/violation, 2 for unsupported, 0 when not flagged.
+    """
+
+    detector: str
+    detector_version: str
+    score: float
+    flagged: bool
+    threshold: float
+    status: DetectorStatus = DetectorStatus.OK
+    severity: int = 0
+    summary: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Detector(ABC):
+    """Base class of every detector.
+
+    Subclasses set ``name`` and ``version`` and implement :meth:`detect_batch`.
+    Implementations must batch for real where a model is involved, must not block on
+    network I/O, and should not raise (the worker guards them anyway).
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[str]
+
+    @abstractmethod
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        """Return one result per call, in the same order."""
+
+    def close(self) -> None:  # noqa: B027 - most detectors hold nothing to release
+        """Release models, pools or files the detector holds."""
+
+    def error_result(self, message: str) -> DetectorResult:
+        """A result recording that this detector failed on a call."""
+        return DetectorResult(
+            detector=self.name,
+            detector_version=self.version,
+            score=0.0,
+            flagged=False,
+            threshold=0.0,
+            status=DetectorStatus.ERROR,
+            summary=message[:500],
+        )
+
+
+def run_detector(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+    """Run ``detector`` on a batch; exceptions become per-call error results, never escape."""
+    try:
+        results = detector.detect_batch(calls)
+        if len(results) != len(calls):
+            raise RuntimeError(f"returned {len(results)} results for {len(calls)} calls")
+        return results
+    except Exception as exc:  # the stream must live on whatever a detector does
+        logger.exception("detector %s failed on a batch of %d calls", detector.name, len(calls))
+        return [detector.error_result(f"{type(exc).__name__}: {exc}") for _ in calls]

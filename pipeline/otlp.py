@@ -1,0 +1,168 @@
+"""Decoding the OpenTelemetry Collector's Kafka payloads (SPEC §2).
+
+Two encodings reach us: ``otlp_proto`` (one protobuf ``TracesData`` per message, wire
+identical to ``ExportTraceServiceRequest``) and ``otlp_json`` (OTLP/JSON).  OTLP/JSON
+writes trace and span ids as *hex* strings while protobuf's canonical JSON mapping
+reads ``bytes`` fields as base64, so ids are rewritten to base64 before the generic
+parser sees them; everything else is the stock protobuf JSON parser.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, TracesData
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+class Encoding(StrEnum):
+    """Value encodings of the collector's kafka exporter."""
+
+    OTLP_PROTO = "otlp_proto"
+    OTLP_JSON = "otlp_json"
+
+
+class UndecodableMessage(ValueError):
+    """A Kafka message value that is not a trace payload; ``reason`` goes to the DLQ."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def decode_traces(value: bytes, encoding: Encoding | None = None) -> TracesData:
+    """Decode one message value; with no ``encoding`` given, sniff JSON by its first byte."""
+    if not value:
+        raise UndecodableMessage("empty message value")
+    if encoding is None:
+        encoding = Encoding.OTLP_JSON if value[:1] in (b"{", b" ", b"\n") else Encoding.OTLP_PROTO
+    if encoding is Encoding.OTLP_JSON:
+        return _decode_json(value)
+    traces = TracesData()
+    try:
+        traces.ParseFromString(value)
+    except DecodeError as exc:
+        raise UndecodableMessage(f"not an OTLP protobuf TracesData: {exc}") from exc
+    return traces
+
+
+def _decode_json(value: bytes) -> TracesData:
+    try:
+        document = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UndecodableMessage(f"not OTLP/JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise UndecodableMessage("OTLP/JSON payload is not an object")
+    try:
+        for resource_spans in document.get("resourceSpans", ()):
+            for scope_spans in resource_spans.get("scopeSpans", ()):
+                for span in scope_spans.get("spans", ()):
+                    _hex_ids_to_base64(span)
+                    for link in span.get("links", ()):
+                        _hex_ids_to_base64(link)
+        return json_format.ParseDict(document, TracesData(), ignore_unknown_fields=True)
+    except (AttributeError, TypeError, binascii.Error, json_format.ParseError) as exc:
+        raise UndecodableMessage(f"malformed OTLP/JSON: {exc}") from exc
+
+
+def _hex_ids_to_base64(obj: dict[str, Any]) -> None:
+    for key in _ID_FIELDS:
+        hex_id = obj.get(key)
+        if hex_id:
+            obj[key] = base64.b64encode(bytes.fromhex(hex_id)).decode()
+
+
+def encode_traces_json(traces: TracesData) -> bytes:
+    """OTLP/JSON with hex ids, as the collector's file and kafka exporters write it."""
+    document = json_format.MessageToDict(traces)
+    for resource_spans in document.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                for key in _ID_FIELDS:
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def any_value(value: AnyValue) -> Any:
+    """Convert an OTLP ``AnyValue`` to plain Python (str, bool, int, float, bytes, list, dict)."""
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    return getattr(value, kind)
+
+
+def attributes(key_values: Any) -> dict[str, Any]:
+    """Convert repeated ``KeyValue`` to a dict (later duplicates win, as in the SDK)."""
+    result: dict[str, Any] = {}
+    kv: KeyValue
+    for kv in key_values:
+        result[kv.key] = any_value(kv.value)
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class SpanContext:
+    """A span with what it inherits from its envelope: resource attributes and scope name."""
+
+    span: Span
+    resource: Mapping[str, Any]
+    scope_name: str
+
+    @property
+    def trace_id(self) -> str:
+        """Lowercase hex trace id."""
+        return self.span.trace_id.hex()
+
+
+def iter_spans(traces: TracesData) -> Iterator[SpanContext]:
+    """Every span of a payload with its resource attributes (converted once per resource)."""
+    resource_spans: ResourceSpans
+    for resource_spans in traces.resource_spans:
+        resource = attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                yield SpanContext(span, resource, scope_spans.scope.name)
+
+
+def split_by_trace(traces: TracesData) -> dict[str, TracesData]:
+    """Split a mixed batch into one payload per trace id, keeping resource and scope.
+
+    This is what the collector does with ``partition_traces_by_id``; we do it for
+    unkeyed traffic so every downstream record is keyed by its trace id.
+    """
+    per_trace: dict[str, TracesData] = {}
+    for resource_spans in traces.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                out = per_trace.setdefault(span.trace_id.hex(), TracesData())
+                target = _matching_scope(out, resource_spans, scope_spans)
+                target.spans.append(span)
+    return per_trace
+
+
+def _matching_scope(out: TracesData, resource_spans: ResourceSpans, scope_spans: Any) -> Any:
+    if not out.resource_spans or out.resource_spans[-1].resource != resource_spans.resource:
+        new_resource = out.resource_spans.add()
+        new_resource.resource.CopyFrom(resource_spans.resource)
+        new_resource.schema_url = resource_spans.schema_url
+    current = out.resource_spans[-1]
+    if not current.scope_spans or current.scope_spans[-1].scope != scope_spans.scope:
+        new_scope = current.scope_spans.add()
+        new_scope.scope.CopyFrom(scope_spans.scope)
+        new_scope.schema_url = scope_spans.schema_url
+    return current.scope_spans[-1]
