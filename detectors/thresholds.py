@@ -1,0 +1,62 @@
+"""Versioned detector thresholds (SPEC §7): loaded once at start, recorded with every finding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BUILTIN_THRESHOLDS = "thresholds.yaml"
+
+
+class ThresholdsError(ValueError):
+    """The thresholds file is unusable; the message names the file and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Per-detector decision thresholds and the version of the file they came from."""
+
+    version: str
+    by_detector: dict[str, float]
+
+    def for_detector(self, name: str) -> float:
+        """The threshold of ``name``; a missing entry is a configuration error, not a default."""
+        try:
+            return self.by_detector[name]
+        except KeyError:
+            raise ThresholdsError(
+                f"thresholds file version {self.version!r} has no entry for detector {name!r}"
+            ) from None
+
+
+def load_thresholds(path: Path | None = None) -> Thresholds:
+    """Read a thresholds file, or the built-in defaults when ``path`` is None."""
+    if path is None:
+        text = resources.files("detectors.data").joinpath(BUILTIN_THRESHOLDS).read_text("utf-8")
+        origin = f"built-in {BUILTIN_THRESHOLDS}"
+    else:
+        try:
+            text = path.read_text("utf-8")
+        except OSError as exc:
+            raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
+        origin = str(path)
+    return _parse(yaml.safe_load(text), origin)
+
+
+def _parse(document: Any, origin: str) -> Thresholds:
+    if not isinstance(document, dict) or not document.get("version"):
+        raise ThresholdsError(f"{origin}: expected a mapping with a 'version'")
+    detectors = document.get("detectors")
+    if not isinstance(detectors, dict):
+        raise ThresholdsError(f"{origin}: 'detectors' must map detector names to settings")
+    by_detector: dict[str, float] = {}
+    for name, entry in detectors.items():
+        threshold = entry.get("threshold") if isinstance(entry, dict) else None
+        if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
+            raise ThresholdsError(f"{origin}: detectors.{name}.threshold must be a number in [0, 1]")
+        by_detector[str(name)] = float(threshold)
+    return Thresholds(version=str(document["version"]), by_detector=by_detector)

@@ -1,0 +1,131 @@
+"""The ``halluwatch`` command line.
+
+Heavy modules (faust, chDB) are imported inside the commands that need them, so
+``halluwatch --help`` and config errors answer instantly.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from pipeline.settings import ConfigError, Settings, load_settings
+
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="YAML settings file (default: $HALLUWATCH_CONFIG). HALLUWATCH_* variables override it.",
+)
+
+
+def _settings(config_path: Path | None) -> Settings:
+    try:
+        settings = load_settings(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    logging.basicConfig(
+        level=settings.log_level.upper().replace("WARN", "WARNING"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return settings
+
+
+@click.group()
+@click.version_option(package_name="halluwatch")
+def main() -> None:
+    """Trace-layer hallucination detection: OTLP spans from Kafka -> detectors -> ClickHouse."""
+
+
+@main.command()
+@CONFIG_OPTION
+def worker(config_path: Path | None) -> None:
+    """Consume OTLP spans from Kafka, run the detectors, write findings (runs until SIGTERM).
+
+    Reads HALLUWATCH_KAFKA_INPUT_TOPIC (default otlp_spans), writes ClickHouse tables
+    llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
+    halluwatch.dlq (undecodable input, with the reason in headers).
+    """
+    from pipeline.runner import run_worker
+
+    run_worker(_settings(config_path))
+
+
+@main.command()
+@CONFIG_OPTION
+def migrate(config_path: Path | None) -> None:
+    """Create the ClickHouse database and tables (idempotent; applies pending DDL only)."""
+    from pipeline.storage import connect
+    from pipeline.storage import migrate as apply_migrations
+
+    settings = _settings(config_path)
+    applied = apply_migrations(connect(settings.resolved_clickhouse_dsn), settings.clickhouse_database)
+    where = f"{settings.resolved_clickhouse_dsn} database {settings.clickhouse_database}"
+    click.echo(f"applied {', '.join(applied)} to {where}" if applied else f"{where} is up to date")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--topic", help="Target topic (default: the worker's input topic).")
+@click.option(
+    "--encoding",
+    type=click.Choice(["otlp_proto", "otlp_json"]),
+    default="otlp_proto",
+    show_default=True,
+    help="Message value encoding, as the collector's kafka exporter 'encoding'.",
+)
+@click.option(
+    "--unkeyed",
+    is_flag=True,
+    help="One unkeyed message per batch (collector without partition_traces_by_id).",
+)
+def replay(config_path: Path | None, path: Path, topic: str | None, encoding: str, unkeyed: bool) -> None:
+    """Produce an OpenTelemetry Collector file-exporter file to Kafka.
+
+    PATH holds JSON lines of OTLP/JSON or length-prefixed protobuf (format detected).
+    By default each trace becomes one message keyed by its hex trace id, like the
+    collector's kafka exporter with partition_traces_by_id: true.
+    """
+    from pipeline.otlp import Encoding
+    from pipeline.replay import read_file
+    from pipeline.replay import replay as produce
+
+    settings = _settings(config_path)
+    stats = produce(
+        read_file(path),
+        bootstrap=settings.kafka_bootstrap,
+        topic=topic or settings.kafka_input_topic,
+        encoding=Encoding(encoding),
+        keyed=not unkeyed,
+    )
+    click.echo(f"produced {stats.messages} messages ({stats.spans} spans, {stats.bytes} bytes) in {stats.seconds:.1f}s")
+
+
+@main.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".halluwatch/demo"),
+    show_default=True,
+    help="Where the embedded ClickHouse and logs go (wiped at start).",
+)
+@click.option("--timeout", "timeout_seconds", default=120.0, show_default=True, help="Seconds to wait.")
+def demo(data_dir: Path, timeout_seconds: float) -> None:
+    """Run everything on this machine: embedded broker and ClickHouse, worker, example traces."""
+    from pipeline.demo import run_demo
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    outcome = run_demo(data_dir, timeout_seconds)
+    click.echo(outcome.summary)
+    if not outcome.complete:
+        raise click.ClickException(
+            f"only {outcome.messages_done} of {outcome.messages_sent} messages were processed in time"
+        )
+    click.echo(f"\nAll {outcome.messages_sent} messages processed. Data kept in {data_dir}/clickhouse.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""``halluwatch demo``: the whole path on one machine, with nothing to install or configure.
+
+Starts an embedded Tansu broker, migrates an embedded ClickHouse (chDB) under
+``.halluwatch/demo``, runs the worker in this process, replays the built-in example
+traces (plus one garbage message, to show the dead-letter path), waits until every
+message is durably processed, prints what the detectors found, and stops cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from confluent_kafka import Producer
+
+from pipeline.broker import TansuBroker
+from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
+from pipeline.otlp import Encoding
+from pipeline.replay import replay
+from pipeline.runner import faust_worker
+from pipeline.settings import Settings, load_settings
+from pipeline.storage import connect
+from pipeline.worker import SpansWorker
+
+logger = logging.getLogger(__name__)
+
+GARBAGE_MESSAGE = b"\x00\xffthis is not an OTLP payload"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOutcome:
+    """What the demo saw, for the exit code and for tests."""
+
+    messages_sent: int
+    messages_done: int
+    summary: str
+
+    @property
+    def complete(self) -> bool:
+        """True when every replayed message was processed."""
+        return self.messages_done >= self.messages_sent
+
+
+def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
+    """Embedded defaults, tuned for a single local worker (fast group joins)."""
+    return load_settings(
+        data_dir=data_dir,
+        kafka_bootstrap=bootstrap,
+        kafka_topic_partitions=2,
+        kafka_session_timeout_seconds=6.0,
+        kafka_rebalance_timeout_seconds=3.0,
+        kafka_heartbeat_interval_seconds=1.0,
+        kafka_commit_interval_seconds=0.5,
+        log_level="warn",
+        detectors={"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
+    )
+
+
+def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
+    """Run the demo end to end; returns what happened (never leaves the broker running)."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    with TansuBroker(log_path=data_dir / "tansu.log") as broker:
+        settings = demo_settings(data_dir, broker.bootstrap)
+        spans_worker = SpansWorker(settings)
+        worker = faust_worker(spans_worker)
+        outcome: list[DemoOutcome] = []
+
+        @spans_worker.app.task
+        async def drive() -> None:
+            try:
+                outcome.append(await _replay_and_summarize(spans_worker, settings, timeout_seconds))
+            finally:
+                asyncio.ensure_future(worker.stop())
+
+        try:
+            worker.execute_from_commandline()
+        except SystemExit:
+            pass
+    if not outcome:
+        raise click.ClickException("the demo worker stopped before it finished; see the log above")
+    return outcome[0]
+
+
+async def _replay_and_summarize(spans_worker: SpansWorker, settings: Settings, timeout_seconds: float) -> DemoOutcome:
+    loop = asyncio.get_running_loop()
+    traces = example_traces()
+    stats = await loop.run_in_executor(
+        None,
+        lambda: replay(
+            traces,
+            bootstrap=settings.kafka_bootstrap,
+            topic=settings.kafka_input_topic,
+            encoding=Encoding.OTLP_PROTO,
+            keyed=True,
+            progress=False,
+        ),
+    )
+    await loop.run_in_executor(None, _send_garbage, settings)
+    sent = stats.messages + 1
+    click.echo(f"replayed {len(traces)} example traces ({stats.spans} spans) and 1 garbage message")
+    deadline = loop.time() + timeout_seconds
+    while spans_worker.messages_done < sent and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    summary = await loop.run_in_executor(None, summarize, settings)
+    return DemoOutcome(sent, spans_worker.messages_done, summary)
+
+
+def _send_garbage(settings: Settings) -> None:
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer.produce(settings.kafka_input_topic, GARBAGE_MESSAGE)
+    producer.flush(10)
+
+
+def summarize(settings: Settings) -> str:
+    """A human summary of what is in ClickHouse: calls per convention, findings, flags."""
+    client = connect(settings.resolved_clickhouse_dsn)
+    db = settings.clickhouse_database
+    lines = ["", "LLM calls by convention:"]
+    for convention, calls in client.query(
+        f"SELECT convention, count() FROM {db}.llm_calls FINAL GROUP BY convention ORDER BY convention"
+    ).result_rows:
+        lines.append(f"  {convention:<14} {calls}")
+    lines.append("Findings by detector (flagged / ok / skipped / error):")
+    for detector, flagged, ok, skipped, errors in client.query(
+        f"SELECT detector, countIf(flagged), countIf(status = 'ok'), countIf(status = 'skipped'), "
+        f"countIf(status = 'error') FROM {db}.findings FINAL GROUP BY detector ORDER BY detector"
+    ).result_rows:
+        lines.append(f"  {detector:<18} {flagged} / {ok} / {skipped} / {errors}")
+    lines.append("Flagged:")
+    for service, operation, trace_id, summary in client.query(
+        f"SELECT service, operation, trace_id, summary FROM {db}.findings FINAL "
+        "WHERE flagged ORDER BY service, trace_id"
+    ).result_rows:
+        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {summary}")
+    return "\n".join(lines)

@@ -1,0 +1,112 @@
+"""Turning LLM calls and detector results into ClickHouse rows and Kafka records.
+
+Row identity is the record's natural key (trace, span, detector), never a random id or
+the ingest time, so a replayed message produces the very same key again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from detectors.base import DetectorResult
+from pipeline.model import LLMCall
+
+ContentMode = Literal["full", "hash", "none"]
+
+LLM_CALL_COLUMNS = [
+    "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
+    "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
+    "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
+    "logprob_tokens", "content_mode", "prompt", "answer", "grounding", "attributes", "ingested_at",
+]  # fmt: skip
+
+FINDING_COLUMNS = [
+    "trace_id", "span_id", "service", "model", "operation", "detector", "detector_version",
+    "thresholds_version", "status", "score", "threshold", "flagged", "severity", "summary",
+    "evidence", "span_start_time", "created_at",
+]  # fmt: skip
+
+# Columns before ``evidence`` are copied from the Kafka record as they are.
+_COLUMNS_COPIED_FROM_RECORD = FINDING_COLUMNS[: FINDING_COLUMNS.index("evidence")]
+
+
+def from_unix_nano(nanos: int) -> datetime:
+    """A UTC datetime from OTLP's nanoseconds since the epoch."""
+    return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
+
+
+def stored_content(text: str, mode: ContentMode) -> str:
+    """Content as the PII mode allows it: the text, its SHA-256, or nothing."""
+    if mode == "none":
+        return ""
+    if mode == "hash" and text:
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return text
+
+
+def llm_call_row(call: LLMCall, content_mode: ContentMode, now: datetime) -> list[Any]:
+    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order."""
+    return [
+        call.trace_id,
+        call.span_id,
+        call.parent_span_id or "",
+        call.service,
+        call.span_name,
+        call.convention,
+        call.provider,
+        call.model,
+        call.operation,
+        from_unix_nano(call.start_time_unix_nano),
+        from_unix_nano(call.end_time_unix_nano),
+        max(call.end_time_unix_nano - call.start_time_unix_nano, 0) / 1e6,
+        call.usage.input_tokens,
+        call.usage.output_tokens,
+        call.finish_reason or "",
+        len(call.input_messages),
+        len(call.output_messages),
+        len(call.output_tool_calls),
+        len(call.tool_definitions),
+        len(call.sources),
+        len(call.logprobs),
+        content_mode,
+        stored_content(call.prompt, content_mode),
+        stored_content(call.answer, content_mode),
+        stored_content(call.grounding_text, content_mode),
+        {key: str(value) for key, value in call.attributes.items()},
+        now,
+    ]
+
+
+def finding_record(call: LLMCall, result: DetectorResult, thresholds_version: str) -> dict[str, Any]:
+    """The finding as published on ``halluwatch.findings`` (JSON, key = trace id)."""
+    return {
+        "trace_id": call.trace_id,
+        "span_id": call.span_id,
+        "service": call.service,
+        "model": call.model,
+        "operation": call.operation,
+        "detector": result.detector,
+        "detector_version": result.detector_version,
+        "thresholds_version": thresholds_version,
+        "status": str(result.status),
+        "score": result.score,
+        "threshold": result.threshold,
+        "flagged": result.flagged,
+        "severity": result.severity,
+        "summary": result.summary,
+        "evidence": result.evidence,
+        "span_start_time_unix_nano": call.start_time_unix_nano,
+    }
+
+
+def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
+    """One ``findings`` row, in ``FINDING_COLUMNS`` order, from a :func:`finding_record`."""
+    return [
+        *(record[column] for column in _COLUMNS_COPIED_FROM_RECORD),
+        json.dumps(record["evidence"], ensure_ascii=False, default=str),
+        from_unix_nano(record["span_start_time_unix_nano"]),
+        now,
+    ]

@@ -1,0 +1,33 @@
+"""Running a :class:`~pipeline.worker.SpansWorker` as a process: logging, metrics, signals."""
+
+from __future__ import annotations
+
+import logging
+
+from faust.worker import Worker
+from prometheus_client import start_http_server
+
+from pipeline.settings import Settings
+from pipeline.worker import SpansWorker
+
+_FAUST_LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warn", "error": "error"}
+
+
+def faust_worker(spans_worker: SpansWorker) -> Worker:
+    """A faust worker (signal handling, graceful SIGTERM) around ``spans_worker``'s app."""
+    settings = spans_worker.settings
+    if settings.metrics_port is not None:
+        start_http_server(settings.metrics_port, addr=settings.metrics_host)
+        logging.getLogger(__name__).info(
+            "metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
+        )
+    return Worker(spans_worker.app, loglevel=_FAUST_LOG_LEVELS[settings.log_level], quiet=True)
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the worker until SIGTERM/SIGINT; returns after a graceful shutdown."""
+    try:
+        faust_worker(SpansWorker(settings)).execute_from_commandline()
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            raise

@@ -1,0 +1,145 @@
+"""ClickHouse access: one client factory, migrations, and the batching sink (SPEC §6).
+
+The same clickhouse-connect client speaks to embedded chDB (``chdb:///dir``) and to a
+server (``http(s)://``).  chDB is in-process and locks its directory: only one process
+may open a given data directory at a time, so an embedded worker owns its database
+until it stops.
+
+Writes are idempotent rather than exactly-once: tables are ReplacingMergeTree keyed by
+the row's natural identity, so a batch re-inserted after a crash (at-least-once input)
+collapses on merge and ``FINAL`` reads never see it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+
+from pipeline.rows import FINDING_COLUMNS, LLM_CALL_COLUMNS
+from schemas import migrations
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS_TABLE = "schema_migrations"
+_embedded_lock = threading.Lock()
+
+
+class SinkUnavailable(RuntimeError):
+    """The sink refused a flush; the rows are kept and the flush may be retried later."""
+
+    def __init__(self, message: str, retry_after_seconds: float) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+def connect(dsn: str) -> Client:
+    """A clickhouse-connect client for ``dsn`` (``chdb://PATH`` or ``http(s)://...``)."""
+    # chDB's embedded server is process-global; serialize its first open across threads.
+    with _embedded_lock:
+        return clickhouse_connect.get_client(dsn=dsn)
+
+
+def migrate(client: Client, database: str) -> list[str]:
+    """Create the database and apply pending migrations; returns the names applied now."""
+    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    client.command(
+        f"CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} "
+        "(version UInt32, name String, applied_at DateTime DEFAULT now()) "
+        "ENGINE = ReplacingMergeTree ORDER BY version"
+    )
+    done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}
+    applied = []
+    for migration in migrations():
+        if migration.version in done:
+            continue
+        client.command(migration.sql(database))
+        client.insert(
+            f"{database}.{MIGRATIONS_TABLE}",
+            [[migration.version, migration.name]],
+            column_names=["version", "name"],
+        )
+        applied.append(f"{migration.version:03d}_{migration.name}")
+    return applied
+
+
+class Sink(ABC):
+    """Where processed rows go.  ``add`` buffers; ``flush`` makes them durable.
+
+    The worker commits Kafka offsets only after ``flush`` returned.  ``flush`` must raise
+    :class:`SinkUnavailable` (keeping its buffer) rather than drop rows.
+    """
+
+    @abstractmethod
+    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows shaped like ``LLM_CALL_COLUMNS`` and ``FINDING_COLUMNS``."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Write everything buffered."""
+
+    def close(self) -> None:  # noqa: B027 - sinks without resources need nothing here
+        """Release connections."""
+
+
+class InMemorySink(Sink):
+    """Test double: keeps flushed rows in lists."""
+
+    def __init__(self) -> None:
+        self.llm_calls: list[Sequence[Any]] = []
+        self.findings: list[Sequence[Any]] = []
+        self._pending: tuple[list[Sequence[Any]], list[Sequence[Any]]] = ([], [])
+
+    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows."""
+        self._pending[0].extend(llm_calls)
+        self._pending[1].extend(findings)
+
+    def flush(self) -> None:
+        """Move buffered rows to the flushed lists."""
+        self.llm_calls.extend(self._pending[0])
+        self.findings.extend(self._pending[1])
+        self._pending = ([], [])
+
+
+class ClickHouseSink(Sink):
+    """Batched inserts into ``llm_calls`` and ``findings``; one insert per table per flush."""
+
+    def __init__(self, client: Client, database: str, retry_after_seconds: float = 1.0) -> None:
+        self._client = client
+        self._database = database
+        self._retry_after_seconds = retry_after_seconds
+        self._llm_calls: list[Sequence[Any]] = []
+        self._findings: list[Sequence[Any]] = []
+
+    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows until the next flush."""
+        self._llm_calls.extend(llm_calls)
+        self._findings.extend(findings)
+
+    def flush(self) -> None:
+        """Insert buffered rows; on failure keep them and raise :class:`SinkUnavailable`."""
+        try:
+            # Each table is cleared only once its own insert succeeded, so a retry after a
+            # partial failure re-sends just the rest (and duplicates would merge anyway).
+            if self._llm_calls:
+                self._client.insert(
+                    f"{self._database}.llm_calls", self._llm_calls, column_names=LLM_CALL_COLUMNS
+                )
+                self._llm_calls = []
+            if self._findings:
+                self._client.insert(
+                    f"{self._database}.findings", self._findings, column_names=FINDING_COLUMNS
+                )
+                self._findings = []
+        except Exception as exc:  # driver errors are many types; all mean "not written"
+            raise SinkUnavailable(f"ClickHouse insert failed: {exc}", self._retry_after_seconds) from exc
+
+    def close(self) -> None:
+        """Close the client."""
+        self._client.close()

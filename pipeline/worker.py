@@ -1,0 +1,186 @@
+"""The faust-streaming worker: the spans stage of SPEC §2.
+
+Per batch (``take_events``): decode, normalize and detect in the detector pool (never
+on the event loop, so heartbeats keep flowing); write to ClickHouse; publish findings,
+re-keyed traces and dead letters and wait for the broker's acknowledgement; only then
+ack the events, which lets faust commit their offsets.  A crash anywhere before the ack
+re-delivers the batch, and the idempotent tables absorb the repeat.
+
+faust acks ``take_events`` batches by itself when the loop moves on, even if the body
+failed.  To tie commits to durability instead, each event's message gets one extra
+reference when the batch is taken, released only after the writes succeeded: faust's
+ack alone never reaches zero references, so nothing uncommitted-yet-unwritten is ever
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import EventT, StreamT
+
+from detectors.registry import build_detectors
+from detectors.thresholds import load_thresholds
+from pipeline import metrics
+from pipeline.otlp import Encoding
+from pipeline.process import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.rows import finding_row, llm_call_row
+from pipeline.settings import Settings
+from pipeline.storage import ClickHouseSink, Sink, SinkUnavailable, connect, migrate
+
+logger = logging.getLogger(__name__)
+
+_RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
+
+
+def faust_broker_url(bootstrap: str) -> str:
+    """faust's broker URL for a Kafka bootstrap list ``host:port[,host:port...]``."""
+    return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
+
+
+class SpansWorker:
+    """Owns the faust app, the detector pool and the sink of one worker process."""
+
+    def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
+        self.settings = settings
+        thresholds = load_thresholds(settings.thresholds_file)
+        self.processor = SpanBatchProcessor(
+            build_detectors(settings.detectors, thresholds),
+            thresholds.version,
+            None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
+            settings.max_message_bytes,
+        )
+        self.sink = sink or self._clickhouse_sink(settings)
+        self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
+        # One writer thread: chDB and the sink buffers are not for concurrent use.
+        self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
+        self.messages_done = 0  # input messages durably processed by this process
+        self.app = self._build_app()
+
+    @staticmethod
+    def _clickhouse_sink(settings: Settings) -> ClickHouseSink:
+        client = connect(settings.resolved_clickhouse_dsn)
+        applied = migrate(client, settings.clickhouse_database)
+        if applied:
+            logger.info("applied ClickHouse migrations: %s", ", ".join(applied))
+        return ClickHouseSink(client, settings.clickhouse_database)
+
+    def _build_app(self) -> faust.App:
+        s = self.settings
+        app = faust.App(
+            s.kafka_group_id,
+            broker=faust_broker_url(s.kafka_bootstrap),
+            store="memory://",
+            autodiscover=False,
+            web_enabled=False,
+            datadir=str(s.data_dir / "faust"),
+            topic_partitions=s.kafka_topic_partitions,
+            broker_max_poll_records=s.kafka_max_poll_records,
+            broker_session_timeout=s.kafka_session_timeout_seconds,
+            broker_rebalance_timeout=s.kafka_rebalance_timeout_seconds,
+            broker_heartbeat_interval=s.kafka_heartbeat_interval_seconds,
+            broker_commit_interval=s.kafka_commit_interval_seconds,
+            consumer_auto_offset_reset="earliest",
+            producer_acks=-1,
+        )
+        declared = {"internal": True, "partitions": s.kafka_topic_partitions, **_RAW}
+        self.findings_topic = app.topic(s.kafka_findings_topic, **declared)
+        self.dlq_topic = app.topic(s.kafka_dlq_topic, **declared)
+        self.rekeyed_topic = app.topic(s.kafka_rekeyed_topic, **declared)
+        source = app.topic(s.kafka_input_topic, s.kafka_rekeyed_topic, **declared)
+        app.agent(source, name="halluwatch.spans")(self._consume)
+        app.on_before_shutdown.connect(self._on_shutdown)
+        return app
+
+    async def _consume(self, stream: StreamT[bytes]) -> None:
+        s = self.settings
+        async for events in stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds):
+            for event in events:
+                event.message.incref()  # released in _handle once durable (see module doc)
+            batch = asyncio.ensure_future(self._handle(stream, events))
+            try:
+                await asyncio.shield(batch)
+            except asyncio.CancelledError:
+                # Shutting down: finish the batch in hand so its offsets can be committed.
+                await batch
+                raise
+
+    async def _handle(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        messages = [
+            InboundMessage(e.message.key, e.message.value, e.message.topic, e.message.partition, e.message.offset)
+            for e in events
+        ]
+        result = await loop.run_in_executor(self._detector_pool, self.processor.process, messages)
+        await self._write(result)
+        await self._publish(result)
+        for event in events:
+            await stream.ack(event)
+        self.messages_done += len(events)
+        metrics.MESSAGES_DONE.inc(len(events))
+        metrics.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    async def _write(self, result: BatchResult) -> None:
+        now = datetime.now(UTC)
+        calls = [llm_call_row(call, self.settings.content_mode, now) for call in result.llm_calls]
+        findings = [finding_row(record, now) for record in result.findings]
+        self.sink.add(calls, findings)
+        await self._retrying("ClickHouse write", self._flush_sink)
+        metrics.ROWS_WRITTEN.labels("llm_calls").inc(len(calls))
+        metrics.ROWS_WRITTEN.labels("findings").inc(len(findings))
+
+    async def _flush_sink(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._sink_pool, self.sink.flush)
+
+    async def _publish(self, result: BatchResult) -> None:
+        async def send_all() -> None:
+            pending: list[Awaitable[Any]] = []
+            for key, value in result.rekeyed:
+                pending.append(await self.rekeyed_topic.send(key=key, value=value))
+            for record in result.findings:
+                value = json.dumps(record, ensure_ascii=False, default=str).encode()
+                pending.append(await self.findings_topic.send(key=record["trace_id"].encode(), value=value))
+            for letter in result.dead_letters:
+                pending.append(
+                    await self.dlq_topic.send(
+                        key=letter.message.key, value=letter.message.value, headers=letter.headers()
+                    )
+                )
+                logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
+            await asyncio.gather(*pending)
+
+        await self._retrying("Kafka publish", send_all)
+
+    async def _retrying(self, what: str, operation: Any) -> None:
+        """Run ``operation`` until it succeeds, backing off; the batch stays unacked meanwhile.
+
+        Holding the batch is the backpressure: the agent stops taking events, so memory
+        stays bounded by one batch while ClickHouse or the broker is down.
+        """
+        delay = 0.5
+        while True:
+            try:
+                await operation()
+                return
+            except SinkUnavailable as exc:
+                delay = max(delay, exc.retry_after_seconds)
+                logger.warning("%s failed, retrying in %.1fs: %s", what, delay, exc)
+            except Exception as exc:  # broker errors come in many types
+                logger.warning("%s failed, retrying in %.1fs: %r", what, delay, exc)
+            metrics.WRITE_RETRIES.inc()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.settings.write_retry_max_seconds)
+
+    async def _on_shutdown(self, app: faust.App, **_: Any) -> None:
+        self._detector_pool.shutdown(wait=True)
+        self._sink_pool.shutdown(wait=True)
+        self.sink.close()

@@ -1,0 +1,153 @@
+"""Driving a real `halluwatch worker` process from tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import clickhouse_connect
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pipeline.broker import free_port
+
+
+class WorkerProcess:
+    """`halluwatch worker` in a subprocess with its own embedded ClickHouse directory."""
+
+    def __init__(self, bootstrap: str, prefix: str, data_dir: Path, **settings: str) -> None:
+        self.group = f"{prefix}-group"
+        self.input_topic = f"{prefix}-spans"
+        self.rekeyed_topic = f"{prefix}-rekeyed"
+        self.findings_topic = f"{prefix}-findings"
+        self.dlq_topic = f"{prefix}-dlq"
+        self.data_dir = data_dir
+        self.metrics_port = free_port()
+        self.log_path = data_dir / "worker.log"
+        self.env = {
+            **os.environ,
+            "HALLUWATCH_KAFKA_BOOTSTRAP": bootstrap,
+            "HALLUWATCH_KAFKA_GROUP_ID": self.group,
+            "HALLUWATCH_KAFKA_INPUT_TOPIC": self.input_topic,
+            "HALLUWATCH_KAFKA_REKEYED_TOPIC": self.rekeyed_topic,
+            "HALLUWATCH_KAFKA_FINDINGS_TOPIC": self.findings_topic,
+            "HALLUWATCH_KAFKA_DLQ_TOPIC": self.dlq_topic,
+            "HALLUWATCH_KAFKA_TOPIC_PARTITIONS": "2",
+            "HALLUWATCH_KAFKA_SESSION_TIMEOUT_SECONDS": "6",
+            "HALLUWATCH_KAFKA_REBALANCE_TIMEOUT_SECONDS": "3",
+            "HALLUWATCH_KAFKA_HEARTBEAT_INTERVAL_SECONDS": "1",
+            "HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS": "0.5",
+            "HALLUWATCH_DATA_DIR": str(data_dir),
+            "HALLUWATCH_METRICS_PORT": str(self.metrics_port),
+            **{f"HALLUWATCH_{key.upper()}": value for key, value in settings.items()},
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def clickhouse_dsn(self) -> str:
+        return f"chdb://{(self.data_dir / 'clickhouse').resolve()}"
+
+    def start(self) -> WorkerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pipeline.cli", "worker"], env=self.env, stdout=log, stderr=log
+            )
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_seconds: float = 60) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"worker did not stop on {sig!r}; log:\n{self.log()}") from None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-6000:]
+
+    def metric(self, name: str) -> float:
+        """Sum of a Prometheus counter across label sets (0 while the endpoint is not up)."""
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=2) as response:
+                text = response.read().decode()
+        except OSError:
+            return 0.0
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(name) and not line.startswith("#") and (line[len(name)] in " {")
+        )
+
+    def wait_for(self, name: str, at_least: float, timeout_seconds: float = 90) -> None:
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited with {self.process.returncode}; log:\n{self.log()}")
+            if self.metric(name) >= at_least:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{name} stayed below {at_least} ({self.metric(name)}); log:\n{self.log()}")
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """Query the worker's ClickHouse; only once the worker stopped (chDB locks its directory)."""
+        assert self.process is not None and self.process.poll() is not None, "stop the worker first"
+        client = clickhouse_connect.get_client(dsn=self.clickhouse_dsn)
+        try:
+            return [tuple(row) for row in client.query(sql).result_rows]
+        finally:
+            client.close()
+
+
+def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+    """Produce (key, value) pairs and wait for delivery; returns how many were sent."""
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000})
+    count = 0
+    for key, value in messages:
+        producer.produce(topic, value=value, key=key)
+        count += 1
+    assert producer.flush(30) == 0, "messages not delivered"
+    return count
+
+
+def committed_lag(bootstrap: str, group: str, topics: Iterable[str]) -> int:
+    """Messages in ``topics`` not yet committed by ``group`` (unknown partitions count as lag)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        lag = 0
+        for topic in topics:
+            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+            partitions = [TopicPartition(topic, p) for p in metadata.partitions]
+            for tp in consumer.committed(partitions, timeout=10):
+                _, high = consumer.get_watermark_offsets(tp, timeout=10)
+                lag += high - max(tp.offset, 0)
+        return lag
+    finally:
+        consumer.close()
+
+
+def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[object]:
+    """Read ``expected`` messages from the start of ``topic`` (confluent-kafka Message objects)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    messages: list[object] = []
+    deadline = time.monotonic() + timeout_seconds
+    try:
+        while len(messages) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                messages.append(message)
+        return messages
+    finally:
+        consumer.close()
