@@ -15,7 +15,5 @@ if TYPE_CHECKING:
 def build_detectors(config: DetectorSettings, thresholds: Thresholds) -> list[Detector]:
     """The span-level detectors, cheapest first."""
     return [
-        SchemaViolationDetector(
-            config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name)
-        ),
+        SchemaViolationDetector(config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name)),
     ]

@@ -9,6 +9,7 @@ message is durably processed, prints what the detectors found, and stops cleanly
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 from dataclasses import dataclass
@@ -69,18 +70,18 @@ def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
         spans_worker = SpansWorker(settings)
         worker = faust_worker(spans_worker)
         outcome: list[DemoOutcome] = []
+        stopping: list[asyncio.Future[None]] = []
 
         @spans_worker.app.task
         async def drive() -> None:
             try:
                 outcome.append(await _replay_and_summarize(spans_worker, settings, timeout_seconds))
             finally:
-                asyncio.ensure_future(worker.stop())
+                # Not awaited here: stopping the worker cancels this very task.
+                stopping.append(asyncio.ensure_future(worker.stop()))
 
-        try:
+        with contextlib.suppress(SystemExit):  # the faust worker always exits via SystemExit
             worker.execute_from_commandline()
-        except SystemExit:
-            pass
     if not outcome:
         raise click.ClickException("the demo worker stopped before it finished; see the log above")
     return outcome[0]

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call the model asked for; ``arguments`` is the raw JSON text it produced."""

@@ -10,7 +10,6 @@ parser sees them; everything else is the stock protobuf JSON parser.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -41,18 +40,33 @@ class UndecodableMessage(ValueError):
 
 
 def decode_traces(value: bytes, encoding: Encoding | None = None) -> TracesData:
-    """Decode one message value; with no ``encoding`` given, sniff JSON by its first byte."""
+    """Decode one message value; with no ``encoding`` given, detect it.
+
+    Detection cannot rely on a leading newline meaning JSON: every ``TracesData`` starts
+    with byte 0x0A.  A value starting with ``{`` is JSON; anything else is tried as
+    protobuf first and as JSON (pretty-printed, leading whitespace) second.
+    """
     if not value:
         raise UndecodableMessage("empty message value")
-    if encoding is None:
-        encoding = Encoding.OTLP_JSON if value[:1] in (b"{", b" ", b"\n") else Encoding.OTLP_PROTO
-    if encoding is Encoding.OTLP_JSON:
+    if encoding is Encoding.OTLP_JSON or (encoding is None and value[:1] == b"{"):
         return _decode_json(value)
+    try:
+        return _decode_proto(value)
+    except UndecodableMessage:
+        if encoding is None and value.lstrip()[:1] == b"{":
+            return _decode_json(value)
+        raise
+
+
+def _decode_proto(value: bytes) -> TracesData:
     traces = TracesData()
     try:
         traces.ParseFromString(value)
     except DecodeError as exc:
         raise UndecodableMessage(f"not an OTLP protobuf TracesData: {exc}") from exc
+    if not traces.resource_spans:
+        # Protobuf parsing is lenient: foreign bytes often parse as unknown fields only.
+        raise UndecodableMessage("no resource spans in a non-empty payload: not OTLP traces")
     return traces
 
 
@@ -70,9 +84,10 @@ def _decode_json(value: bytes) -> TracesData:
                     _hex_ids_to_base64(span)
                     for link in span.get("links", ()):
                         _hex_ids_to_base64(link)
-        return json_format.ParseDict(document, TracesData(), ignore_unknown_fields=True)
-    except (AttributeError, TypeError, binascii.Error, json_format.ParseError) as exc:
+        traces: TracesData = json_format.ParseDict(document, TracesData(), ignore_unknown_fields=True)
+    except (AttributeError, TypeError, ValueError, json_format.ParseError) as exc:
         raise UndecodableMessage(f"malformed OTLP/JSON: {exc}") from exc
+    return traces
 
 
 def _hex_ids_to_base64(obj: dict[str, Any]) -> None:

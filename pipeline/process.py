@@ -114,10 +114,14 @@ class SpanBatchProcessor:
         spans = 0
         for span_context in iter_spans(traces):
             spans += 1
+            span = span_context.span
+            if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                malformed.append(f"span {span.span_id.hex()!r} has invalid trace/span id lengths")
+                continue
             try:
                 call = normalize_span(span_context)
             except MalformedLLMSpan as exc:
-                malformed.append(f"span {span_context.span.span_id.hex()}: {exc}")
+                malformed.append(f"span {span.span_id.hex()}: {exc}")
                 continue
             if call is not None:
                 result.llm_calls.append(call)

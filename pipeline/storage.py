@@ -128,14 +128,10 @@ class ClickHouseSink(Sink):
             # Each table is cleared only once its own insert succeeded, so a retry after a
             # partial failure re-sends just the rest (and duplicates would merge anyway).
             if self._llm_calls:
-                self._client.insert(
-                    f"{self._database}.llm_calls", self._llm_calls, column_names=LLM_CALL_COLUMNS
-                )
+                self._client.insert(f"{self._database}.llm_calls", self._llm_calls, column_names=LLM_CALL_COLUMNS)
                 self._llm_calls = []
             if self._findings:
-                self._client.insert(
-                    f"{self._database}.findings", self._findings, column_names=FINDING_COLUMNS
-                )
+                self._client.insert(f"{self._database}.findings", self._findings, column_names=FINDING_COLUMNS)
                 self._findings = []
         except Exception as exc:  # driver errors are many types; all mean "not written"
             raise SinkUnavailable(f"ClickHouse insert failed: {exc}", self._retry_after_seconds) from exc

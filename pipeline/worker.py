@@ -42,7 +42,7 @@ _RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_
 
 
 def faust_broker_url(bootstrap: str) -> str:
-    """faust's broker URL for a Kafka bootstrap list ``host:port[,host:port...]``."""
+    """Faust's broker URL for a Kafka bootstrap list ``host:port[,host:port...]``."""
     return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
 
 

@@ -14,8 +14,9 @@ TRACES = 1500
 
 def test_kill_mid_stream_and_restart(tansu: TansuBroker, topic_prefix: str, tmp_path: Path):
     traces = list(mixed_traffic(TRACES, spans_per_trace=5, llm_spans_per_trace=1, seed=7))
-    messages = [(t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString())
-                for t in traces]
+    messages = [
+        (t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString()) for t in traces
+    ]
     settings = {"batch_max_messages": "10", "batch_max_wait_seconds": "0.05"}
     first = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **settings).start()
     produce(tansu.bootstrap, first.input_topic, messages)

@@ -15,8 +15,13 @@ from opentelemetry.trace import SpanKind
 from pipeline.broker import TansuBroker
 from tests.integration.support import WorkerProcess, committed_lag, consume_all, produce
 
-TOOLS = [{"type": "function", "name": "search_docs", "parameters": {
-    "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}]
+TOOLS = [
+    {
+        "type": "function",
+        "name": "search_docs",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    }
+]
 
 
 def _record_traces() -> tuple[list[bytes], dict[str, str]]:
@@ -34,31 +39,49 @@ def _record_traces() -> tuple[list[bytes], dict[str, str]]:
                 db.set_attribute("db.system", "postgresql")
             if role == "bad_tool_call":
                 with tracer.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT) as llm:
-                    llm.set_attributes({
-                        "gen_ai.operation.name": "chat",
-                        "gen_ai.provider.name": "openai",
-                        "gen_ai.request.model": "gpt-4o-mini",
-                        "gen_ai.usage.input_tokens": 42,
-                        "gen_ai.usage.output_tokens": 7,
-                        "gen_ai.tool.definitions": json.dumps(TOOLS),
-                        "gen_ai.input.messages": json.dumps(
-                            [{"role": "user", "parts": [{"type": "text", "content": "Find the refund policy"}]}]),
-                        "gen_ai.output.messages": json.dumps([{"role": "assistant", "finish_reason": "tool_calls",
-                            "parts": [{"type": "tool_call", "id": "c1", "name": "search_documents",
-                                       "arguments": {"query": "refund policy"}}]}]),
-                    })
+                    llm.set_attributes(
+                        {
+                            "gen_ai.operation.name": "chat",
+                            "gen_ai.provider.name": "openai",
+                            "gen_ai.request.model": "gpt-4o-mini",
+                            "gen_ai.usage.input_tokens": 42,
+                            "gen_ai.usage.output_tokens": 7,
+                            "gen_ai.tool.definitions": json.dumps(TOOLS),
+                            "gen_ai.input.messages": json.dumps(
+                                [{"role": "user", "parts": [{"type": "text", "content": "Find the refund policy"}]}]
+                            ),
+                            "gen_ai.output.messages": json.dumps(
+                                [
+                                    {
+                                        "role": "assistant",
+                                        "finish_reason": "tool_calls",
+                                        "parts": [
+                                            {
+                                                "type": "tool_call",
+                                                "id": "c1",
+                                                "name": "search_documents",
+                                                "arguments": {"query": "refund policy"},
+                                            }
+                                        ],
+                                    }
+                                ]
+                            ),
+                        }
+                    )
             elif role == "grounded_answer":
                 with tracer.start_as_current_span("ChatCompletion") as llm:
-                    llm.set_attributes({
-                        "openinference.span.kind": "LLM",
-                        "llm.model_name": "gpt-4o-2024-08-06",
-                        "llm.input_messages.0.message.role": "user",
-                        "llm.input_messages.0.message.content": "When was the Eiffel tower built?",
-                        "llm.output_messages.0.message.role": "assistant",
-                        "llm.output_messages.0.message.content": "It was built from 1887 to 1889.",
-                        "retrieval.documents.0.document.id": "doc-7",
-                        "retrieval.documents.0.document.content": "The tower was built 1887-1889.",
-                    })
+                    llm.set_attributes(
+                        {
+                            "openinference.span.kind": "LLM",
+                            "llm.model_name": "gpt-4o-2024-08-06",
+                            "llm.input_messages.0.message.role": "user",
+                            "llm.input_messages.0.message.content": "When was the Eiffel tower built?",
+                            "llm.output_messages.0.message.role": "assistant",
+                            "llm.output_messages.0.message.content": "It was built from 1887 to 1889.",
+                            "retrieval.documents.0.document.id": "doc-7",
+                            "retrieval.documents.0.document.content": "The tower was built 1887-1889.",
+                        }
+                    )
         payloads.append(encode_spans(exporter.get_finished_spans()).SerializeToString())
         exporter.clear()
     return payloads, roles
@@ -93,12 +116,21 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
     )
     assert calls == [
         (roles["bad_tool_call"], "checkout-assistant", "genai", "gpt-4o-mini", "chat", "tool_calls", 42, 1, 1, 0, ""),
-        (roles["grounded_answer"], "checkout-assistant", "openinference", "gpt-4o-2024-08-06", "", "", None, 0, 0,
-         1, "It was built from 1887 to 1889."),
+        (
+            roles["grounded_answer"],
+            "checkout-assistant",
+            "openinference",
+            "gpt-4o-2024-08-06",
+            "",
+            "",
+            None,
+            0,
+            0,
+            1,
+            "It was built from 1887 to 1889.",
+        ),
     ]
-    rows = worker.query(
-        "SELECT trace_id, detector, status, flagged, severity, evidence FROM halluwatch.findings FINAL"
-    )
+    rows = worker.query("SELECT trace_id, detector, status, flagged, severity, evidence FROM halluwatch.findings FINAL")
     by_trace = {row[0]: row for row in rows}
     assert len(rows) == 2
     bad = by_trace[roles["bad_tool_call"]]

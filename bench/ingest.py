@@ -1,0 +1,84 @@
+"""Ingest throughput: mixed OTLP traffic from Kafka to ClickHouse through one worker process.
+
+Pre-loads a topic on an embedded Tansu broker with traces of ``--spans-per-trace`` spans
+of which one is an LLM span, then starts `halluwatch worker` and samples its Prometheus
+counters: the rate is spans decoded per second between the first and the last sample
+that saw progress, so group join and start-up are excluded.  Repeats ``--runs`` times
+(a fresh topic and database each) and prints the median.
+
+    .venv/bin/python bench/ingest.py [--traces 5000] [--spans-per-trace 20] [--runs 3] [--unkeyed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipeline.broker import TansuBroker
+from pipeline.examples import mixed_traffic
+from tests.integration.support import WorkerProcess, produce
+
+
+def one_run(broker: TansuBroker, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
+    traces = list(mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace, seed=int(time.time())))
+    spans = args.traces * args.spans_per_trace
+    if args.unkeyed:  # the collector without partition_traces_by_id: batches of 10 traces, no key
+        messages = [
+            (None, b"".join(t.SerializeToString() for t in traces[i : i + 10])) for i in range(0, len(traces), 10)
+        ]
+    else:
+        messages = [
+            (t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString()) for t in traces
+        ]
+    worker = WorkerProcess(broker.bootstrap, f"b{uuid.uuid4().hex[:8]}", workdir, log_level="warn")
+    produce(broker.bootstrap, worker.input_topic, messages)
+    worker.start()
+    samples: list[tuple[float, float]] = []
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            done = worker.metric("halluwatch_spans_total")
+            samples.append((time.monotonic(), done))
+            if done >= spans:
+                break
+            time.sleep(0.1)
+        llm_rows = worker.metric('halluwatch_rows_written_total{table="llm_calls"}')
+    finally:
+        worker.stop()
+    moving = [(t, n) for t, n in samples if n > 0]
+    (t0, n0), (t1, n1) = moving[0], moving[-1]
+    return {"spans_per_second": (n1 - n0) / (t1 - t0), "seconds": t1 - t0, "spans": n1, "llm_rows": llm_rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", type=int, default=5000)
+    parser.add_argument("--spans-per-trace", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--unkeyed", action="store_true", help="mixed-trace unkeyed batches (re-keyed path)")
+    args = parser.parse_args()
+    rates = []
+    with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        for run in range(args.runs):
+            result = one_run(broker, args, Path(tmp) / f"run{run}")
+            rates.append(result["spans_per_second"])
+            print(
+                f"run {run + 1}: {result['spans']:.0f} spans in {result['seconds']:.2f}s = "
+                f"{result['spans_per_second']:,.0f} spans/s ({result['llm_rows']:.0f} llm_calls rows)"
+            )
+    layout = "unkeyed batches of 10 traces" if args.unkeyed else "keyed, one message per trace"
+    print(
+        f"median: {statistics.median(rates):,.0f} spans/s  "
+        f"({args.traces} traces x {args.spans_per_trace} spans, 1 LLM span per trace, {layout})"
+    )
+
+
+if __name__ == "__main__":
+    main()

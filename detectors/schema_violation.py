@@ -1,0 +1,494 @@
+"""Schema & tool-call violation detector (SPEC §4.4).
+
+The cheapest detector and the one with the fewest false positives, so it always runs.
+It checks two contracts the application itself declared:
+
+* **Structured output**: when a JSON Schema is registered for the call's operation, the
+  answer must parse as JSON (a fenced ```json block is tolerated, as common extractors
+  do) and validate against it (Draft 2020-12).  An answer cut off by the token limit is
+  named as truncated rather than as malformed: the fix is a different one.
+* **Tool calls**: every call must name a tool the app offered and pass arguments valid
+  under that tool's parameter schema.  The registry is the config's tools plus the tool
+  definitions recorded on the span itself (zero config for most users); the span wins a
+  name clash because it is what the model actually saw.
+
+Design choices, stated because each trades recall for precision or cost:
+
+* The score is binary (1.0 on any violation).  A violation is a broken contract, not a
+  probability: downstream code fails or silently drops fields either way.  The count and
+  details are in the evidence.
+* Function-calling schemas rarely say ``additionalProperties: false``, yet an argument the
+  app never declared is exactly the invented-parameter hallucination.  So when a tool's
+  top-level schema lists ``properties`` and has no keyword that could admit more
+  (``additionalProperties``, ``patternProperties``, composition, ``$ref``), extra
+  top-level arguments are reported.  An explicit ``additionalProperties`` is respected.
+* Validators get an empty ``referencing`` registry: a span-supplied ``$ref`` to a URL must
+  never make the worker fetch it (jsonschema would, by default).  A schema that cannot be
+  evaluated (unresolvable ``$ref``, invalid regex, invalid span schema) means "cannot
+  check", never an error or a flag.
+* ``format`` is an annotation, as Draft 2020-12 defines it by default.
+* An empty answer is not checked against the output schema: with content capture off the
+  span carries no text, and a missing text is not a malformed one.  Likewise tool-call
+  arguments recorded as absent (``None``) are not checked; an empty string means ``{}``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from enum import StrEnum
+from itertools import islice
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from rapidfuzz import fuzz, process, utils
+from referencing import Registry
+
+from detectors.base import Detector, DetectorResult, DetectorStatus
+from pipeline.model import LLMCall, ToolCall
+
+logger = logging.getLogger(__name__)
+
+MAX_VIOLATIONS = 20  # per call, so evidence rows stay small
+_MAX_VALUE_CHARS = 200
+_MAX_KNOWN_TOOLS_LISTED = 5
+_SPAN_SCHEMA_CACHE_SIZE = 512
+_SUGGESTION_MIN_SCORE = 60.0  # rapidfuzz ratio: search_documents vs search_docs scores 81
+_NO_REMOTE_REFS: Registry[Any] = Registry()
+# Keywords that can admit top-level properties not listed in ``properties``.
+_OPEN_KEYWORDS = frozenset(
+    {
+        "additionalProperties",
+        "patternProperties",
+        "unevaluatedProperties",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "if",
+        "dependentSchemas",
+        "$ref",
+        "$dynamicRef",
+    }
+)
+_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BOUND_PHRASES = {
+    "minimum": "is below the minimum",
+    "maximum": "is above the maximum",
+    "exclusiveMinimum": "must be greater than",
+    "exclusiveMaximum": "must be less than",
+}
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),  # before int: bool is an int subclass
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
+class ViolationKind(StrEnum):
+    """What broke the contract; stable names, they are stored and aggregated on."""
+
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGUMENTS_JSON = "invalid_arguments_json"
+    UNKNOWN_PARAMETER = "unknown_parameter"
+    MISSING_PARAMETER = "missing_parameter"
+    WRONG_TYPE = "wrong_type"
+    OUT_OF_RANGE = "out_of_range"
+    NOT_IN_ENUM = "not_in_enum"
+    OTHER = "other"
+    OUTPUT_NOT_JSON = "output_not_json"
+    OUTPUT_TRUNCATED = "output_truncated"
+    OUTPUT_SCHEMA = "output_schema"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One contract violation.
+
+    ``message`` is a complete human line; ``path`` locates the offending value as a JSON
+    path into the answer or the tool's arguments; ``value`` is that value as compact JSON
+    text (the raw text of unparseable arguments), truncated, so evidence is always
+    serializable and small.
+    """
+
+    kind: ViolationKind
+    message: str
+    tool: str | None = None
+    parameter: str | None = None
+    path: str | None = None
+    suggestion: str | None = None
+    value: str | None = None
+
+    def to_evidence(self) -> dict[str, str]:
+        """Return the JSON form stored with the result, absent fields left out."""
+        return {key: str(value) for key, value in asdict(self).items() if value is not None}
+
+
+class ToolSpec(BaseModel):
+    """A tool declared in config, for apps whose spans do not record tool definitions.
+
+    ``parameters`` is the JSON Schema of the arguments object; ``None`` checks the name only.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _check_parameters(self) -> ToolSpec:
+        if self.parameters is not None:
+            _check_schema(self.parameters, f"parameters of tool {self.name!r}")
+        return self
+
+
+class SchemaViolationConfig(BaseModel):
+    """Contracts to check beyond those the spans carry.
+
+    ``output_schemas`` maps an operation to the JSON Schema of its answer; a call is
+    matched on ``operation`` first, then on ``span_name``.  Every schema is checked
+    against the Draft 2020-12 metaschema when the config is built, naming the bad one.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    output_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> SchemaViolationConfig:
+        for operation, schema in self.output_schemas.items():
+            _check_schema(schema, f"output schema of operation {operation!r}")
+        names = [tool.name for tool in self.tools]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tools defined more than once: {', '.join(duplicates)}")
+        return self
+
+
+class SchemaViolationDetector(Detector):
+    """Flags answers that break their output schema and tool calls that break their tool's."""
+
+    name = "schema_violation"
+    version = "1.0.0"
+
+    def __init__(self, config: SchemaViolationConfig, threshold: float) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
+        self._threshold = threshold
+        self._output_validators = {op: _compile(schema) for op, schema in config.output_schemas.items()}
+        self._config_tools: dict[str, Any] = {
+            tool.name: None if tool.parameters is None else _compile(_close(tool.parameters)) for tool in config.tools
+        }
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        """Check each call; pure CPU work with nothing to gain from batching further."""
+        return [self._detect(call) for call in calls]
+
+    def _detect(self, call: LLMCall) -> DetectorResult:
+        violations: list[Violation] = []
+        output_checked = False
+        validator = self._output_validators.get(call.operation, self._output_validators.get(call.span_name))
+        if validator is not None:
+            output_violations = _check_output(call.answer, call.finish_reason, validator)
+            output_checked = output_violations is not None
+            violations += output_violations or []
+        tool_calls = call.output_tool_calls
+        registry = self._tool_registry(call) if tool_calls else {}
+        tool_calls_checked = len(tool_calls) if registry else 0
+        if registry:
+            for tool_call in tool_calls:
+                violations += _check_tool_call(tool_call, registry)
+        if not output_checked and not tool_calls_checked:
+            summary = "nothing to check: no answer under an output schema, no tool calls against known tools"
+            return self._result(DetectorStatus.SKIPPED, [], summary)
+        evidence = {
+            "violations": [violation.to_evidence() for violation in violations[:MAX_VIOLATIONS]],
+            "violation_count": len(violations),
+            "checked": {"output_schema": output_checked, "tool_calls": tool_calls_checked},
+        }
+        if not violations:
+            return self._result(DetectorStatus.OK, [], "no violations", evidence)
+        more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
+        return self._result(DetectorStatus.OK, violations, violations[0].message + more, evidence)
+
+    def _tool_registry(self, call: LLMCall) -> dict[str, Any]:
+        """Map tool name to argument validator (``None``: name known, arguments uncheckable)."""
+        registry = dict(self._config_tools)
+        for definition in call.tool_definitions:
+            parameters = definition.parameters
+            registry[definition.name] = None if parameters is None else _span_tool_validator(parameters)
+        return registry
+
+    def _result(
+        self,
+        status: DetectorStatus,
+        violations: list[Violation],
+        summary: str,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> DetectorResult:
+        score = 1.0 if violations else 0.0
+        flagged = status is DetectorStatus.OK and score >= self._threshold
+        return DetectorResult(
+            detector=self.name,
+            detector_version=self.version,
+            score=score,
+            flagged=flagged,
+            threshold=self._threshold,
+            status=status,
+            severity=4 if flagged else 0,
+            summary=summary,
+            evidence=evidence or {},
+        )
+
+
+def _check_schema(schema: Mapping[str, Any], what: str) -> None:
+    """Raise a ValueError naming ``what`` when ``schema`` is not valid Draft 2020-12."""
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise ValueError(f"invalid JSON Schema for {what}: {exc.message}") from exc
+
+
+def _compile(schema: Mapping[str, Any]) -> Any:
+    """Build a validator that never fetches remote ``$ref`` targets (see module docstring)."""
+    return Draft202012Validator(schema, registry=_NO_REMOTE_REFS)
+
+
+def _close(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Reject undeclared top-level arguments when the schema cannot admit them anyway."""
+    if "properties" in parameters and not _OPEN_KEYWORDS.intersection(parameters):
+        return {**parameters, "additionalProperties": False}
+    return parameters
+
+
+def _span_tool_validator(parameters: Mapping[str, Any]) -> Any:
+    """Return the validator of a span-supplied schema, or ``None`` when it is unusable.
+
+    Spans repeat the same few tool definitions, so validators are cached by their
+    canonical JSON text; the cache is bounded since definitions can vary per request.
+    """
+    try:
+        key = json.dumps(parameters, sort_keys=True, default=_jsonable)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return _validator_for_json(key)
+
+
+def _jsonable(value: object) -> object:
+    """Serialize what ``json.dumps`` cannot: mappings that are not dicts (frozen views), else text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+@functools.lru_cache(maxsize=_SPAN_SCHEMA_CACHE_SIZE)
+def _validator_for_json(schema_json: str) -> Any:
+    try:
+        schema = json.loads(schema_json)
+        Draft202012Validator.check_schema(schema)
+        return _compile(_close(schema) if isinstance(schema, dict) else schema)
+    except Exception:  # untrusted input: any failure means "cannot check arguments"
+        logger.debug("unusable tool schema from a span: %.200s", schema_json)
+        return None
+
+
+def _check_output(answer: str, finish_reason: str | None, validator: Any) -> list[Violation] | None:
+    """Check the answer against the output schema; ``None`` when it could not be checked."""
+    text = answer.strip()
+    if not text:
+        return None
+    try:
+        instance = _parse_answer(text)
+    except ValueError as exc:
+        if finish_reason == "length":
+            return [Violation(ViolationKind.OUTPUT_TRUNCATED, "answer: truncated JSON (finish_reason=length)")]
+        return [Violation(ViolationKind.OUTPUT_NOT_JSON, f"answer: not valid JSON ({exc})")]
+    errors = _schema_errors(validator, instance)
+    if errors is None:
+        return None
+    return [
+        replace(found, kind=ViolationKind.OUTPUT_SCHEMA, parameter=None, message=f"answer: {found.message}")
+        for found in _translate(errors, "property")
+    ]
+
+
+def _parse_answer(text: str) -> Any:
+    """Parse ``text`` as JSON, or its first fenced block when the text itself is not JSON."""
+    try:
+        return _loads(text)
+    except ValueError:
+        fenced = _FENCE.search(text)
+        if fenced is None:
+            raise
+        return _loads(fenced.group(1))
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` whose only failure is a ValueError with a short reason."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _check_tool_call(call: ToolCall, registry: Mapping[str, Any]) -> list[Violation]:
+    """Check one tool call against a non-empty registry."""
+    if call.name not in registry:
+        return [_unknown_tool(call.name, registry)]
+    validator = registry[call.name]
+    if validator is None or call.arguments is None:
+        return []
+    subject = f"tool {call.name!r}"
+    try:
+        arguments = _loads(call.arguments) if call.arguments.strip() else {}
+        if not isinstance(arguments, dict):
+            raise ValueError(f"got a JSON {_json_type(arguments)}")
+    except ValueError as exc:
+        return [
+            Violation(
+                ViolationKind.INVALID_ARGUMENTS_JSON,
+                f"{subject}: arguments are not a JSON object ({exc})",
+                tool=call.name,
+                value=_truncate(call.arguments),
+            )
+        ]
+    return [
+        replace(found, tool=call.name, message=f"{subject}: {found.message}")
+        for found in _translate(_schema_errors(validator, arguments) or [], "parameter")
+    ]
+
+
+def _unknown_tool(name: str, registry: Mapping[str, Any]) -> Violation:
+    """Report an unknown tool, suggesting the closest known name when one is close."""
+    match = process.extractOne(
+        name,
+        registry.keys(),
+        scorer=fuzz.ratio,
+        processor=utils.default_process,
+        score_cutoff=_SUGGESTION_MIN_SCORE,
+    )
+    suggestion = match[0] if match is not None else None
+    if suggestion is not None:
+        hint = f"did you mean {suggestion!r}?"
+    else:
+        known = sorted(registry)
+        listed = known[:_MAX_KNOWN_TOOLS_LISTED] + (["..."] if len(known) > _MAX_KNOWN_TOOLS_LISTED else [])
+        hint = "known: " + ", ".join(listed)
+    return Violation(
+        ViolationKind.UNKNOWN_TOOL, f"tool {name!r} is not defined ({hint})", tool=name, suggestion=suggestion
+    )
+
+
+def _schema_errors(validator: Any, instance: Any) -> list[ValidationError] | None:
+    """Return the first validation errors, or ``None`` when the schema cannot be evaluated."""
+    try:
+        return list(islice(validator.iter_errors(instance), MAX_VIOLATIONS))
+    except Exception:  # unresolvable $ref, invalid regex in "pattern", pathological nesting
+        logger.debug("schema could not be evaluated", exc_info=True)
+        return None
+
+
+def _translate(errors: Iterable[ValidationError], noun: str) -> list[Violation]:
+    """Turn jsonschema errors into violations whose message lacks only its subject.
+
+    ``required`` and ``additionalProperties`` errors point at the enclosing object, so they
+    are re-pointed at the missing or extra key itself, one violation per key.
+    """
+    found: list[Violation] = []
+    for error in errors:
+        location: list[str | int] = list(error.absolute_path)
+        instance = error.instance
+        if error.validator == "required" and isinstance(instance, dict):
+            found += [
+                _located(ViolationKind.MISSING_PARAMETER, [*location, key], f"missing required {noun} {key!r}")
+                for key in error.validator_value
+                if key not in instance
+            ]
+        elif error.validator == "additionalProperties" and isinstance(instance, dict):
+            found += [
+                _located(
+                    ViolationKind.UNKNOWN_PARAMETER,
+                    [*location, key],
+                    f"unknown {noun} {key!r}",
+                    instance[key],
+                )
+                for key in _extra_keys(instance, error.schema)
+            ]
+        else:
+            kind, detail = _describe(error)
+            found.append(_located(kind, location, f"{_json_path(location)} {detail}", instance))
+    # jsonschema yields one "required" error per missing key, and each was expanded to all of them.
+    return list(dict.fromkeys(found))
+
+
+def _located(kind: ViolationKind, location: list[str | int], message: str, *value: Any) -> Violation:
+    """Build a violation at ``location``; its parameter is the top-level argument it sits under."""
+    return Violation(
+        kind,
+        message,
+        parameter=location[0] if location and isinstance(location[0], str) else None,
+        path=_json_path(location),
+        value=_render(value[0]) if value else None,
+    )
+
+
+def _extra_keys(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """List keys neither declared nor matched by a pattern: what ``additionalProperties`` rejected."""
+    declared = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    return [key for key in instance if key not in declared and not any(re.search(p, key) for p in patterns)]
+
+
+def _describe(error: ValidationError) -> tuple[ViolationKind, str]:
+    """Classify an error with a short detail; jsonschema's own message repeats the whole instance."""
+    keyword, expected = error.validator, error.validator_value
+    if keyword == "type":
+        wanted = " or ".join(expected) if isinstance(expected, list) else str(expected)
+        return ViolationKind.WRONG_TYPE, f"should be {wanted}, got {_json_type(error.instance)}"
+    if keyword in _BOUND_PHRASES:
+        return ViolationKind.OUT_OF_RANGE, f"= {_render(error.instance)} {_BOUND_PHRASES[keyword]} {expected}"
+    if keyword in ("enum", "const"):
+        allowed = expected if keyword == "enum" else [expected]
+        return ViolationKind.NOT_IN_ENUM, f"= {_render(error.instance)} is not one of {_render(allowed)}"
+    return ViolationKind.OTHER, f"violates {keyword!r}: {_truncate(error.message)}"
+
+
+def _json_path(location: Iterable[str | int]) -> str:
+    parts = ["$"]
+    for part in location:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif _IDENTIFIER.fullmatch(part):
+            parts.append(f".{part}")
+        else:
+            parts.append(f"[{json.dumps(part, ensure_ascii=False)}]")
+    return "".join(parts)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), type(value).__name__)
+
+
+def _render(value: Any) -> str:
+    """Render a value as compact JSON text, truncated: safe to store whatever the model produced."""
+    try:
+        return _truncate(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
+    except (ValueError, RecursionError):  # circular or too deep to show anyway
+        return "…"
+
+
+def _truncate(text: str) -> str:
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"

@@ -1,0 +1,58 @@
+"""Migrations and the ClickHouse sink on a real embedded ClickHouse engine (chDB)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from detectors.base import DetectorResult, DetectorStatus
+from pipeline.model import LLMCall, Message, Usage
+from pipeline.rows import finding_record, finding_row, llm_call_row
+from pipeline.storage import ClickHouseSink, migrate
+
+CALL = LLMCall(
+    trace_id="ab" * 16,
+    span_id="cd" * 8,
+    parent_span_id=None,
+    service="svc",
+    span_name="chat",
+    start_time_unix_nano=1_763_000_000_000_000_000,
+    end_time_unix_nano=1_763_000_000_250_000_000,
+    convention="genai",
+    model="m",
+    operation="chat",
+    usage=Usage(10, 5),
+    input_messages=(Message("user", "secret question"),),
+    output_messages=(Message("assistant", "answer"),),
+    attributes={"deployment.environment": "prod", "retries": 2},
+)
+RESULT = DetectorResult("schema_violation", "1", 1.0, True, 0.5, DetectorStatus.OK, 4, "bad", {"violations": [1]})
+
+
+def test_migrate_is_idempotent(clickhouse):
+    client, database = clickhouse
+    assert migrate(client, database) == ["001_llm_calls", "002_findings"]
+    assert migrate(client, database) == []
+    tables = {row[0] for row in client.query(f"SHOW TABLES FROM {database}").result_rows}
+    assert {"llm_calls", "findings", "schema_migrations"} <= tables
+
+
+def test_sink_writes_and_replayed_rows_collapse(clickhouse):
+    client, database = clickhouse
+    migrate(client, database)
+    sink = ClickHouseSink(client, database)
+    for _ in range(3):  # the same batch delivered three times (at-least-once)
+        now = datetime.now(UTC)
+        sink.add([llm_call_row(CALL, "hash", now)], [finding_row(finding_record(CALL, RESULT, "v1"), now)])
+        sink.flush()
+    rows = client.query(
+        f"SELECT prompt, attributes, duration_ms, input_tokens FROM {database}.llm_calls FINAL"
+    ).result_rows
+    assert len(rows) == 1
+    prompt, attributes, duration_ms, input_tokens = rows[0]
+    assert prompt.startswith("sha256:") and "secret" not in prompt
+    assert attributes == {"deployment.environment": "prod", "retries": "2"}
+    assert (duration_ms, input_tokens) == (250.0, 10)
+    findings = client.query(
+        f"SELECT detector, flagged, severity, thresholds_version, evidence FROM {database}.findings FINAL"
+    ).result_rows
+    assert findings == [("schema_violation", True, 4, "v1", '{"violations": [1]}')]

@@ -1,0 +1,202 @@
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import jsonschema
+import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
+
+from pipeline.examples import (
+    _TOOL_DEFINITIONS,
+    EXAMPLE_OUTPUT_SCHEMAS,
+    EXAMPLES,
+    Convention,
+    Example,
+    example_traces,
+    mixed_traffic,
+)
+from pipeline.otlp import attributes, iter_spans
+
+# Attribute keys (or key prefixes ending in ".") each convention's LLM span must carry.
+CONVENTION_KEYS = {
+    Convention.GENAI: (
+        "gen_ai.operation.name",
+        "gen_ai.provider.name",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+    ),
+    Convention.OPENLLMETRY: (
+        "llm.request.type",
+        "gen_ai.prompt.0.role",
+        "gen_ai.prompt.1.content",
+        "gen_ai.completion.0.finish_reason",
+    ),
+    Convention.OPENINFERENCE: (
+        "openinference.span.kind",
+        "llm.model_name",
+        "llm.input_messages.0.message.role",
+        "input.value",
+        "output.value",
+    ),
+    Convention.SEED: ("llm.operation", "llm.response.content"),
+}
+TOOL_KEYS = {
+    Convention.GENAI: "gen_ai.tool.definitions",
+    Convention.OPENLLMETRY: "llm.request.functions.0.parameters",
+    Convention.OPENINFERENCE: "llm.tools.0.tool.json_schema",
+}
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[TracesData]:
+    return example_traces()
+
+
+@pytest.fixture(scope="module")
+def by_name(traces) -> dict[str, tuple[Example, TracesData]]:
+    return {e.name: (e, t) for e, t in zip(EXAMPLES, traces, strict=True)}
+
+
+def is_llm(span: Span) -> bool:
+    return span.name in ("openai.chat", "ChatCompletion") or span.name.startswith(("chat ", "llm."))
+
+
+def llm_span(example: Example, traces: TracesData) -> dict[str, object]:
+    found = [attributes(sc.span.attributes) for sc in iter_spans(traces) if is_llm(sc.span)]
+    assert len(found) == 1, example.name
+    return found[0]
+
+
+def test_one_trace_per_example_with_a_single_root(traces):
+    assert len(traces) == len(EXAMPLES)
+    trace_ids = set()
+    for example, payload in zip(EXAMPLES, traces, strict=True):
+        spans = [sc.span for sc in iter_spans(payload)]
+        assert {s.trace_id for s in spans} == {spans[0].trace_id}
+        roots = [s for s in spans if not s.parent_span_id]
+        assert len(roots) == 1 and roots[0].kind == Span.SPAN_KIND_SERVER, example.name
+        assert all(s.parent_span_id == roots[0].span_id for s in spans if s is not roots[0])
+        assert len(spans) == (3 if example.sources else 2)
+        assert {sc.resource["service.name"] for sc in iter_spans(payload)} == {example.service}
+        trace_ids.add(spans[0].trace_id)
+    assert len(trace_ids) == len(EXAMPLES)
+
+
+def test_every_convention_is_covered_with_its_attribute_keys(traces):
+    assert set(Counter(e.convention for e in EXAMPLES)) == set(Convention)
+    for example, payload in zip(EXAMPLES, traces, strict=True):
+        attrs = llm_span(example, payload)
+        assert set(CONVENTION_KEYS[example.convention]) <= attrs.keys(), example.name
+        if example.tools:
+            assert TOOL_KEYS[example.convention] in attrs
+
+
+def test_genai_messages_are_json_with_parts_and_finish_reason(by_name):
+    attrs = llm_span(*by_name["genai_tool_unknown_name"])
+    (output,) = json.loads(str(attrs["gen_ai.output.messages"]))
+    assert output["finish_reason"] == "tool_call"
+    assert output["parts"][0] == {
+        "type": "tool_call",
+        "id": "call_0",
+        "name": "search_documents",
+        "arguments": {"query": "webhook retries"},
+    }
+    names = [tool["name"] for tool in json.loads(str(attrs["gen_ai.tool.definitions"]))]
+    assert names == ["search_docs", "create_ticket"]
+
+
+def test_retrieval_documents_per_convention(by_name):
+    _, payload = by_name["openinference_rag_invented_facts"]
+    retriever = next(attributes(sc.span.attributes) for sc in iter_spans(payload) if sc.span.name == "retrieve")
+    assert retriever["openinference.span.kind"] == "RETRIEVER"
+    assert "12 hours" in str(retriever["retrieval.documents.0.document.content"])
+    _, payload = by_name["genai_rag_invented_facts"]
+    retrieval = next(
+        attributes(sc.span.attributes) for sc in iter_spans(payload) if sc.span.name.startswith("retrieval")
+    )
+    assert [d["id"] for d in json.loads(str(retrieval["gen_ai.retrieval.documents"]))] == ["eiffel-1", "eiffel-2"]
+
+
+def test_seed_convention_sources_and_logprobs(by_name):
+    example, payload = by_name["seed_rag_cited_invented"]
+    attrs = llm_span(example, payload)
+    assert set(json.loads(str(attrs["rag.sources_json"]))) == {"1", "2"}
+    tokens = json.loads(str(attrs["llm.response.tokens_json"]))
+    assert "".join(t["token"] for t in tokens) == example.answer
+    assert all(t["top_logprobs"][0] == {"token": t["token"], "logprob": t["logprob"]} for t in tokens)
+
+
+def schema_errors(example: Example) -> list[str]:
+    """What a schema & tool-call detector must find, computed independently with jsonschema."""
+    errors = []
+    for name, arguments in example.tool_calls:
+        if name not in example.tools:
+            errors.append(f"unknown tool {name}")
+            continue
+        validator = jsonschema.Draft202012Validator(_TOOL_DEFINITIONS[name][1])
+        errors += [e.message for e in validator.iter_errors(json.loads(arguments))]
+    schema = EXAMPLE_OUTPUT_SCHEMAS.get(example.operation)
+    if schema is not None:
+        try:
+            answer = json.loads(example.answer)
+        except json.JSONDecodeError as exc:
+            return [f"invalid JSON: {exc}"]
+        errors += [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(answer)]
+    return errors
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.name)
+def test_schema_violation_labels_match_the_content(example):
+    assert bool(schema_errors(example)) == (example.schema_violation is not None)
+
+
+def test_enough_positive_and_negative_examples_for_the_schema_detector():
+    flagged = [e for e in EXAMPLES if e.schema_violation]
+    assert len(flagged) >= 4
+    assert len(EXAMPLES) - len(flagged) >= 4
+    assert any(e.finish_reason == "length" for e in flagged)
+    assert any(e.hallucinated and not e.schema_violation for e in EXAMPLES)
+
+
+def test_output_schemas_are_valid_draft_2020_12():
+    for schema in EXAMPLE_OUTPUT_SCHEMAS.values():
+        jsonschema.Draft202012Validator.check_schema(schema)
+    assert {e.operation for e in EXAMPLES if e.convention is Convention.SEED} >= set(EXAMPLE_OUTPUT_SCHEMAS)
+
+
+def test_mixed_traffic_counts_and_ratio():
+    traffic = list(mixed_traffic(50, spans_per_trace=20, llm_spans_per_trace=2, seed=3))
+    assert len(traffic) == 50
+    trace_ids = set()
+    for payload in traffic:
+        spans = [sc.span for sc in iter_spans(payload)]
+        assert len(spans) == 20
+        assert sum(map(is_llm, spans)) == 2
+        assert len({s.trace_id for s in spans}) == 1
+        assert len({s.span_id for s in spans}) == 20
+        (root,) = [s for s in spans if not s.parent_span_id]
+        assert root.kind == Span.SPAN_KIND_SERVER
+        assert all(s.end_time_unix_nano > s.start_time_unix_nano >= root.start_time_unix_nano for s in spans)
+        trace_ids.add(spans[0].trace_id)
+    assert len(trace_ids) == 50
+
+
+def test_mixed_traffic_ids_follow_the_seed():
+    def ids(seed: int) -> list[bytes]:
+        return [sc.span.span_id for t in mixed_traffic(3, spans_per_trace=4, seed=seed) for sc in iter_spans(t)]
+
+    assert ids(1) == ids(1)
+    assert ids(1) != ids(2)
+
+
+def test_mixed_traffic_draws_llm_spans_from_every_convention():
+    names = {sc.span.name for t in mixed_traffic(200, spans_per_trace=2) for sc in iter_spans(t) if is_llm(sc.span)}
+    assert {"openai.chat", "ChatCompletion", "chat gpt-4o-mini", "llm.extract_order"} <= names
+
+
+@pytest.mark.parametrize(("spans", "llm"), [(1, 1), (5, 5), (5, -1)])
+def test_mixed_traffic_rejects_traces_without_a_root(spans, llm):
+    with pytest.raises(ValueError, match="llm_spans_per_trace"):
+        next(mixed_traffic(1, spans_per_trace=spans, llm_spans_per_trace=llm))

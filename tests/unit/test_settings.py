@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from detectors.thresholds import ThresholdsError, load_thresholds
+from pipeline.settings import ConfigError, load_settings
+
+
+def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("HALLUWATCH_CONFIG", raising=False)
+    settings = load_settings()
+    assert settings.kafka_input_topic == "otlp_spans"
+    assert settings.resolved_clickhouse_dsn.startswith("chdb://") and settings.resolved_clickhouse_dsn.endswith(
+        ".halluwatch/clickhouse"
+    )
+
+
+def test_env_beats_yaml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    config = tmp_path / "halluwatch.yaml"
+    config.write_text("kafka_bootstrap: from-file:9092\nclickhouse_dsn: http://ch:8123\nbatch_max_messages: 7\n")
+    monkeypatch.setenv("HALLUWATCH_CONFIG", str(config))
+    monkeypatch.setenv("HALLUWATCH_KAFKA_BOOTSTRAP", "from-env:9092")
+    settings = load_settings()
+    assert settings.kafka_bootstrap == "from-env:9092"
+    assert settings.resolved_clickhouse_dsn == "http://ch:8123"
+    assert settings.batch_max_messages == 7
+
+
+def test_detector_config_comes_from_yaml(tmp_path: Path):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "detectors:\n  schema_violation:\n    output_schemas:\n"
+        "      extract_invoice: {type: object, required: [total]}\n"
+    )
+    settings = load_settings(config)
+    assert settings.detectors.schema_violation.output_schemas["extract_invoice"]["required"] == ["total"]
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("batch_max_messages: 0\n", "batch_max_messages"),
+        ("no_such_setting: 1\n", "no_such_setting"),
+        ("content_mode: sometimes\n", "content_mode"),
+    ],
+)
+def test_invalid_values_name_the_field(tmp_path: Path, text: str, field: str):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(ConfigError, match=field):
+        load_settings(config)
+
+
+def test_unreadable_or_non_mapping_file(tmp_path: Path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_settings(listing)
+
+
+def test_builtin_thresholds_cover_every_detector():
+    thresholds = load_thresholds()
+    assert thresholds.version
+    assert 0 < thresholds.for_detector("schema_violation") <= 1
+    with pytest.raises(ThresholdsError, match="no_such_detector"):
+        thresholds.for_detector("no_such_detector")
+
+
+@pytest.mark.parametrize(
+    "text", ["detectors: {a: {threshold: 1.5}}\nversion: v", "version: v\n", "detectors: {}\n", "[]"]
+)
+def test_bad_thresholds_files_are_rejected(tmp_path: Path, text: str):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(ThresholdsError):
+        load_thresholds(path)
