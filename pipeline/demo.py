@@ -72,13 +72,14 @@ def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
         outcome: list[DemoOutcome] = []
         stopping: list[asyncio.Future[None]] = []
 
-        @spans_worker.app.task
         async def drive() -> None:
             try:
                 outcome.append(await _replay_and_summarize(spans_worker, settings, timeout_seconds))
             finally:
                 # Not awaited here: stopping the worker cancels this very task.
                 stopping.append(asyncio.ensure_future(worker.stop()))
+
+        spans_worker.app.task(drive)
 
         with contextlib.suppress(SystemExit):  # the faust worker always exits via SystemExit
             worker.execute_from_commandline()

@@ -38,7 +38,6 @@ from pipeline.storage import ClickHouseSink, Sink, SinkUnavailable, connect, mig
 
 logger = logging.getLogger(__name__)
 
-_RAW = {"key_type": bytes, "value_type": bytes, "key_serializer": "raw", "value_serializer": "raw"}
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -91,18 +90,30 @@ class SpansWorker:
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
         )
-        declared = {"internal": True, "partitions": s.kafka_topic_partitions, **_RAW}
-        self.findings_topic = app.topic(s.kafka_findings_topic, **declared)
-        self.dlq_topic = app.topic(s.kafka_dlq_topic, **declared)
-        self.rekeyed_topic = app.topic(s.kafka_rekeyed_topic, **declared)
-        source = app.topic(s.kafka_input_topic, s.kafka_rekeyed_topic, **declared)
+        self.findings_topic = self._raw_topic(app, s.kafka_findings_topic)
+        self.dlq_topic = self._raw_topic(app, s.kafka_dlq_topic)
+        self.rekeyed_topic = self._raw_topic(app, s.kafka_rekeyed_topic)
+        source = self._raw_topic(app, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self._consume)
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 
+    def _raw_topic(self, app: faust.App, *names: str) -> faust.TopicT:
+        """A bytes-in, bytes-out topic, created with our partition count if missing."""
+        return app.topic(
+            *names,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            internal=True,
+            partitions=self.settings.kafka_topic_partitions,
+        )
+
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self.settings
-        async for events in stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds):
+        batches = stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds)  # type: ignore[attr-defined]
+        async for events in batches:
             for event in events:
                 event.message.incref()  # released in _handle once durable (see module doc)
             batch = asyncio.ensure_future(self._handle(stream, events))
@@ -117,7 +128,7 @@ class SpansWorker:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         messages = [
-            InboundMessage(e.message.key, e.message.value, e.message.topic, e.message.partition, e.message.offset)
+            InboundMessage(e.message.key, e.message.value or b"", e.message.topic, e.message.partition, e.message.offset)
             for e in events
         ]
         result = await loop.run_in_executor(self._detector_pool, self.processor.process, messages)
@@ -180,7 +191,8 @@ class SpansWorker:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.settings.write_retry_max_seconds)
 
-    async def _on_shutdown(self, app: faust.App, **_: Any) -> None:
+    async def _on_shutdown(self, sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+        """Release pools and the ClickHouse client once the consumer has stopped."""
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)
         self.sink.close()
