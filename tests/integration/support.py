@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import clickhouse_connect
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from pipeline.broker import free_port
 
@@ -119,33 +119,31 @@ def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, b
     return count
 
 
-def committed_lag(bootstrap: str, group: str, topics: Iterable[str]) -> int:
-    """Messages in ``topics`` not yet committed by ``group`` (unknown partitions count as lag)."""
+def committed_total(bootstrap: str, group: str, topic: str) -> int:
+    """Sum of ``group``'s committed offsets over ``topic``: messages it will never see again.
+
+    Offsets start at 0 per partition, so this equals the number of messages consumed for
+    good.  (Tansu's high watermarks lag behind multi-record batches, so lag is not
+    measured against them.)
+    """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        lag = 0
-        for topic in topics:
-            metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-            partitions = [TopicPartition(topic, p) for p in metadata.partitions]
-            for tp in consumer.committed(partitions, timeout=10):
-                _, high = consumer.get_watermark_offsets(tp, timeout=10)
-                lag += high - max(tp.offset, 0)
-        return lag
+        partitions = [TopicPartition(topic, p) for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(partitions, timeout=10))
     finally:
         consumer.close()
 
 
-def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[object]:
-    """Read ``expected`` messages from the start of ``topic`` (confluent-kafka Message objects)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "auto.offset.reset": "earliest"}
-    )
-    consumer.subscribe([topic])
-    messages: list[object] = []
+def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
+    """Read ``expected`` messages from the start of ``topic``, without joining a group."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    messages: list[Message] = []
     deadline = time.monotonic() + timeout_seconds
     try:
         while len(messages) < expected and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
+            message = consumer.poll(0.2)
             if message is not None and message.error() is None:
                 messages.append(message)
         return messages

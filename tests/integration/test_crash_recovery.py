@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pipeline.broker import TansuBroker
 from pipeline.examples import mixed_traffic
-from tests.integration.support import WorkerProcess, committed_lag, produce
+from tests.integration.support import WorkerProcess, committed_total, produce
 
 TRACES = 1500
 
@@ -22,13 +22,13 @@ def test_kill_mid_stream_and_restart(tansu: TansuBroker, topic_prefix: str, tmp_
     produce(tansu.bootstrap, first.input_topic, messages)
     first.wait_for("halluwatch_messages_done_total", TRACES // 5)
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
-    lag_after_kill = committed_lag(tansu.bootstrap, first.group, [first.input_topic])
+    lag_after_kill = TRACES - committed_total(tansu.bootstrap, first.group, first.input_topic)
     assert 0 < lag_after_kill < TRACES, "the kill must land mid-stream"
 
     second = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **settings).start()
     second.wait_for("halluwatch_messages_done_total", lag_after_kill)
     assert second.stop() == 0, second.log()
-    assert committed_lag(tansu.bootstrap, second.group, [second.input_topic]) == 0
+    assert committed_total(tansu.bootstrap, second.group, second.input_topic) == TRACES
 
     expected_calls = {(t.hex(), s.hex()) for t, s in _llm_span_ids(traces)}
     stored = set(second.query("SELECT trace_id, span_id FROM halluwatch.llm_calls FINAL"))

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from pipeline.broker import TansuBroker
-from tests.integration.support import WorkerProcess, committed_lag, consume_all, produce
+from tests.integration.support import WorkerProcess, committed_total, consume_all, produce
 
 TOOLS = [
     {
@@ -115,7 +115,7 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
         "tool_calls, tool_definitions, sources, answer FROM halluwatch.llm_calls FINAL ORDER BY convention"
     )
     assert calls == [
-        (roles["bad_tool_call"], "checkout-assistant", "genai", "gpt-4o-mini", "chat", "tool_calls", 42, 1, 1, 0, ""),
+        (roles["bad_tool_call"], "checkout-assistant", "gen_ai", "gpt-4o-mini", "chat", "tool_calls", 42, 1, 1, 0, ""),
         (
             roles["grounded_answer"],
             "checkout-assistant",
@@ -139,4 +139,5 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
     assert violation["kind"] == "unknown_tool" and violation["suggestion"] == "search_docs"
     assert by_trace[roles["grounded_answer"]][2:4] == ("skipped", False)
     # Everything is committed: a restarted worker would not see these messages again.
-    assert committed_lag(tansu.bootstrap, worker.group, [worker.input_topic, worker.rekeyed_topic]) == 0
+    assert committed_total(tansu.bootstrap, worker.group, worker.input_topic) == sent
+    assert committed_total(tansu.bootstrap, worker.group, worker.rekeyed_topic) == 3
