@@ -21,7 +21,12 @@ def faust_worker(spans_worker: SpansWorker) -> Worker:
         logging.getLogger(__name__).info(
             "metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port
         )
-    return Worker(spans_worker.app, loglevel=_FAUST_LOG_LEVELS[settings.log_level], quiet=True)
+    # stdout stays ours: faust would otherwise turn every print into a log line.
+    worker = Worker(
+        spans_worker.app, loglevel=_FAUST_LOG_LEVELS[settings.log_level], quiet=True, redirect_stdouts=False
+    )
+    worker.spinner = None  # terminal escape codes in a log are noise
+    return worker
 
 
 def run_worker(settings: Settings) -> None:

@@ -39,7 +39,6 @@ from pipeline.storage import ClickHouseSink, Sink, SinkUnavailable, connect, mig
 logger = logging.getLogger(__name__)
 
 
-
 def faust_broker_url(bootstrap: str) -> str:
     """Faust's broker URL for a Kafka bootstrap list ``host:port[,host:port...]``."""
     return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
@@ -128,8 +127,7 @@ class SpansWorker:
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         messages = [
-            InboundMessage(e.message.key, e.message.value or b"", e.message.topic, e.message.partition, e.message.offset)
-            for e in events
+            InboundMessage(m.key, m.value or b"", m.topic, m.partition, m.offset) for m in (e.message for e in events)
         ]
         result = await loop.run_in_executor(self._detector_pool, self.processor.process, messages)
         await self._write(result)
@@ -191,7 +189,7 @@ class SpansWorker:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.settings.write_retry_max_seconds)
 
-    async def _on_shutdown(self, sender: Any, *args: Any, signal: Any, **kwargs: Any) -> None:
+    async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)

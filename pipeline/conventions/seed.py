@@ -20,6 +20,8 @@ ROWS: tuple[Row, ...] = (
     ("llm.prompt", "input_messages.0.text", values.text),
     ("llm.response.content", "output_messages.0.text", values.text),
     ("llm.response.finish_reason", "output_messages.0.finish_reason", values.text),
+    # Hand-instrumented apps often add the standard GenAI finish reasons beside the seed layout.
+    ("gen_ai.response.finish_reasons", "finish_reasons", values.text_list),
     ("rag.sources_json", "sources", values.sources_map),
     ("llm.response.tokens_json", "logprobs", values.token_logprobs),
     *HALLUWATCH_ROWS,

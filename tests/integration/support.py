@@ -128,7 +128,9 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
     """
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        partitions = [TopicPartition(topic, p) for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions]
+        partitions = [
+            TopicPartition(topic, p) for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ]
         return sum(max(tp.offset, 0) for tp in consumer.committed(partitions, timeout=10))
     finally:
         consumer.close()

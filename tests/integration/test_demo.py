@@ -1,0 +1,24 @@
+"""`halluwatch demo` runs the whole embedded stack and reports what the detector flagged."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline.examples import EXAMPLES
+
+
+def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
+    completed = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "demo", "--data-dir", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    out = completed.stdout
+    expected_flags = sum(1 for example in EXAMPLES if example.schema_violation)
+    flagged_lines = out.split("Flagged:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(flagged_lines) == expected_flags
+    assert "did you mean 'search_docs'" in out
+    assert "truncated" in out
+    assert f"All {len(EXAMPLES) + 1} messages processed" in out
