@@ -32,7 +32,8 @@ check: install
 	$(BIN)/mypy
 
 bench: install
-	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/processor.py
+	$(BIN)/python bench/ingest.py --traces 10000 --spans-per-trace 20 --runs 3
 
 clean:
 	rm -rf $(VENV) .halluwatch .pytest_cache .mypy_cache .ruff_cache
