@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.registry import build_detectors  # noqa: E402
-from detectors.thresholds import load_thresholds  # noqa: E402
-from pipeline.examples import mixed_traffic  # noqa: E402
-from pipeline.process import InboundMessage, SpanBatchProcessor  # noqa: E402
-from pipeline.settings import DetectorSettings  # noqa: E402
+from detectors.registry import build_detectors
+from detectors.thresholds import load_thresholds
+from pipeline.examples import mixed_traffic
+from pipeline.process import InboundMessage, SpanBatchProcessor
+from pipeline.settings import DetectorSettings
 
 
 def main() -> None:

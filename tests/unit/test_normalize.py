@@ -370,10 +370,12 @@ def test_ids_service_and_routing_attributes(capture: Capture) -> None:
     assert call.trace_id == ctx.span.trace_id.hex() and len(call.trace_id) == 32
     assert call.span_id == ctx.span.span_id.hex() and len(call.span_id) == 16
     assert call.parent_span_id == ctx.span.parent_span_id.hex() and call.parent_span_id
-    assert call.service == "unknown_service:python3"  # the SDK's own default
+    sdk_default = ctx.resource["service.name"]  # the SDK's own default, named after the executable
+    assert sdk_default.startswith("unknown_service:")
+    assert call.service == sdk_default
     assert call.start_time_unix_nano <= call.end_time_unix_nano
     assert call.attributes == {
-        "service.name": "unknown_service:python3",
+        "service.name": sdk_default,
         "deployment.environment": "prod",
         "gen_ai.operation.name": "chat",
         "app.tenant": "acme",
