@@ -1,9 +1,12 @@
-"""A worker killed mid-stream (SIGKILL) and restarted loses nothing and duplicates nothing."""
+"""A worker stopped mid-stream, killed (SIGKILL) or asked to stop (SIGTERM), then restarted,
+loses nothing and duplicates nothing."""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
+
+import pytest
 
 from pipeline.broker import TansuBroker
 from pipeline.examples import mixed_traffic
@@ -12,7 +15,10 @@ from tests.integration.support import WorkerProcess, committed_total, produce
 TRACES = 1500
 
 
-def test_kill_mid_stream_and_restart(tansu: TansuBroker, topic_prefix: str, tmp_path: Path):
+@pytest.mark.parametrize(("stop_signal", "exit_code"), [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 0)])
+def test_stop_mid_stream_and_restart(
+    tansu: TansuBroker, topic_prefix: str, tmp_path: Path, stop_signal: int, exit_code: int
+):
     traces = list(mixed_traffic(TRACES, spans_per_trace=5, llm_spans_per_trace=1, seed=7))
     messages = [
         (t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString()) for t in traces
@@ -21,7 +27,7 @@ def test_kill_mid_stream_and_restart(tansu: TansuBroker, topic_prefix: str, tmp_
     first = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **settings).start()
     produce(tansu.bootstrap, first.input_topic, messages)
     first.wait_for("halluwatch_messages_done_total", TRACES // 5)
-    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert first.stop(stop_signal) == exit_code
     lag_after_kill = TRACES - committed_total(tansu.bootstrap, first.group, first.input_topic)
     assert 0 < lag_after_kill < TRACES, "the kill must land mid-stream"
 
