@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.registry import build_detectors
+from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.examples import mixed_traffic
 from pipeline.process import InboundMessage, SpanBatchProcessor
@@ -34,7 +34,7 @@ def main() -> None:
         for t in mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace)
     ]
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(build_detectors(DetectorSettings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(build_suite(DetectorSettings(), thresholds), thresholds.version)
     rates = []
     for _ in range(args.runs):
         started = time.perf_counter()

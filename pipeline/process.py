@@ -8,12 +8,11 @@ carrying the original bytes and the reason, and the rest of the batch goes on.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.base import Detector, run_detector
+from detectors.suite import DetectorSuite
 from pipeline import metrics
 from pipeline.model import LLMCall
 from pipeline.normalize import MalformedLLMSpan, normalize_span
@@ -67,14 +66,14 @@ class SpanBatchProcessor:
 
     def __init__(
         self,
-        detectors: Sequence[Detector],
+        suite: DetectorSuite,
         thresholds_version: str,
         encoding: Encoding | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
-        self._detectors = list(detectors)
+        self._suite = suite
         self._thresholds_version = thresholds_version
         self._encoding = encoding
         self._max_message_bytes = max_message_bytes
@@ -133,16 +132,11 @@ class SpanBatchProcessor:
             self._dead_letter(result, message, "malformed_span", "; ".join(malformed))
 
     def _detect(self, result: BatchResult) -> None:
-        if not result.llm_calls:
-            return
-        for detector in self._detectors:
-            started = time.perf_counter()
-            detector_results = run_detector(detector, result.llm_calls)
-            metrics.DETECTOR_SECONDS.labels(detector.name).observe(time.perf_counter() - started)
-            for call, detector_result in zip(result.llm_calls, detector_results, strict=True):
+        for run in self._suite.run(result.llm_calls):
+            for call, detector_result in zip(result.llm_calls, run.results, strict=True):
                 result.findings.append(finding_record(call, detector_result, self._thresholds_version))
                 metrics.FINDINGS.labels(
-                    detector.name, str(detector_result.status), str(detector_result.flagged).lower()
+                    run.detector, str(detector_result.status), str(detector_result.flagged).lower()
                 ).inc()
 
     @staticmethod

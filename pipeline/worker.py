@@ -27,7 +27,7 @@ from typing import Any
 import faust
 from faust.types import EventT, StreamT
 
-from detectors.registry import build_detectors
+from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.otlp import Encoding
@@ -51,7 +51,7 @@ class SpansWorker:
         self.settings = settings
         thresholds = load_thresholds(settings.thresholds_file)
         self.processor = SpanBatchProcessor(
-            build_detectors(settings.detectors, thresholds),
+            build_suite(settings.detectors, thresholds),
             thresholds.version,
             None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
             settings.max_message_bytes,

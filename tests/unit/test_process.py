@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.suite import DetectorSuite
 from pipeline.examples import example_traces, mixed_traffic
 from pipeline.model import LLMCall
 from pipeline.otlp import encode_traces_json, iter_spans
@@ -35,7 +36,7 @@ def _keyed(traces: TracesData) -> InboundMessage:
 
 def test_keyed_messages_yield_calls_and_one_finding_per_detector_and_call():
     traces = example_traces()[:4]
-    processor = SpanBatchProcessor([FixedScoreDetector(), ExplodingDetector()], "v-test")
+    processor = SpanBatchProcessor(DetectorSuite([FixedScoreDetector(), ExplodingDetector()]), "v-test")
     result = processor.process([_keyed(t) for t in traces])
     assert result.spans == sum(len(list(iter_spans(t))) for t in traces)
     assert len(result.llm_calls) == 4
@@ -49,18 +50,18 @@ def test_keyed_messages_yield_calls_and_one_finding_per_detector_and_call():
 
 def test_non_llm_traffic_produces_no_calls():
     traces = list(mixed_traffic(5, spans_per_trace=6, llm_spans_per_trace=0))
-    result = SpanBatchProcessor([FixedScoreDetector()], "v").process([_keyed(t) for t in traces])
+    result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process([_keyed(t) for t in traces])
     assert (result.spans, result.llm_calls, result.findings) == (30, [], [])
 
 
 def test_unkeyed_mixed_batch_is_split_and_rekeyed_not_processed():
     traces = example_traces()[:3]
     mixed = InboundMessage(None, b"".join(t.SerializeToString() for t in traces))
-    result = SpanBatchProcessor([FixedScoreDetector()], "v").process([mixed])
+    result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process([mixed])
     assert result.llm_calls == [] and result.spans == 0
     keys = sorted(key for key, _ in result.rekeyed)
     assert keys == sorted(t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode() for t in traces)
-    reprocessed = SpanBatchProcessor([FixedScoreDetector()], "v").process(
+    reprocessed = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process(
         [InboundMessage(key, value) for key, value in result.rekeyed]
     )
     assert len(reprocessed.llm_calls) == 3
@@ -68,7 +69,9 @@ def test_unkeyed_mixed_batch_is_split_and_rekeyed_not_processed():
 
 def test_unkeyed_single_trace_is_processed_in_place_and_json_is_detected():
     trace = example_traces()[0]
-    result = SpanBatchProcessor([FixedScoreDetector()], "v").process([InboundMessage(None, encode_traces_json(trace))])
+    result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process(
+        [InboundMessage(None, encode_traces_json(trace))]
+    )
     assert len(result.llm_calls) == 1 and not result.rekeyed
 
 
@@ -80,7 +83,7 @@ def test_bad_input_is_dead_lettered_with_reason_and_the_rest_goes_on():
     bad_ids = TracesData()
     bad_ids.CopyFrom(example_traces()[0])
     bad_ids.resource_spans[0].scope_spans[0].spans[0].trace_id = b"\x01\x02"
-    processor = SpanBatchProcessor([FixedScoreDetector()], "v", max_message_bytes=4096)
+    processor = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v", max_message_bytes=4096)
     result = processor.process([garbage, big, good, empty, InboundMessage(b"k", bad_ids.SerializeToString())])
     kinds = [letter.reason_kind for letter in result.dead_letters]
     assert kinds == ["undecodable", "too_large", "undecodable", "malformed_span"]
@@ -99,5 +102,5 @@ def test_attributes_of_unexpected_types_do_not_raise():
         if kv.key.startswith("gen_ai."):
             kv.value.Clear()
             kv.value.int_value = 7  # an int where JSON strings belong
-    result = SpanBatchProcessor([FixedScoreDetector()], "v").process([_keyed(trace)])
+    result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process([_keyed(trace)])
     assert len(result.llm_calls) + len(result.dead_letters) == 1

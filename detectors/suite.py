@@ -1,0 +1,93 @@
+"""The set of detectors one process runs, and the fact-check gate in front of them.
+
+The worker and ``halluwatch eval`` both run a :class:`DetectorSuite`, so offline scores
+are the production scores.  The sentinel (SPEC §4.7) decides per call whether content
+detectors run: a call with structured sources (retrieved documents, tool results) is
+always checked against them; without sources, only a prompt the sentinel calls factual
+is.  Skipping the rest saves their cost and their false positives (HaluGate: 72 %).
+Structural detectors (schema & tool calls) run on every call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from pipeline import metrics
+from pipeline.model import LLMCall
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorRun:
+    """One detector's results over a batch, aligned with the batch's calls."""
+
+    detector: str
+    results: list[DetectorResult]
+
+
+class DetectorSuite:
+    """Structural detectors, an optional sentinel, and the content detectors it gates."""
+
+    def __init__(
+        self,
+        structural: Sequence[Detector],
+        content: Sequence[Detector] = (),
+        sentinel: Detector | None = None,
+    ) -> None:
+        self.structural = list(structural)
+        self.content = list(content)
+        self.sentinel = sentinel
+
+    @property
+    def detectors(self) -> list[Detector]:
+        """Every detector, in run order."""
+        return [*self.structural, *([self.sentinel] if self.sentinel else []), *self.content]
+
+    def run(self, calls: Sequence[LLMCall]) -> list[DetectorRun]:
+        """Run every detector on ``calls``; content detectors see only the calls that pass the gate."""
+        if not calls:
+            return []
+        runs = [DetectorRun(d.name, _timed(d, calls)) for d in self.structural]
+        verdicts: list[DetectorResult] = []
+        checked = list(range(len(calls)))
+        if self.sentinel is not None:
+            verdicts = _timed(self.sentinel, calls)
+            runs.append(DetectorRun(self.sentinel.name, verdicts))
+            checked = [i for i, call in enumerate(calls) if call.sources or _needs_fact_check(verdicts[i])]
+        subset = [calls[i] for i in checked]
+        for detector in self.content:
+            by_index = dict(zip(checked, _timed(detector, subset), strict=True)) if subset else {}
+            results = [by_index.get(i) or _gated(detector, verdicts[i]) for i in range(len(calls))]
+            runs.append(DetectorRun(detector.name, results))
+        return runs
+
+    def close(self) -> None:
+        """Release every detector's resources."""
+        for detector in self.detectors:
+            detector.close()
+
+
+def _needs_fact_check(verdict: DetectorResult) -> bool:
+    return verdict.status is not DetectorStatus.OK or bool(verdict.evidence.get("needs_fact_check", True))
+
+
+def _gated(detector: Detector, verdict: DetectorResult) -> DetectorResult:
+    label = verdict.evidence.get("label", "non-factual")
+    return DetectorResult(
+        detector=detector.name,
+        detector_version=detector.version,
+        score=0.0,
+        flagged=False,
+        threshold=0.0,
+        status=DetectorStatus.SKIPPED,
+        summary=f"skipped: {label} prompt without sources needs no fact check",
+    )
+
+
+def _timed(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+    started = time.perf_counter()
+    results = run_detector(detector, calls)
+    metrics.DETECTOR_SECONDS.labels(detector.name).observe(time.perf_counter() - started)
+    return results

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.suite import DetectorSuite
+from pipeline.model import LLMCall, Message, Source
+
+
+class Recording(Detector):
+    version = "1"
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.batches: list[list[str]] = []
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        self.batches.append([c.span_id for c in calls])
+        return [DetectorResult(self.name, self.version, 1.0, True, 0.5) for _ in calls]
+
+
+class PromptSentinel(Detector):
+    """Factual when the prompt ends with '?'."""
+
+    name = "sentinel"
+    version = "1"
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        return [
+            DetectorResult(
+                self.name, self.version, 0.0, False, 0.5,
+                evidence={"label": "factual" if c.prompt.endswith("?") else "creative",
+                          "needs_fact_check": c.prompt.endswith("?")},
+            )  # fmt: skip
+            for c in calls
+        ]
+
+
+def _call(span_id: str, prompt: str, sources: tuple[Source, ...] = ()) -> LLMCall:
+    return LLMCall(
+        trace_id="a" * 32, span_id=span_id, parent_span_id=None, service="s", span_name="chat",
+        start_time_unix_nano=0, end_time_unix_nano=0, convention="gen_ai",
+        input_messages=(Message("user", prompt),), output_messages=(Message("assistant", "x"),), sources=sources,
+    )  # fmt: skip
+
+
+def test_content_detectors_see_only_calls_that_need_checking_in_one_batch():
+    structural, content = Recording("schema"), Recording("grounding")
+    suite = DetectorSuite([structural], [content], PromptSentinel())
+    calls = [
+        _call("1", "When was it built?"),
+        _call("2", "Write a poem"),
+        _call("3", "Write a poem about these docs", (Source("d", "doc text"),)),
+    ]
+    runs = {run.detector: run.results for run in suite.run(calls)}
+    assert structural.batches == [["1", "2", "3"]]
+    assert content.batches == [["1", "3"]]  # the poem without sources is skipped, in one batch
+    assert [r.status for r in runs["grounding"]] == [DetectorStatus.OK, DetectorStatus.SKIPPED, DetectorStatus.OK]
+    assert "creative" in runs["grounding"][1].summary
+    assert list(runs) == ["schema", "sentinel", "grounding"]
+
+
+def test_without_sentinel_every_call_is_checked_and_empty_batches_do_nothing():
+    content = Recording("grounding")
+    suite = DetectorSuite([], [content])
+    assert suite.run([]) == []
+    runs = suite.run([_call("1", "Write a poem")])
+    assert content.batches == [["1"]] and runs[0].results[0].flagged
