@@ -26,13 +26,17 @@ class PromptSentinel(Detector):
     version = "1"
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        factual = [c.prompt.endswith("?") for c in calls]
         return [
             DetectorResult(
-                self.name, self.version, 0.0, False, 0.5,
-                evidence={"label": "factual" if c.prompt.endswith("?") else "creative",
-                          "needs_fact_check": c.prompt.endswith("?")},
-            )  # fmt: skip
-            for c in calls
+                self.name,
+                self.version,
+                0.0,
+                False,
+                0.5,
+                evidence={"label": "factual" if f else "creative", "needs_fact_check": f},
+            )
+            for f in factual
         ]
 
 
