@@ -104,6 +104,41 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
     click.echo(f"produced {stats.messages} messages ({stats.spans} spans, {stats.bytes} bytes) in {stats.seconds:.1f}s")
 
 
+@main.command(name="eval")
+@CONFIG_OPTION
+@click.argument("input_path", metavar="INPUT.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--limit", type=click.IntRange(min=1), help="Score only the first N records.")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+def evaluate(
+    config_path: Path | None, input_path: Path, output_path: Path, limit: int | None, workers: int, batch_size: int
+) -> None:
+    """Score labelled records offline with the worker's detectors; print P/R/F1/AUROC.
+
+    INPUT.jsonl holds records {id, task, question, context, answer, hallucinated?, spans?}
+    (the format of shared/data). OUTPUT gets one line per record: {id, score, hallucinated,
+    detectors: {name: {score, flagged, status}}, spans: [{start, end, text, detector}]}.
+    """
+    import itertools
+
+    from tqdm import tqdm
+
+    from pipeline.evaluate import EvalInputError, evaluate, read_records, report
+
+    settings = _settings(config_path)
+    try:
+        records = list(itertools.islice(read_records(input_path), limit))
+    except EvalInputError as exc:
+        raise click.ClickException(str(exc)) from exc
+    outputs = []
+    with open(output_path, "w", encoding="utf-8") as out:
+        for output in tqdm(evaluate(records, settings, batch_size, workers), total=len(records), unit="rec"):
+            out.write(output.to_json() + "\n")
+            outputs.append(output)
+    click.echo(report(records, outputs))
+
+
 @main.command()
 @click.option(
     "--data-dir",
