@@ -20,7 +20,7 @@ LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
-    "logprob_tokens", "content_mode", "prompt", "answer", "grounding", "attributes", "ingested_at",
+    "logprob_tokens", "content_mode", "prompt", "answer", "grounding", "logprobs_json", "attributes", "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -75,6 +75,7 @@ def llm_call_row(call: LLMCall, content_mode: ContentMode, now: datetime) -> lis
         stored_content(call.prompt, content_mode),
         stored_content(call.answer, content_mode),
         stored_content(call.grounding_text, content_mode),
+        _logprobs_json(call) if content_mode == "full" else "",
         {key: str(value) for key, value in call.attributes.items()},
         now,
     ]
@@ -110,3 +111,20 @@ def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
         from_unix_nano(record["span_start_time_unix_nano"]),
         now,
     ]
+
+
+def _logprobs_json(call: LLMCall) -> str:
+    """Logprobs in the seed's ``tokens_json`` shape (tokens are content: stored in full mode only)."""
+    if not call.logprobs:
+        return ""
+    return json.dumps(
+        [
+            {
+                "token": t.token,
+                "logprob": t.logprob,
+                "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top],
+            }
+            for t in call.logprobs
+        ],
+        ensure_ascii=False,
+    )

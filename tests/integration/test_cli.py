@@ -31,7 +31,7 @@ def test_migrate_is_idempotent_from_the_command_line(tmp_path: Path):
     env = {"HALLUWATCH_DATA_DIR": str(tmp_path)}
     first = halluwatch("migrate", **env)
     assert first.returncode == 0, first.stderr
-    assert "applied 001_llm_calls, 002_findings" in first.stdout
+    assert "applied 001_llm_calls, 002_findings, 003_llm_calls_logprobs" in first.stdout
     second = halluwatch("migrate", **env)
     assert second.returncode == 0 and "is up to date" in second.stdout
 

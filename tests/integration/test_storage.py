@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from detectors.base import DetectorResult, DetectorStatus
@@ -30,7 +31,7 @@ RESULT = DetectorResult("schema_violation", "1", 1.0, True, 0.5, DetectorStatus.
 
 def test_migrate_is_idempotent(clickhouse):
     client, database = clickhouse
-    assert migrate(client, database) == ["001_llm_calls", "002_findings"]
+    assert migrate(client, database) == ["001_llm_calls", "002_findings", "003_llm_calls_logprobs"]
     assert migrate(client, database) == []
     tables = {row[0] for row in client.query(f"SHOW TABLES FROM {database}").result_rows}
     assert {"llm_calls", "findings", "schema_migrations"} <= tables
@@ -56,3 +57,23 @@ def test_sink_writes_and_replayed_rows_collapse(clickhouse):
         f"SELECT detector, flagged, severity, thresholds_version, evidence FROM {database}.findings FINAL"
     ).result_rows
     assert findings == [("schema_violation", True, 4, "v1", '{"violations": [1]}')]
+
+
+def test_logprobs_are_stored_in_full_mode_only(clickhouse):
+    from dataclasses import replace
+
+    from pipeline.model import TokenLogprob, TopLogprob
+
+    client, database = clickhouse
+    migrate(client, database)
+    with_logprobs = replace(CALL, logprobs=(TokenLogprob("Paris", -0.1, (TopLogprob("Paris", -0.1),)),))
+    other = replace(with_logprobs, span_id="ef" * 8)
+    sink = ClickHouseSink(client, database)
+    now = datetime.now(UTC)
+    sink.add([llm_call_row(with_logprobs, "full", now), llm_call_row(other, "hash", now)], [])
+    sink.flush()
+    rows = dict(client.query(f"SELECT span_id, logprobs_json FROM {database}.llm_calls FINAL").result_rows)
+    assert json.loads(rows["cd" * 8]) == [
+        {"token": "Paris", "logprob": -0.1, "top_logprobs": [{"token": "Paris", "logprob": -0.1}]}
+    ]
+    assert rows["ef" * 8] == ""
