@@ -1,0 +1,380 @@
+"""Numeric & entity contradiction detector (SPEC §4.2).
+
+HaluGate's example is the case this catches: the tool said the Eiffel Tower was built
+1887-1889 and is 330 m tall, the answer says 1950 and 500 m.  Numbers, years, dates,
+times, percentages, money, quantities with units (see :mod:`detectors.quantities`) and
+capitalised names are pulled out of the answer and looked up in the grounding text.
+No model: regexes and arithmetic, so it runs on every call and explains every verdict.
+
+Each answer mention gets one verdict:
+
+* **supported** — the grounding text, or the user's question (an answer may repeat the
+  question's numbers), states the same value: equal within ``relative_tolerance`` or
+  within the rounding of the answer's last significant digit, after unit conversion
+  (``5 km`` = ``5,000 m``).  A range is supported when both ends are; a single value
+  when it equals an end of, or lies inside, a context range.  A unitless number is also
+  supported by the same number written with a unit or inside a date (``330`` by ``330
+  meters``, ``1889`` by ``May 6, 1889``), and a number with a unit by the same bare
+  number (JSON tool results often drop units).  Years, dates and times match exactly.
+  A name is supported when each of its words occurs in the context or the question.
+* **conflict** (severity 4) — not supported, and the grounding text has a value of the
+  same family (kind plus dimension, currency or written date parts) whose surrounding
+  words overlap the answer mention's: at least ``conflict_min_shared_words`` content
+  words (function words dropped, words compared on their first five letters) within
+  ``context_window_words`` words either side.  The best-overlapping one is reported as
+  the conflicting context span.  So "built in 1950" against "built: 1887-1889" is a
+  conflict (shared: *built*, *eiffel*, *tower*); a year in an unrelated sentence is not.
+  Names are never conflicts: which name another could replace is beyond a regex.
+* **unsupported** (severity 2) — neither.
+
+Score (noisy-OR over distinct claims, so a value repeated in the answer counts once)::
+
+    score = 1 - (1 - conflict_weight) ** conflicts
+              * (1 - unsupported_weight) ** unsupported_values
+              * (1 - name_weight) ** unsupported_names
+
+With the defaults one conflict alone crosses a 0.5 threshold, one unsupported number
+does not, two do.  Answers longer than ``max_answer_chars`` are checked on their
+prefix and contexts longer than ``max_context_chars`` on theirs (a value past the cut
+reads as unsupported; the evidence says the context was truncated).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
+from pipeline.model import LLMCall
+
+logger = logging.getLogger(__name__)
+
+MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
+MAX_SPANS_LISTED = 20
+_MAX_CLAIMS_CHECKED = 200
+_MAX_RIVALS_COMPARED = 256  # same-family context values looked at per unsupported claim
+_CONTEXT_CACHE_SIZE = 256  # the same documents recur across traces
+_MAX_TEXT_CHARS = 120
+_STEM_CHARS = 5
+_APPROXIMATE: Final = frozenset({Kind.NUMBER, Kind.PERCENT, Kind.MONEY, Kind.QUANTITY})
+_UNITLESS: Final = frozenset({Kind.NUMBER, Kind.YEAR})
+_WORD = re.compile(r"[^\W\d_]+")
+_STOPWORDS: Final = frozenset(
+    """a an the this that these those there their they it its in on at of for to from by with and or but as if is
+    are was were be been being has have had do does did will would can could should may might must not no so than
+    then also about over under into onto out up down off per each all any some more most less least very just only
+    which who whom whose what when where why how he she his her him we our you your i me my us them around approximately
+    nearly almost roughly about""".split()  # noqa: SIM905 - reads as text
+)
+
+
+class Verdict(StrEnum):
+    """A claim's verdict; stored in evidence, so stable names."""
+
+    SUPPORTED = "supported"
+    CONFLICT = "conflict"
+    UNSUPPORTED = "unsupported"
+
+
+class ContradictionConfig(BaseModel):
+    """Tolerances and weights of the contradiction detector (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    relative_tolerance: float = Field(default=0.02, ge=0.0, le=0.5)
+    check_names: bool = True
+    min_name_words: int = Field(default=1, ge=1, le=10)
+    context_window_words: int = Field(default=8, ge=1, le=50)
+    conflict_min_shared_words: int = Field(default=1, ge=1, le=20)
+    conflict_weight: float = Field(default=0.8, ge=0.0, le=1.0)
+    unsupported_weight: float = Field(default=0.4, ge=0.0, le=1.0)
+    name_weight: float = Field(default=0.25, ge=0.0, le=1.0)
+    max_answer_chars: int = Field(default=20_000, ge=1)
+    max_context_chars: int = Field(default=500_000, ge=1)
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """One text's checkable values, indexed for lookups."""
+
+    text: str
+    by_family: dict[str, list[Mention]]
+    amounts: list[float]  # sorted: every number as written, whatever its kind
+    plain_amounts: list[float]  # sorted: numbers written without a unit
+    words: frozenset[str]
+    # Surrounding words of context values, filled on first use (cached contexts recur across calls;
+    # two threads racing on a key only compute the same value twice).
+    stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
+    heads: dict[int, str] = field(default_factory=dict)
+
+    def window_stems(self, mention: Mention, words: int) -> frozenset[str]:
+        key = (mention.start, words)
+        if key not in self.stems:
+            self.stems[key] = _window_stems(self.text, mention, words)
+        return self.stems[key]
+
+    def head_stem(self, mention: Mention) -> str:
+        if mention.start not in self.heads:
+            self.heads[mention.start] = _head_stem(self.text, mention)
+        return self.heads[mention.start]
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    mention: Mention
+    verdict: Verdict
+    rival: Mention | None = None
+
+    def to_evidence(self) -> dict[str, Any]:
+        found = self.mention
+        evidence: dict[str, Any] = {
+            "kind": str(found.kind),
+            "text": found.text[:_MAX_TEXT_CHARS],
+            "start": found.start,
+            "end": found.end,
+            "verdict": str(self.verdict),
+        }
+        if self.rival is not None:
+            evidence |= {
+                "context_text": self.rival.text[:_MAX_TEXT_CHARS],
+                "context_start": self.rival.start,
+                "context_end": self.rival.end,
+            }
+        return evidence
+
+
+class ContradictionDetector(Detector):
+    """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
+
+    name = "contradiction"
+    version = "1.0.0"
+
+    def __init__(self, config: ContradictionConfig, threshold: float) -> None:
+        if not 0.0 <= threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
+        self._config = config
+        self._threshold = threshold
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        """Check each call; pure CPU work, so a batch is a loop, and one bad call fails alone."""
+        return [self._detect_guarded(call) for call in calls]
+
+    def _detect_guarded(self, call: LLMCall) -> DetectorResult:
+        try:
+            return self._detect(call)
+        except Exception as exc:  # untrusted text must never take the batch down
+            logger.exception("contradiction check failed on trace %s", call.trace_id)
+            return self.error_result(f"{type(exc).__name__}: {exc}")
+
+    def _detect(self, call: LLMCall) -> DetectorResult:
+        config = self._config
+        grounding = call.grounding_text
+        if not grounding.strip():
+            return self._result(DetectorStatus.SKIPPED, 0.0, "no grounding context to check against")
+        answer = call.answer[: config.max_answer_chars]
+        mentions = extract_claims(answer)
+        if config.check_names:
+            names = extract_names(answer, mentions)
+            mentions += [name for name in names if len(name.text.split()) >= config.min_name_words]
+        if not mentions:
+            return self._result(DetectorStatus.SKIPPED, 0.0, "nothing checkable in the answer")
+        mentions = sorted(mentions, key=lambda mention: mention.start)[:_MAX_CLAIMS_CHECKED]
+        context = _index(grounding[: config.max_context_chars])
+        question = _index(call.prompt[: config.max_context_chars])
+        claims = [self._verdict(mention, answer, context, question) for mention in mentions]
+        score = self._score(claims)
+        evidence = _evidence(claims, truncated=len(grounding) > config.max_context_chars)
+        return self._result(DetectorStatus.OK, score, _summary(claims), evidence)
+
+    def _verdict(self, mention: Mention, answer: str, context: _Context, question: _Context) -> _Claim:
+        if mention.kind is Kind.NAME:
+            words = _name_words(mention.text)
+            known = all(_known(word, context) or _known(word, question) for word in words)
+            return _Claim(mention, Verdict.SUPPORTED if known else Verdict.UNSUPPORTED)
+        tolerance = self._config.relative_tolerance if mention.kind in _APPROXIMATE else 0.0
+        if _supported(mention, context, tolerance) or _supported(mention, question, tolerance):
+            return _Claim(mention, Verdict.SUPPORTED)
+        rival = self._rival(mention, answer, context)
+        return _Claim(mention, Verdict.UNSUPPORTED if rival is None else Verdict.CONFLICT, rival)
+
+    def _rival(self, mention: Mention, answer: str, context: _Context) -> Mention | None:
+        """The same-family context value whose surroundings best overlap the mention's, if any overlap enough."""
+        candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
+        if not candidates:
+            return None
+        window = self._config.context_window_words
+        around = _window_stems(answer, mention, window)
+        head = _head_stem(answer, mention) if mention.kind is Kind.NUMBER else None
+        best, best_shared = None, self._config.conflict_min_shared_words - 1
+        for candidate in candidates:
+            if head is not None and context.head_stem(candidate) != head:
+                continue
+            shared = len(around & context.window_stems(candidate, window))
+            if shared > best_shared:
+                best, best_shared = candidate, shared
+        return best
+
+    def _score(self, claims: Iterable[_Claim]) -> float:
+        config = self._config
+        weights = {
+            Verdict.CONFLICT: config.conflict_weight,
+            Verdict.UNSUPPORTED: config.unsupported_weight,
+            Verdict.SUPPORTED: 0.0,
+        }
+        distinct = {_claim_key(claim): claim for claim in claims}.values()
+        keep = 1.0
+        for claim in distinct:
+            weight = weights[claim.verdict]
+            if claim.mention.kind is Kind.NAME and claim.verdict is Verdict.UNSUPPORTED:
+                weight = config.name_weight
+            keep *= 1.0 - weight
+        return 1.0 - keep
+
+    def _result(
+        self, status: DetectorStatus, score: float, summary: str, evidence: dict[str, Any] | None = None
+    ) -> DetectorResult:
+        flagged = status is DetectorStatus.OK and score >= self._threshold
+        conflicts = bool(evidence and evidence["conflicts"])
+        return DetectorResult(
+            detector=self.name,
+            detector_version=self.version,
+            score=score,
+            flagged=flagged,
+            threshold=self._threshold,
+            status=status,
+            severity=4 if flagged and conflicts else 2 if flagged else 0,
+            summary=summary,
+            evidence=evidence or {},
+        )
+
+
+@functools.lru_cache(maxsize=_CONTEXT_CACHE_SIZE)
+def _index(text: str) -> _Context:
+    """Extract and index a context text once; cached because documents and prompts recur."""
+    mentions = extract_values(text)
+    by_family: dict[str, list[Mention]] = {}
+    for mention in mentions:
+        by_family.setdefault(mention.family, []).append(mention)
+    return _Context(
+        text=text,
+        by_family=by_family,
+        amounts=sorted(amount for mention in mentions for amount in mention.amounts),
+        plain_amounts=sorted(amount for mention in mentions if mention.kind in _UNITLESS for amount in mention.amounts),
+        words=frozenset(_WORD.findall(text.lower())),
+    )
+
+
+def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:
+    """Whether ``context`` states the claim's value (see the module docstring for the rules)."""
+    if claim.kind is Kind.DATE:
+        return _date_supported(claim, context)
+    values = context.by_family.get(claim.family, [])
+    if all(
+        any(_covers(found, value, claim.precision, tolerance) for found in values) for value in (claim.low, claim.high)
+    ):
+        return True
+    written = context.amounts if claim.kind in _UNITLESS else context.plain_amounts
+    return all(_in_sorted(written, amount, claim.precision, tolerance) for amount in claim.amounts)
+
+
+def _covers(found: Mention, value: float, precision: float, tolerance: float) -> bool:
+    return found.low <= value <= found.high or any(
+        _close(value, end, precision, tolerance) for end in (found.low, found.high)
+    )
+
+
+def _close(value: float, other: float, precision: float, tolerance: float) -> bool:
+    return abs(value - other) <= max(tolerance * max(abs(value), abs(other)), precision)
+
+
+def _in_sorted(values: list[float], value: float, precision: float, tolerance: float) -> bool:
+    slack = max(tolerance * abs(value), precision)
+    index = bisect_left(values, value - slack)
+    return index < len(values) and values[index] <= value + slack
+
+
+def _date_supported(claim: Mention, context: _Context) -> bool:
+    """A date is supported by a context date stating at least its parts, with the same values."""
+    parts = claim.family.partition(":")[2]
+    for family, found in context.by_family.items():
+        if family.startswith("date:") and set(parts) <= set(family[5:]):
+            ends = [(_date_parts(mention.low, parts), _date_parts(mention.high, parts)) for mention in found]
+            wanted = (_date_parts(claim.low, parts), _date_parts(claim.high, parts))
+            if all(any(low <= value <= high for low, high in ends) for value in wanted):
+                return True
+    return False
+
+
+def _date_parts(value: float, parts: str) -> int:
+    """Keep only the ``parts`` (y, m, d) of a ``yyyymmdd`` value."""
+    whole = int(value)
+    year, month, day = whole // 10000, whole // 100 % 100, whole % 100
+    return (year if "y" in parts else 0) * 10000 + (month if "m" in parts else 0) * 100 + (day if "d" in parts else 0)
+
+
+def _window_stems(text: str, mention: Mention, words: int) -> frozenset[str]:
+    """Content words within ``words`` words either side of a mention, cut to their first letters."""
+    reach = words * 15
+    before = _WORD.findall(text[max(0, mention.start - reach) : mention.start].lower())[-words:]
+    after = _WORD.findall(text[mention.end : mention.end + reach].lower())[:words]
+    return frozenset(word[:_STEM_CHARS] for word in before + after if word not in _STOPWORDS and len(word) > 1)
+
+
+def _known(word: str, context: _Context) -> bool:
+    """A name word occurs in the context, also as its singular ("Tuesdays" where the context says "Tuesday")."""
+    return word in context.words or (word.endswith("s") and word[:-1] in context.words)
+
+
+def _head_stem(text: str, mention: Mention) -> str:
+    """The first content word after a mention: what a bare number counts ("94 *points*"); "" when none."""
+    following = _WORD.findall(text[mention.end : mention.end + 40].lower())[:3]
+    return next((word[:_STEM_CHARS] for word in following if word not in _STOPWORDS and len(word) > 1), "")
+
+
+def _name_words(name: str) -> list[str]:
+    return [word for word in _WORD.findall(name.lower()) if len(word) > 1]
+
+
+def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:
+    """Identity of a claim for scoring: the same value stated twice is one claim."""
+    found = claim.mention
+    return (found.family, found.low, found.high, found.text.lower() if found.kind is Kind.NAME else "")
+
+
+def _evidence(claims: list[_Claim], *, truncated: bool) -> dict[str, Any]:
+    flagged = [claim for claim in claims if claim.verdict is not Verdict.SUPPORTED]
+    ordered = sorted(claims, key=lambda claim: (claim.verdict is Verdict.SUPPORTED, claim.verdict, claim.mention.start))
+    return {
+        "claims": [claim.to_evidence() for claim in ordered[:MAX_CLAIMS_LISTED]],
+        "checked": len(claims),
+        "conflicts": sum(claim.verdict is Verdict.CONFLICT for claim in claims),
+        "unsupported": sum(claim.verdict is Verdict.UNSUPPORTED for claim in claims),
+        "spans": [
+            {"start": claim.mention.start, "end": claim.mention.end, "text": claim.mention.text[:_MAX_TEXT_CHARS]}
+            for claim in flagged[:MAX_SPANS_LISTED]
+        ],
+        "context_truncated": truncated,
+    }
+
+
+def _summary(claims: list[_Claim]) -> str:
+    conflicts = [claim for claim in claims if claim.verdict is Verdict.CONFLICT]
+    unsupported = [claim for claim in claims if claim.verdict is Verdict.UNSUPPORTED]
+    if conflicts:
+        first, rival = conflicts[0].mention, conflicts[0].rival
+        line = f"answer says {first.text}, context says {rival.text if rival else '?'}"
+    elif unsupported:
+        line = f"answer says {unsupported[0].mention.text}, context does not"
+    else:
+        return f"all {len(claims)} checked values and names found in the context"
+    others = len(conflicts) + len(unsupported) - 1
+    return (line + (f" (+{others} more)" if others else ""))[:500]

@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from detectors.base import DetectorResult, DetectorStatus
+from detectors.contradiction import ContradictionConfig, ContradictionDetector
+from detectors.quantities import Kind, extract_claims, extract_names, extract_values
+from pipeline.model import LLMCall, Message, Source
+
+EIFFEL_CONTEXT = '{"name": "Eiffel Tower", "built": "1887-1889", "height": "330 meters", "location": "Paris, France"}'
+EIFFEL_QUESTION = "When was the Eiffel Tower built and how tall is it?"
+
+
+def make_call(answer: str, context: str | list[str] = "", question: str = "") -> LLMCall:
+    passages = [context] if isinstance(context, str) else context
+    return LLMCall(
+        trace_id="0" * 32,
+        span_id="0" * 16,
+        parent_span_id=None,
+        service="svc",
+        span_name="chat",
+        start_time_unix_nano=0,
+        end_time_unix_nano=0,
+        convention="test",
+        input_messages=(Message("user", question),) if question else (),
+        output_messages=(Message("assistant", answer),),
+        sources=tuple(Source(str(i), text) for i, text in enumerate(passages) if text),
+    )
+
+
+def detect(answer: str, context: str | list[str] = "", question: str = "", **config: Any) -> DetectorResult:
+    detector = ContradictionDetector(ContradictionConfig(**config), threshold=0.5)
+    return detector.detect_batch([make_call(answer, context, question)])[0]
+
+
+def verdicts(result: DetectorResult) -> dict[str, str]:
+    return {claim["text"]: claim["verdict"] for claim in result.evidence["claims"]}
+
+
+def test_eiffel_example_reports_both_conflicts_with_context_spans() -> None:
+    answer = "The Eiffel Tower was built in 1950, is 500 meters tall, and is located in Paris, France."
+    result = detect(answer, EIFFEL_CONTEXT, EIFFEL_QUESTION)
+    assert result.status is DetectorStatus.OK
+    assert result.flagged and result.severity == 4
+    assert result.summary == "answer says 1950, context says 1887-1889 (+1 more)"
+    assert result.evidence["conflicts"] == 2 and result.evidence["unsupported"] == 0
+    conflicts = {c["text"]: c for c in result.evidence["claims"] if c["verdict"] == "conflict"}
+    assert set(conflicts) == {"1950", "500 meters"}
+    for claim in conflicts.values():
+        assert EIFFEL_CONTEXT[claim["context_start"] : claim["context_end"]] == claim["context_text"]
+    assert conflicts["500 meters"]["context_text"] == "330 meters"
+    assert [span["text"] for span in result.evidence["spans"]] == ["1950", "500 meters"]
+
+
+def test_supported_answer_is_not_flagged() -> None:
+    answer = "The Eiffel Tower in Paris was built from 1887 to 1889 and is 330 m (0.33 km) tall."
+    result = detect(answer, EIFFEL_CONTEXT, EIFFEL_QUESTION)
+    assert result.status is DetectorStatus.OK
+    assert not result.flagged and result.score == 0.0 and result.severity == 0
+    assert set(verdicts(result).values()) == {"supported"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "verdict"),
+    [
+        ("It is 5 km long.", "The trail is 5,000 m long.", "supported"),
+        ("It is 5 km long.", "The trail is 3,000 m long.", "conflict"),
+        ("The drive takes 2 hours.", "The drive takes 120 minutes.", "supported"),
+        ("The file is 2 GB.", "The file is 2,000 MB.", "supported"),
+        ("It was 70°F outside.", "It was 21°C outside.", "supported"),
+        ("The bridge is 330 m long.", '{"bridge length": 330}', "supported"),
+    ],
+)
+def test_units_are_normalized(answer: str, context: str, verdict: str) -> None:
+    assert list(verdicts(detect(answer, context)).values()) == [verdict]
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("The works ran from 1887 to 1889.", "supported"),
+        ("The works ran 1887\u20131889.", "supported"),  # en dash
+        ("The works finished in 1888.", "supported"),  # inside the context's range
+        ("The works ran from 1887 to 1895.", "conflict"),
+    ],
+)
+def test_ranges(answer: str, verdict: str) -> None:
+    assert list(verdicts(detect(answer, "The works ran between 1887 and 1889.")).values()) == [verdict]
+
+
+def test_between_and_range_extraction() -> None:
+    (found,) = extract_values("between 5 and 10 km")
+    assert (found.kind, found.low, found.high, found.text) == (Kind.QUANTITY, 5000.0, 10000.0, "5 and 10 km")
+    assert [found.text for found in extract_values("rose 5 and 10")] == ["5", "10"]  # "and" joins after "between"
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("Sales grew 40 percent.", "supported"),
+        ("Sales grew 40%.", "supported"),
+        ("Sales grew 45%.", "conflict"),
+    ],
+)
+def test_percentages(answer: str, verdict: str) -> None:
+    assert list(verdicts(detect(answer, "Sales grew 40% last year.")).values()) == [verdict]
+
+
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("The company raised $3.2 million.", "supported"),  # rounded from the context's exact figure
+        ("The company raised 3.2 million dollars.", "supported"),
+        ("The company raised $4.5 million.", "conflict"),
+        ("The company raised €3.2 million.", "unsupported"),  # another currency is not the same amount
+    ],
+)
+def test_money(answer: str, verdict: str) -> None:
+    assert list(verdicts(detect(answer, "The company raised $3,215,000 in its seed round.")).values()) == [verdict]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["The deal closed on March 3, 1999.", "The deal closed on 3 March 1999.", "The deal closed on 1999-03-03."],
+)
+def test_dates_in_different_formats_match(answer: str) -> None:
+    for context in ("The deal closed on 1999-03-03.", "The deal closed on March 3rd, 1999."):
+        assert list(verdicts(detect(answer, context)).values()) == ["supported"]
+
+
+def test_date_conflict_and_partial_dates() -> None:
+    assert verdicts(detect("The deal closed on March 5, 1999.", "The deal closed on March 3, 1999.")) == {
+        "March 5, 1999": "conflict"
+    }
+    # A year alone is supported by a full date in that year.
+    assert verdicts(detect("The deal closed in 1999.", "The deal closed on March 3, 1999.")) == {"1999": "supported"}
+
+
+def test_times_of_day() -> None:
+    context = '{"hours": {"Monday": "8:0-14:0", "Tuesday": "16:30-21:0"}}'
+    assert verdicts(detect("On Monday it is open 8:00 am to 2:00 pm.", context))["8:00 am to 2:00 pm"] == "supported"
+    assert verdicts(detect("On Monday it is open 11am-10pm.", context))["11am-10pm"] == "conflict"
+
+
+def test_name_not_in_context_is_unsupported() -> None:
+    result = detect("The tower was designed by Gustave Eiffel in Paris.", "The tower stands in Paris.")
+    assert verdicts(result) == {"Gustave Eiffel": "unsupported", "Paris": "supported"}
+    assert result.severity == 0 and not result.flagged  # a lone unsupported name stays under 0.5
+    assert result.summary == "answer says Gustave Eiffel, context does not"
+
+
+def test_names_skip_sentence_starts_and_function_words() -> None:
+    text = "The Eiffel Tower is tall. However, Paris is busy.\n- Gustave Eiffel built it."
+    names = [name.text for name in extract_names(text, [])]
+    assert names == ["Eiffel Tower", "Paris", "Eiffel"]
+
+
+def test_numbers_repeated_from_the_question_are_supported() -> None:
+    result = detect("Yes, 42 people can fit in the room.", "The room is large.", question="Can 42 people fit?")
+    assert verdicts(result) == {"42": "supported"}
+    assert not result.flagged
+
+
+def test_unsupported_numbers_accumulate() -> None:
+    result = detect("There are 17 rooms and 230 seats.", "The hall has rooms and seats.")
+    assert result.evidence["unsupported"] == 2
+    assert result.flagged and result.severity == 2
+    assert result.score == pytest.approx(1 - 0.6 * 0.6)
+
+
+def test_repeated_value_counts_once() -> None:
+    once = detect("There are 17 rooms.", "The hall has rooms.")
+    twice = detect("There are 17 rooms. Yes, 17 rooms.", "The hall has rooms.")
+    assert once.score == twice.score
+
+
+def test_not_claims_are_skipped() -> None:
+    answer = "1. According to passage 2 [1], it is open 24/7 and uses COVID-19 data in 3D."
+    assert extract_claims(answer) == []
+
+
+def test_empty_answer_and_missing_context_are_skipped() -> None:
+    assert detect("", EIFFEL_CONTEXT).status is DetectorStatus.SKIPPED
+    assert detect("It is a tower of iron.", EIFFEL_CONTEXT).status is DetectorStatus.SKIPPED
+    no_context = detect("It was built in 1950.", "")
+    assert no_context.status is DetectorStatus.SKIPPED and not no_context.flagged
+    assert no_context.summary == "no grounding context to check against"
+
+
+def test_prompt_counts_as_context_when_there_are_no_sources() -> None:
+    call = make_call("It was built in 1889.", question="The tower was built in 1889. When was it built?")
+    (result,) = ContradictionDetector(ContradictionConfig(), 0.5).detect_batch([call])
+    assert result.status is DetectorStatus.OK and verdicts(result) == {"1889": "supported"}
+
+
+def test_non_english_text() -> None:
+    answer = "埃菲尔铁塔建于1950年\uff0c高500米。"
+    result = detect(answer, "埃菲尔铁塔建于1887年至1889年\uff0c高330米。")
+    assert result.status is DetectorStatus.OK
+    assert {claim["text"] for claim in result.evidence["claims"]} == {"1950", "500"}
+    for claim in result.evidence["claims"]:
+        assert answer[claim["start"] : claim["end"]] == claim["text"]
+    german = detect("Der Turm wurde 1950 gebaut.", "Der Turm wurde 1887\u20131889 gebaut.")
+    assert verdicts(german) == {"Turm": "supported", "1950": "conflict"}
+
+
+def test_garbage_never_raises() -> None:
+    detector = ContradictionDetector(ContradictionConfig(), 0.5)
+    junk = ["\x00\ud800$$$%%%", "9" * 5000, "1e308 1e309 $-.5 ..., --- 00:00:00 pm", "Ⅻ ١٢٣ ۴۵ \U0001d7d9\U0001d7da"]
+    results = detector.detect_batch([make_call(text, text[::-1] or "x") for text in junk])
+    assert all(result.status is not DetectorStatus.ERROR for result in results)
+
+
+def test_huge_context_is_truncated() -> None:
+    filler = "The tower was repainted in 1999 at a cost of $2 million and stands 330 m tall. " * 20_000
+    detector = ContradictionDetector(ContradictionConfig(max_context_chars=100_000), 0.5)
+    (result,) = detector.detect_batch([make_call("It stands 330 m tall.", filler)])
+    assert result.evidence["context_truncated"] is True
+    assert verdicts(result) == {"330 m": "supported"}
+
+
+def test_offsets_point_into_the_answer() -> None:
+    answer = (
+        "Built between 1887 and 1889 by Gustave Eiffel, the 330 m tower cost €7.8 million (about 40 percent "
+        "over budget) and opened on March 31, 1889 at 10:00 am; it weighs 7,300 tonnes."
+    )
+    result = detect(answer, "Unrelated text about bridges.")
+    assert len(result.evidence["claims"]) == 8
+    for claim in result.evidence["claims"]:
+        assert answer[claim["start"] : claim["end"]] == claim["text"]
+    for span in result.evidence["spans"]:
+        assert answer[span["start"] : span["end"]] == span["text"]
+
+
+def test_evidence_lists_are_capped() -> None:
+    answer = " ".join(f"Item costs ${n}." for n in range(100, 400))
+    result = detect(answer, "Items cost money.")
+    assert len(result.evidence["claims"]) <= 25 and len(result.evidence["spans"]) <= 20
+    assert result.evidence["checked"] == 200 and result.evidence["unsupported"] == 200  # checks stop at 200
+
+
+def test_names_can_be_switched_off_or_required_multiword() -> None:
+    answer = "Eiffel met Gustave Eiffel in 1889."
+    assert "Gustave Eiffel" not in verdicts(detect(answer, "In 1889.", check_names=False))
+    assert set(verdicts(detect(answer, "In 1889.", min_name_words=2))) == {"Gustave Eiffel", "1889"}
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(ValidationError):
+        ContradictionConfig(relative_tolerance=-1)
+    with pytest.raises(ValidationError):
+        ContradictionConfig(unknown=1)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="threshold"):
+        ContradictionDetector(ContradictionConfig(), threshold=1.5)
+
+
+def test_a_large_batch_shares_one_context() -> None:
+    context = " ".join(f"In {1900 + i} the plant made {i * 37} cars and {i}% profit." for i in range(40))
+    calls = [make_call(f"In {1900 + i} it made {i * 37 + i % 3} cars, a {i}% profit.", context) for i in range(2000)]
+    results = ContradictionDetector(ContradictionConfig(), 0.5).detect_batch(calls)
+    # two answers in three change the car count by 1 or 2: a conflict with the same year's count
+    assert sum(result.evidence["conflicts"] > 0 for result in results) > 1000
