@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from detectors.sentinel import needs_fact_check
 from pipeline import metrics
 from pipeline.model import LLMCall
 
@@ -55,7 +56,7 @@ class DetectorSuite:
         if self.sentinel is not None:
             verdicts = _timed(self.sentinel, calls)
             runs.append(DetectorRun(self.sentinel.name, verdicts))
-            checked = [i for i, call in enumerate(calls) if call.sources or _needs_fact_check(verdicts[i])]
+            checked = [i for i, call in enumerate(calls) if call.sources or needs_fact_check(verdicts[i])]
         subset = [calls[i] for i in checked]
         for detector in self.content:
             by_index = dict(zip(checked, _timed(detector, subset), strict=True)) if subset else {}
@@ -67,10 +68,6 @@ class DetectorSuite:
         """Release every detector's resources."""
         for detector in self.detectors:
             detector.close()
-
-
-def _needs_fact_check(verdict: DetectorResult) -> bool:
-    return verdict.status is not DetectorStatus.OK or bool(verdict.evidence.get("needs_fact_check", True))
 
 
 def _gated(detector: Detector, verdict: DetectorResult) -> DetectorResult:

@@ -134,9 +134,9 @@ def summarize(settings: Settings) -> str:
     ).result_rows:
         lines.append(f"  {detector:<18} {flagged} / {ok} / {skipped} / {errors}")
     lines.append("Flagged:")
-    for service, operation, trace_id, summary in client.query(
-        f"SELECT service, operation, trace_id, summary FROM {db}.findings FINAL "
-        "WHERE flagged ORDER BY service, trace_id"
+    for service, operation, trace_id, detector, summary in client.query(
+        f"SELECT service, operation, trace_id, detector, summary FROM {db}.findings FINAL "
+        "WHERE flagged ORDER BY service, trace_id, detector"
     ).result_rows:
-        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {summary}")
+        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
     return "\n".join(lines)

@@ -133,7 +133,7 @@ _process_suite: DetectorSuite | None = None
 
 def _init_process(settings: Settings) -> None:
     global _process_suite
-    _process_suite = build_suite(settings.detectors, load_thresholds(settings.thresholds_file))
+    _process_suite = build_suite(settings, load_thresholds(settings.thresholds_file))
 
 
 def _score_in_process(records: Sequence[EvalRecord]) -> list[EvalOutput]:

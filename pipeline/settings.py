@@ -16,7 +16,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from detectors.confidence import ConfidenceConfig
+from detectors.contradiction import ContradictionConfig
 from detectors.schema_violation import SchemaViolationConfig
+from detectors.sentinel import SentinelConfig
+from detectors.span_model import SpanModelConfig
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
 
@@ -31,6 +35,11 @@ class DetectorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
+    sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
+    contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
+    confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
+    # Off unless a token-classification ONNX model is configured (model_path).
+    span_model: SpanModelConfig = Field(default_factory=SpanModelConfig)
 
 
 class Settings(BaseSettings):
@@ -70,6 +79,8 @@ class Settings(BaseSettings):
     write_retry_max_seconds: float = Field(default=30.0, gt=0)
 
     thresholds_file: Path | None = None  # None: the built-in defaults
+    # Per-model entropy baselines written by `halluwatch baseline` (confidence detector).
+    baselines_file: Path | None = None
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # None: no /metrics endpoint
     metrics_host: str = "127.0.0.1"
     log_level: Literal["debug", "info", "warn", "error"] = "info"

@@ -51,7 +51,7 @@ class SpansWorker:
         self.settings = settings
         thresholds = load_thresholds(settings.thresholds_file)
         self.processor = SpanBatchProcessor(
-            build_suite(settings.detectors, thresholds),
+            build_suite(settings, thresholds),
             thresholds.version,
             None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
             settings.max_message_bytes,

@@ -18,7 +18,8 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     out = completed.stdout
     expected_flags = sum(1 for example in EXAMPLES if example.schema_violation)
     flagged_lines = out.split("Flagged:\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert len(flagged_lines) == expected_flags
+    assert sum("schema_violation:" in line for line in flagged_lines) == expected_flags
+    assert any("contradiction: answer says 1950" in line for line in flagged_lines)
     assert "did you mean 'search_docs'" in out
     assert "truncated" in out
     assert f"All {len(EXAMPLES) + 1} messages processed" in out
