@@ -7,6 +7,7 @@ Heavy modules (faust, chDB) are imported inside the commands that need them, so
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -102,6 +103,56 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
         keyed=not unkeyed,
     )
     click.echo(f"produced {stats.messages} messages ({stats.spans} spans, {stats.bytes} bytes) in {stats.seconds:.1f}s")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option(
+    "--input",
+    "input_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Trace file (collector file-exporter format) of labelled-good traffic.",
+)
+@click.option("--from-clickhouse", is_flag=True, help="Read llm_calls (with logprobs) from ClickHouse instead.")
+@click.option("--since", type=click.DateTime(), help="With --from-clickhouse: only calls that started after this.")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path), help="Baselines file.")
+@click.option("--min-responses", type=click.IntRange(min=2), default=30, show_default=True)
+def baseline(
+    config_path: Path | None,
+    input_path: Path | None,
+    from_clickhouse: bool,
+    since: datetime | None,
+    output_path: Path | None,
+    min_responses: int,
+) -> None:
+    """Compute per-model answer-entropy baselines for the confidence detector (SPEC §4.3).
+
+    Writes a versioned YAML file (default DATA_DIR/baselines.yaml); point
+    HALLUWATCH_BASELINES_FILE at it so workers load it at start.
+    """
+    from pipeline.baseline import BaselineError, run_baseline
+    from pipeline.storage import connect
+
+    if (input_path is None) == (not from_clickhouse):
+        raise click.UsageError("give exactly one of --input PATH or --from-clickhouse")
+    settings = _settings(config_path)
+    output_path = output_path or settings.data_dir / "baselines.yaml"
+    confidence = settings.detectors.confidence
+    try:
+        summary = run_baseline(
+            output_path,
+            input_path=input_path,
+            client=connect(settings.resolved_clickhouse_dsn) if from_clickhouse else None,
+            database=settings.clickhouse_database,
+            since=since,
+            top_k=confidence.top_k,
+            min_tokens=confidence.min_tokens,
+            min_responses=min_responses,
+        )
+    except BaselineError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(summary)
+    click.echo(f"set HALLUWATCH_BASELINES_FILE={output_path} for the workers")
 
 
 @main.command(name="eval")

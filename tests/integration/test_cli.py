@@ -59,3 +59,29 @@ def test_replay_produces_both_file_exporter_formats(tansu: TansuBroker, topic_pr
     assert all(decode_traces(m.value()).resource_spans for m in messages)
     unkeyed = halluwatch("replay", str(tmp_path / "traces.pb"), "--topic", f"{topic}-u", "--unkeyed", **env)
     assert unkeyed.returncode == 0, unkeyed.stderr
+
+
+def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):
+    from detectors.registry import build_suite
+    from detectors.thresholds import load_thresholds
+    from pipeline.normalize import normalize_span
+    from pipeline.otlp import iter_spans
+    from pipeline.settings import load_settings
+
+    traces = example_traces()
+    write_json_lines(tmp_path / "good.jsonl", traces)
+    out = tmp_path / "baselines.yaml"
+    result = halluwatch(
+        "baseline", "--input", str(tmp_path / "good.jsonl"), "--output", str(out), "--min-responses", "2"
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"HALLUWATCH_BASELINES_FILE={out}" in result.stdout
+    refused = halluwatch("baseline", "--input", str(tmp_path / "good.jsonl"), "--output", str(tmp_path / "x.yaml"))
+    assert refused.returncode != 0 and "need 30" in refused.stderr
+
+    calls = [c for t in traces for s in iter_spans(t) if (c := normalize_span(s)) is not None and c.logprobs]
+    suite = build_suite(load_settings(baselines_file=out), load_thresholds())
+    runs = {run.detector: run.results for run in suite.run(calls)}
+    assert {str(r.status) for r in runs["confidence"]} == {"ok"}
+    without = {run.detector: run.results for run in build_suite(load_settings(), load_thresholds()).run(calls)}
+    assert {str(r.status) for r in without["confidence"]} == {"skipped"}
