@@ -20,7 +20,7 @@ from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.examples import mixed_traffic
 from pipeline.process import InboundMessage, SpanBatchProcessor
-from pipeline.settings import DetectorSettings
+from pipeline.settings import Settings
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
         for t in mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace)
     ]
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(build_suite(DetectorSettings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(build_suite(Settings(), thresholds), thresholds.version)
     rates = []
     for _ in range(args.runs):
         started = time.perf_counter()
