@@ -1,0 +1,107 @@
+"""Text helpers the content detectors share: sentences with offsets, citation markers, words.
+
+Sentence boundaries come from ``sentencex`` (Wikimedia's rule-based segmenter, Rust core):
+it knows abbreviations ("e.g.", "Dr.", "U.S."), decimals ("3.5") and CJK full stops, and
+splits a 2 kB source in ~20 µs, which matters because every source of every call is split.
+On top of it every line break ends a sentence (LLM answers put list items and headings on
+their own lines, and a list item is a claim of its own) and list markers are left out.
+Offsets are character offsets into the original text, so evidence can point at the exact
+answer span.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import sentencex
+
+_MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
+_SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
+_DASHES = "-\u2013"
+_ID = rf"\d{{1,4}}(?:\s*[{_DASHES}]\s*\d{{1,4}})?"
+_ID_LIST = rf"{_ID}(?:\s*{_SEPARATORS}\s*{_ID})*"
+_CITATION = re.compile(rf"\[\s*({_ID_LIST})\s*\]|【\s*({_ID_LIST})\s*】")
+_LINE = re.compile(r"[^\n\r]+")
+_LIST_MARKER = re.compile(r"\s*(?:[-*•]|\d{1,3}[.)])\s+")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SPACE_BEFORE_PUNCTUATION = re.compile("\\s+([.,;:!?\u3002\uff0c\uff01\uff1f])")
+_SPACES = re.compile(r"\s{2,}")
+# One token per CJK character (those scripts do not separate words), else runs of word characters.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORD = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence and its character offsets: ``source[start:end] == text``."""
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Citations:
+    """Citation ids found in a sentence (in order, unique) and the sentence without them."""
+
+    ids: tuple[str, ...]
+    text: str
+
+
+def split_sentences(text: str, language: str = "en", max_chars: int | None = None) -> list[Sentence]:
+    """Sentences of ``text``, whitespace-trimmed, with offsets; blank ones are dropped.
+
+    ``max_chars`` cuts longer sentences at a space: text without sentence punctuation (JSON
+    records, tables, logs) would otherwise be one "sentence" that an embedding truncates.
+    """
+    sentences: list[Sentence] = []
+    for line in _LINE.finditer(text):
+        offset = line.start() + (marker.end() if (marker := _LIST_MARKER.match(line.group())) else 0)
+        # Same length, so offsets hold: the Rust segmenter rejects lone surrogates.
+        content = _SURROGATE.sub("\ufffd", text[offset : line.end()])
+        for boundary in sentencex.get_sentence_boundaries(language, content):
+            segment = text[offset + int(boundary["start_index"]) : offset + int(boundary["end_index"])]
+            stripped = segment.strip()
+            if stripped:
+                first = offset + int(boundary["start_index"]) + segment.index(stripped)
+                sentences += _cut(Sentence(first, first + len(stripped), stripped), max_chars)
+    return sentences
+
+
+def _cut(sentence: Sentence, max_chars: int | None) -> list[Sentence]:
+    """``sentence`` in pieces of at most ``max_chars``, cut at the last space that keeps half."""
+    pieces: list[Sentence] = []
+    start, text = sentence.start, sentence.text
+    while max_chars and len(text) > max_chars:
+        cut = text.rfind(" ", max_chars // 2, max_chars)
+        cut = cut if cut > 0 else max_chars
+        head, rest = text[:cut].rstrip(), text[cut:]
+        pieces.append(Sentence(start, start + len(head), head))
+        start += cut + len(rest) - len(rest.lstrip())
+        text = rest.lstrip()
+    if text:
+        pieces.append(Sentence(start, start + len(text), text))
+    return pieces
+
+
+def parse_citations(sentence: str) -> Citations:
+    """Markers ``[1]``, ``[1][3]``, ``[1, 2]``, ``[2-4]``, ``【1】`` -> ids, plus the cleaned sentence."""
+    ids: dict[str, None] = {}
+    for match in _CITATION.finditer(sentence):
+        for part in re.split(_SEPARATORS, match.group(1) or match.group(2)):
+            low, _, high = part.replace("\u2013", "-").partition("-")
+            first = int(low)
+            last = int(high) if high.strip() else first
+            if last < first or last - first >= _MAX_RANGE:
+                last = first
+            ids.update((str(n), None) for n in range(first, last + 1))
+    if not ids:
+        return Citations((), sentence)
+    cleaned = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", _CITATION.sub(" ", sentence))
+    return Citations(tuple(ids), _SPACES.sub(" ", cleaned).strip())
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (CJK: one per character), for lexical overlap and length checks."""
+    return _WORD.findall(text.lower())

@@ -1,0 +1,120 @@
+"""The ONNX embedding runtime against sentence-transformers, on the real bundled MiniLM.
+
+The model is exported once per session and precision into the session's temp folder;
+both this file and test_grounding.py use that folder, so the export is not repeated.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from detectors.embeddings import Embedder, EmbeddingConfig, EmbeddingError, resolve_model_dir
+
+SENTENCES = [
+    "The Eiffel Tower was built between 1887 and 1889.",
+    "It is 330 metres tall, about the same height as an 81-storey building.",
+    "Paris is the capital of France.",
+    "Bananas are an excellent source of potassium.",
+    "北京是中国的首都。",
+    "ok",
+    "A much longer sentence that goes on and on about the history of the tower, its engineers, "
+    "the critics who opposed it, the World's Fair of 1889, and the millions who visit it every year.",
+]
+
+
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.getbasetemp() / "models"
+
+
+@pytest.fixture(scope="session")
+def fp32(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    embedder = Embedder(EmbeddingConfig(precision="fp32", cache_dir=cache_dir(tmp_path_factory)))
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture(scope="session")
+def int8(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
+    embedder = Embedder(EmbeddingConfig(precision="int8", cache_dir=cache_dir(tmp_path_factory)))
+    embedder.load()
+    return embedder
+
+
+def test_fp32_matches_sentence_transformers(fp32: Embedder) -> None:
+    torch = pytest.importorskip("torch")
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    torch.set_num_threads(1)
+    reference = sentence_transformers.SentenceTransformer(str(resolve_model_dir(fp32.config.model)), device="cpu")
+    expected = reference.encode(SENTENCES, normalize_embeddings=True)
+    cosines = (fp32.encode(SENTENCES) * expected).sum(axis=1)
+    assert cosines.min() > 0.999
+
+
+def test_int8_agrees_with_fp32(fp32: Embedder, int8: Embedder) -> None:
+    cosines = (fp32.encode(SENTENCES) * int8.encode(SENTENCES)).sum(axis=1)
+    assert cosines.mean() > 0.98
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_batches_keep_input_order(precision: str, request: pytest.FixtureRequest) -> None:
+    embedder: Embedder = request.getfixturevalue(precision)
+    vectors = embedder.encode(SENTENCES)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(SENTENCES), embedder.dimension)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    one_by_one = np.stack([embedder.encode([s])[0] for s in SENTENCES])
+    assert list((vectors @ one_by_one.T).argmax(axis=1)) == list(range(len(SENTENCES)))
+    # Dynamic int8 quantizes activations per batch, so batch-mates shift a vector slightly.
+    assert (vectors * one_by_one).sum(axis=1).min() > (0.9999 if precision == "fp32" else 0.95)
+
+
+def test_cache_skips_known_texts_and_evicts_least_recent(tmp_path_factory: pytest.TempPathFactory) -> None:
+    embedder = Embedder(EmbeddingConfig(cache_dir=cache_dir(tmp_path_factory), window_cache_size=3))
+    first = embedder.encode(SENTENCES[:3], cache=True)
+    assert embedder.texts_encoded == 3
+    np.testing.assert_array_equal(embedder.encode(SENTENCES[:3], cache=True), first)
+    assert embedder.texts_encoded == 3
+    embedder.encode(SENTENCES[:3])  # cache=False always runs the model
+    assert embedder.texts_encoded == 6
+    embedder.encode([SENTENCES[3]], cache=True)  # evicts SENTENCES[0]
+    embedder.encode(SENTENCES[1:4], cache=True)
+    assert embedder.texts_encoded == 7
+    embedder.encode([SENTENCES[0]], cache=True)
+    assert embedder.texts_encoded == 8
+
+
+def test_duplicates_and_empty_input(int8: Embedder) -> None:
+    before = int8.texts_encoded
+    vectors = int8.encode([SENTENCES[0], SENTENCES[0], ""])
+    assert int8.texts_encoded - before == 2
+    np.testing.assert_array_equal(vectors[0], vectors[1])
+    assert int8.encode([]).shape == (0, int8.dimension)
+
+
+def test_export_leaves_only_finished_files(int8: Embedder, fp32: Embedder) -> None:
+    (folder,) = [p for p in (int8.config.cache_dir or Path()).iterdir() if p.is_dir()]
+    assert sorted(p.name for p in folder.iterdir()) == ["model.fp32.onnx", "model.int8.onnx", "tokenizer.json"]
+
+
+def test_unsupported_pooling_is_named(tmp_path: Path) -> None:
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            ]
+        )
+    )
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_lasttoken": True}))
+    with pytest.raises(EmbeddingError, match="unsupported pooling"):
+        Embedder(EmbeddingConfig(model=str(tmp_path), cache_dir=tmp_path / "cache")).load()
+
+
+def test_unknown_model_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(EmbeddingError, match="no-such/model"):
+        Embedder(EmbeddingConfig(model="no-such/model", cache_dir=tmp_path)).load()
