@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from detectors.base import Detector
 from detectors.confidence import ConfidenceDetector
 from detectors.contradiction import ContradictionDetector
+from detectors.embeddings import Embedder
+from detectors.grounding import GroundingDetector
 from detectors.schema_violation import SchemaViolationDetector
 from detectors.sentinel import SentinelDetector
 from detectors.span_model import build_span_model_detector
@@ -34,6 +36,9 @@ def build_suite(settings: Settings, thresholds: Thresholds) -> DetectorSuite:
     content: list[Detector] = [
         ContradictionDetector(config.contradiction, thresholds.for_detector(ContradictionDetector.name)),
         ConfidenceDetector(confidence, thresholds.for_detector(ConfidenceDetector.name)),
+        GroundingDetector(
+            config.grounding, thresholds.for_detector(GroundingDetector.name), Embedder(config.embeddings)
+        ),
     ]
     if config.span_model.model_path is not None:
         span_model = build_span_model_detector(config.span_model, thresholds.for_detector("span_model"))

@@ -20,7 +20,7 @@ from typing import Any
 from detectors.registry import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
-from detectors.verdict import combined_verdict, flagged_spans
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, combined_verdict, flagged_spans
 from pipeline.model import LLMCall, Message, Source
 from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
 from pipeline.settings import Settings
@@ -176,7 +176,8 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
         return "no labels in the input: wrote scores only"
     actual = [bool(r.hallucinated) for r, _ in labelled]
     rows = [f"{'detector':<18} {'n':>6} {'P':>6} {'R':>6} {'F1':>6} {'AUROC':>6}  (ok / skipped / error)"]
-    detector_names = sorted({name for _, o in labelled for name in o.detectors})
+    # The sentinel's flag means "unverified", not "hallucinated": no P/R for it.
+    detector_names = sorted({name for _, o in labelled for name in o.detectors} - NOT_HALLUCINATION_EVIDENCE)
     for name in [*detector_names, "combined"]:
         if name == "combined":
             scores = [o.score for _, o in labelled]

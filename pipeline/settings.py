@@ -18,6 +18,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from detectors.confidence import ConfidenceConfig
 from detectors.contradiction import ContradictionConfig
+from detectors.embeddings import EmbeddingConfig
+from detectors.grounding import GroundingConfig
 from detectors.schema_violation import SchemaViolationConfig
 from detectors.sentinel import SentinelConfig
 from detectors.span_model import SpanModelConfig
@@ -35,7 +37,10 @@ class DetectorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
+    # The sentence-embedding model shared by the embedding-based detectors.
+    embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
+    grounding: GroundingConfig = Field(default_factory=GroundingConfig)
     contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
     confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
     # Off unless a token-classification ONNX model is configured (model_path).

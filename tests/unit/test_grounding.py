@@ -46,7 +46,8 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> CountingEmbedder:
 
 @pytest.fixture
 def detector(embedder: CountingEmbedder) -> GroundingDetector:
-    return GroundingDetector(GroundingConfig(), threshold=0.5, embedder=embedder)
+    # The worst sentence decides: these tests pin per-sentence behaviour (the default is "mean").
+    return GroundingDetector(GroundingConfig(aggregate="min"), threshold=0.5, embedder=embedder)
 
 
 def llm_call(answer: str, sources: Sequence[Source] = (), prompt: str = "") -> LLMCall:

@@ -1,0 +1,114 @@
+"""Detection quality on the shared labelled sets: writes bench/QUALITY.md.
+
+Runs `halluwatch eval`'s code (the worker's detector suite, default settings) over every
+set in ../shared/data and reports, per set, each detector's AUROC and F1 and the
+combined verdict's precision/recall/F1/AUROC next to the all-positive baseline.
+
+No detector here was trained on these records; the only tuning was the choice of a few
+thresholds and one aggregation (see detectors/data/thresholds.yaml), on samples spanning all
+sets.
+
+    .venv/bin/python bench/quality.py [--data-dir ../shared/data] [--limit N] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tqdm import tqdm
+
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.evaluate import EvalOutput, EvalRecord, evaluate, read_records
+from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
+from pipeline.settings import load_settings
+
+DATASETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice", "halueval_general")
+ANCHORS = """Anchors (published, not measured here): LettuceDetect-large 79.2 % and -base 76.8 % example-level
+F1 on RAGTruth (GPU encoders); HHEM-2.1-Open balanced accuracy 64.4 % (RAGTruth summaries) and
+74.3 % (RAGTruth QA)."""
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def dataset_rows(name: str, records: list[EvalRecord], outputs: list[EvalOutput]) -> tuple[str, list[str]]:
+    """The summary-table row of one set, and its per-detector rows."""
+    actual = [bool(r.hallucinated) for r in records]
+    combined = binary_metrics([o.hallucinated for o in outputs], actual)
+    area = auroc([o.score for o in outputs], actual)
+    spans = ""
+    gold = [(r, o) for r, o in zip(records, outputs, strict=True) if r.spans]
+    if gold:
+        overlap = span_overlap([[(s["start"], s["end"]) for s in o.spans] for _, o in gold], [r.spans for r, _ in gold])
+        spans = _fmt(overlap.f1)
+    summary = (
+        f"| {name} | {len(records)} | {sum(actual)} | {_fmt(all_positive_f1(actual))} | {_fmt(combined.precision)} "
+        f"| {_fmt(combined.recall)} | **{_fmt(combined.f1)}** | **{_fmt(area)}** | {spans or '-'} |"
+    )
+    detector_rows = []
+    for detector in sorted({d for o in outputs for d in o.detectors} - NOT_HALLUCINATION_EVIDENCE):
+        entries = [o.detectors[detector] for o in outputs]
+        ok = [i for i, e in enumerate(entries) if e["status"] == "ok"]
+        flagged = [bool(e["flagged"]) for e in entries]
+        area = auroc([entries[i]["score"] for i in ok], [actual[i] for i in ok])
+        detector_rows.append(
+            f"| {name} | {detector} | {len(ok)} | {_fmt(area)} | {_fmt(binary_metrics(flagged, actual).f1)} |"
+        )
+    return summary, detector_rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--limit", type=int, help="records per set (for a quick look; QUALITY.md wants all)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
+    args = parser.parse_args()
+    settings = load_settings()
+    summary_rows, detector_rows, seconds = [], [], 0.0
+    for name in DATASETS:
+        path = args.data_dir / name / f"{name}.jsonl"
+        records = list(read_records(path))[: args.limit]
+        started = time.perf_counter()
+        outputs = list(tqdm(evaluate(records, settings, workers=args.workers), total=len(records), desc=name))
+        seconds += time.perf_counter() - started
+        summary, rows = dataset_rows(name, records, outputs)
+        summary_rows.append(summary)
+        detector_rows.extend(rows)
+        print(summary, flush=True)
+    args.output.write_text(
+        "\n".join(
+            [
+                "# Detection quality",
+                "",
+                f"Generated {date.today()} by `.venv/bin/python bench/quality.py` with the default settings "
+                f"(built-in thresholds), {seconds:.0f} s of scoring on this 2-core machine. All shared records; the",
+                "held-out ~30% of each set is with the maintainers.",
+                "",
+                "| set | n | hallucinated | all-positive F1 | P | R | F1 | AUROC | span F1 |",
+                "|---|---|---|---|---|---|---|---|---|",
+                *summary_rows,
+                "",
+                ANCHORS,
+                "",
+                "## Per detector (AUROC over the records the detector scored; F1 of its own flag over all)",
+                "",
+                "| set | detector | scored | AUROC | F1 |",
+                "|---|---|---|---|---|",
+                *detector_rows,
+                "",
+            ]
+        )
+    )
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
