@@ -63,6 +63,9 @@ class Detector(ABC):
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Return one result per call, in the same order."""
 
+    def start(self) -> None:  # noqa: B027 - most detectors have nothing to load
+        """Load models before the first batch, so the first batch is not the one that waits."""
+
     def close(self) -> None:  # noqa: B027 - most detectors hold nothing to release
         """Release models, pools or files the detector holds."""
 

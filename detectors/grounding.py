@@ -153,6 +153,10 @@ class GroundingDetector(Detector):
             return [self.error_result(f"{type(exc).__name__}: {exc}") for _ in calls]
         return [plan if isinstance(plan, DetectorResult) else self._result(plan) for plan in plans]
 
+    def start(self) -> None:
+        """Export (first time only) and open the embedding model."""
+        self._embedder.load()
+
     def close(self) -> None:
         """Release the embedding model and the source cache."""
         self._split.cache_clear()

@@ -64,6 +64,11 @@ class DetectorSuite:
             runs.append(DetectorRun(detector.name, results))
         return runs
 
+    def start(self) -> None:
+        """Load every detector's models."""
+        for detector in self.detectors:
+            detector.start()
+
     def close(self) -> None:
         """Release every detector's resources."""
         for detector in self.detectors:

@@ -50,8 +50,10 @@ class SpansWorker:
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         self.settings = settings
         thresholds = load_thresholds(settings.thresholds_file)
+        self.suite = build_suite(settings, thresholds)
+        self.suite.start()  # model export/load now, before the group join, not in the first batch
         self.processor = SpanBatchProcessor(
-            build_suite(settings, thresholds),
+            self.suite,
             thresholds.version,
             None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
             settings.max_message_bytes,
@@ -194,3 +196,4 @@ class SpansWorker:
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)
         self.sink.close()
+        self.suite.close()

@@ -138,6 +138,12 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
     violation = json.loads(bad[5])["violations"][0]
     assert violation["kind"] == "unknown_tool" and violation["suggestion"] == "search_docs"
     assert by_trace[roles["grounded_answer"]][2:4] == ("skipped", False)
+    grounded = worker.query(
+        "SELECT detector, status, flagged FROM halluwatch.findings FINAL "
+        f"WHERE trace_id = '{roles['grounded_answer']}' AND detector IN ('grounding', 'contradiction') "
+        "ORDER BY detector"
+    )
+    assert grounded == [("contradiction", "ok", False), ("grounding", "ok", False)]
     # Everything is committed: a restarted worker would not see these messages again.
     assert committed_total(tansu.bootstrap, worker.group, worker.input_topic) == sent
     assert committed_total(tansu.bootstrap, worker.group, worker.rekeyed_topic) == 3

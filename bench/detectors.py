@@ -1,0 +1,61 @@
+"""LLM spans/s per core through the default detector suite, RAGTruth-sized inputs.
+
+Builds the worker's suite from default settings (one onnxruntime thread), turns shared
+RAGTruth records into the LLM calls a RAG app would trace, and times batches of them:
+*cold* with an empty window cache (every source seen for the first time) and *warm* on a
+second pass (the same documents recur across traces in production).  Median of runs.
+
+    .venv/bin/python bench/detectors.py [--limit 128] [--runs 3] [--batch 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from detectors.registry import build_suite
+from detectors.suite import DetectorSuite
+from detectors.thresholds import load_thresholds
+from pipeline.evaluate import read_records, record_to_call
+from pipeline.model import LLMCall
+from pipeline.settings import load_settings
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth" / "ragtruth.jsonl"
+
+
+def timed_pass(suite: DetectorSuite, calls: list[LLMCall], batch: int) -> float:
+    """Calls per second for one pass over ``calls`` in batches."""
+    started = time.perf_counter()
+    for i in range(0, len(calls), batch):
+        suite.run(calls[i : i + batch])
+    return len(calls) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--limit", type=int, default=128)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    args = parser.parse_args()
+    calls = [record_to_call(r) for r in list(read_records(DATA))[: args.limit]]
+    settings, thresholds = load_settings(), load_thresholds()
+    warmup = build_suite(settings, thresholds)
+    warmup.run(calls[:4])  # the one-time model export/load is not what we measure
+    cold, warm = [], []
+    for _ in range(args.runs):
+        suite = build_suite(settings, thresholds)  # a fresh window cache
+        cold.append(timed_pass(suite, calls, args.batch))
+        warm.append(timed_pass(suite, calls, args.batch))
+        suite.close()
+    print(f"default suite, {len(calls)} RAGTruth calls, batches of {args.batch}, one thread:")
+    print(f"  cold: median {statistics.median(cold):.1f} spans/s  (runs {', '.join(f'{r:.1f}' for r in cold)})")
+    print(f"  warm: median {statistics.median(warm):.1f} spans/s  (runs {', '.join(f'{r:.1f}' for r in warm)})")
+
+
+if __name__ == "__main__":
+    main()
