@@ -16,7 +16,8 @@ Design choices, each a trade of recall, precision or cost:
 * **Lexical pre-selection.**  Embedding every window of every source on a cold cache is
   the detector's whole cost.  A BM25-style overlap score picks the ``candidates_per_sentence``
   most promising source sentences per answer sentence; only windows around those are
-  embedded, and the long (multi-sentence) ones only around the best ``wide_window_candidates``.
+  embedded, and the long (multi-sentence) ones only around the best ``wide_window_candidates``
+  and only for sentences the one-sentence windows leave ungrounded.
   A claim with no word in common with any source gets arbitrary candidates and a low
   similarity, which is the right verdict for it.
 * **One model call per batch.**  All answer sentences of all calls go through one
@@ -111,6 +112,8 @@ class _Row:
     source_id: str | None  # the cited id; None when checked against every source
     missing: bool = False  # cited id not among the call's sources
     windows: list[tuple[str, str]] = field(default_factory=list)  # (source id, window text)
+    anchors: list[tuple[str, int]] = field(default_factory=list)  # (source id, sentence index), best first
+    sources: dict[str, _SourceText] = field(default_factory=dict)
     similarity: float = 0.0
     best: int = -1
 
@@ -188,8 +191,9 @@ class GroundingDetector(Detector):
                 if cited is not None and resolved is None:
                     row.missing = True
                 else:
-                    anchors = index.top(claim_words, resolved, self.config.candidates_per_sentence)
-                    row.windows = self._windows(texts, anchors)
+                    row.anchors = index.top(claim_words, resolved, self.config.candidates_per_sentence)
+                    row.sources = texts
+                    row.windows = self._windows(texts, row.anchors, self.config.window_sizes[:1])
                 plan.rows.append(row)
         if not plan.rows:
             return _Plan(skipped=self._skip("no sentence long enough to be a claim"))
@@ -200,14 +204,16 @@ class GroundingDetector(Detector):
         sentences = sentences[: self.config.max_source_sentences]
         return _SourceText(text, tuple(sentences), tuple(frozenset(words(s.text)) for s in sentences))
 
-    def _windows(self, texts: dict[str, _SourceText], anchors: list[tuple[str, int]]) -> list[tuple[str, str]]:
-        """Windows around each anchor (best first): the smallest size for all, every size for the best few."""
+    @staticmethod
+    def _windows(
+        texts: dict[str, _SourceText], anchors: list[tuple[str, int]], sizes: tuple[int, ...]
+    ) -> list[tuple[str, str]]:
+        """Windows of ``sizes`` sentences centred on each anchor, without repeats."""
         windows: dict[tuple[str, str], None] = {}
-        wide = self.config.wide_window_candidates or len(anchors)
-        for rank, (source_id, position) in enumerate(anchors):
+        for source_id, position in anchors:
             source = texts[source_id]
             count = len(source.sentences)
-            for size in self.config.window_sizes if rank < wide else self.config.window_sizes[:1]:
+            for size in sizes:
                 first = min(max(position - (size - 1) // 2, 0), max(count - size, 0))
                 last = min(first + size, count) - 1
                 text = source.text[source.sentences[first].start : source.sentences[last].end]
@@ -217,12 +223,27 @@ class GroundingDetector(Detector):
     # -- embedding and scoring ---------------------------------------------------------------
 
     def _embed(self, rows: list[_Row]) -> None:
-        """Fill each row's best similarity: one encode for claims, one (cached) for windows."""
+        """Fill each row's best similarity: one encode for claims, then (cached) windows in two rounds.
+
+        Round one uses the smallest windows; only sentences they leave ungrounded get the
+        wider, costlier windows around their best anchors in round two — a sentence already
+        supported by one source sentence needs no wider context.
+        """
         if not rows:
             return
         claims = list(dict.fromkeys(row.claim for row in rows))
-        windows = list(dict.fromkeys(text for row in rows for _, text in row.windows))
         claim_vectors = dict(zip(claims, self._embedder.encode(claims), strict=True))
+        self._score(rows, claim_vectors)
+        wide_sizes = self.config.window_sizes[1:]
+        weak = [row for row in rows if row.windows and row.similarity < self.config.grounded_similarity]
+        if wide_sizes and weak:
+            for row in weak:
+                anchors = row.anchors[: self.config.wide_window_candidates or len(row.anchors)]
+                row.windows = list(dict.fromkeys([*row.windows, *self._windows(row.sources, anchors, wide_sizes)]))
+            self._score(weak, claim_vectors)
+
+    def _score(self, rows: list[_Row], claim_vectors: dict[str, npt.NDArray[np.float32]]) -> None:
+        windows = list(dict.fromkeys(text for row in rows for _, text in row.windows))
         window_index = {text: i for i, text in enumerate(windows)}
         window_vectors = self._embedder.encode(windows, cache=True)
         for row in rows:

@@ -149,7 +149,7 @@ def test_huge_context_embeds_a_bounded_number_of_windows(embedder: CountingEmbed
     assert embedder.texts_encoded <= claims + windows
 
 
-def test_batch_embeds_in_two_calls_keeps_order_and_caches_windows(
+def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
     detector: GroundingDetector, embedder: CountingEmbedder
 ) -> None:
     calls = [
@@ -158,7 +158,8 @@ def test_batch_embeds_in_two_calls_keeps_order_and_caches_windows(
         llm_call(SUPPORTED, [Source("1", PARAGRAPH)]),
     ]
     batch = detector.detect_batch(calls)
-    assert [call_cache for _, call_cache in embedder.calls] == [False, True]
+    # claims once, one-sentence windows, then wider windows only for the ungrounded (invented) sentence
+    assert [call_cache for _, call_cache in embedder.calls] == [False, True, True]
     assert [r.status for r in batch] == [DetectorStatus.OK, DetectorStatus.SKIPPED, DetectorStatus.OK]
     encoded = embedder.texts_encoded
     again = detector.detect_batch(calls[::-1])
