@@ -130,7 +130,10 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
             "It was built from 1887 to 1889.",
         ),
     ]
-    rows = worker.query("SELECT trace_id, detector, status, flagged, severity, evidence FROM halluwatch.findings FINAL")
+    rows = worker.query(
+        "SELECT trace_id, detector, status, flagged, severity, evidence FROM halluwatch.findings FINAL "
+        "WHERE detector = 'schema_violation'"
+    )
     by_trace = {row[0]: row for row in rows}
     assert len(rows) == 2
     bad = by_trace[roles["bad_tool_call"]]
