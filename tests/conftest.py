@@ -5,6 +5,7 @@ A broker that cannot start fails the tests that need it; nothing here skips.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,8 +13,28 @@ from pathlib import Path
 import pytest
 from clickhouse_connect.driver.client import Client
 
+from detectors.embeddings import MODEL_CACHE_ENV, Embedder, EmbeddingConfig
 from pipeline.broker import TansuBroker
 from pipeline.storage import connect
+
+
+@pytest.fixture(scope="session", autouse=True)
+def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One ONNX export cache for the session, inherited by every worker process a test starts."""
+    path = tmp_path_factory.getbasetemp() / "models"
+    previous = os.environ.get(MODEL_CACHE_ENV)
+    os.environ[MODEL_CACHE_ENV] = str(path)
+    yield path
+    if previous is None:
+        del os.environ[MODEL_CACHE_ENV]
+    else:
+        os.environ[MODEL_CACHE_ENV] = previous
+
+
+@pytest.fixture(scope="session")
+def exported_model(model_cache_dir: Path) -> None:
+    """Export the default embedding model once, before tests start worker processes that load it."""
+    Embedder(EmbeddingConfig()).load()
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.broker import TansuBroker
 from pipeline.examples import example_traces
 from pipeline.otlp import decode_traces
 from pipeline.replay import write_json_lines, write_proto
 from tests.integration.support import consume_all
+
+# Worker and demo processes load the embedding model from the session's export cache.
+pytestmark = pytest.mark.usefixtures("exported_model")
 
 
 def halluwatch(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

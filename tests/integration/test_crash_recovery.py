@@ -12,6 +12,9 @@ from pipeline.broker import TansuBroker
 from pipeline.examples import mixed_traffic
 from tests.integration.support import WorkerProcess, committed_total, produce
 
+# Worker and demo processes load the embedding model from the session's export cache.
+pytestmark = pytest.mark.usefixtures("exported_model")
+
 TRACES = 1500
 
 

@@ -6,7 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline.examples import EXAMPLES
+
+# Worker and demo processes load the embedding model from the session's export cache.
+pytestmark = pytest.mark.usefixtures("exported_model")
 
 
 def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -14,6 +15,9 @@ from opentelemetry.trace import SpanKind
 
 from pipeline.broker import TansuBroker
 from tests.integration.support import WorkerProcess, committed_total, consume_all, produce
+
+# Worker and demo processes load the embedding model from the session's export cache.
+pytestmark = pytest.mark.usefixtures("exported_model")
 
 TOOLS = [
     {

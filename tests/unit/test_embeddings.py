@@ -45,8 +45,9 @@ def int8(tmp_path_factory: pytest.TempPathFactory) -> Embedder:
 
 
 def test_fp32_matches_sentence_transformers(fp32: Embedder) -> None:
-    torch = pytest.importorskip("torch")
-    sentence_transformers = pytest.importorskip("sentence_transformers")
+    import sentence_transformers
+    import torch
+
     torch.set_num_threads(1)
     reference = sentence_transformers.SentenceTransformer(str(resolve_model_dir(fp32.config.model)), device="cpu")
     expected = reference.encode(SENTENCES, normalize_embeddings=True)
