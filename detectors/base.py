@@ -69,6 +69,18 @@ class Detector(ABC):
     def close(self) -> None:  # noqa: B027 - most detectors hold nothing to release
         """Release models, pools or files the detector holds."""
 
+    def skipped_result(self, summary: str, threshold: float = 0.0) -> DetectorResult:
+        """A result recording that there was nothing for this detector to check on a call."""
+        return DetectorResult(
+            detector=self.name,
+            detector_version=self.version,
+            score=0.0,
+            flagged=False,
+            threshold=threshold,
+            status=DetectorStatus.SKIPPED,
+            summary=summary,
+        )
+
     def error_result(self, message: str) -> DetectorResult:
         """A result recording that this detector failed on a call."""
         return DetectorResult(
@@ -80,6 +92,13 @@ class Detector(ABC):
             status=DetectorStatus.ERROR,
             summary=message[:500],
         )
+
+
+def checked_threshold(threshold: float) -> float:
+    """``threshold`` when it is a valid decision threshold; a ValueError naming it otherwise."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
+    return threshold
 
 
 def run_detector(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:

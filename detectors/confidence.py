@@ -36,7 +36,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, checked_threshold
 from pipeline.model import LLMCall, TokenLogprob
 
 DEFAULT_TOP_K = 5
@@ -131,10 +131,8 @@ class ConfidenceDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: ConfidenceConfig, threshold: float) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         self._config = config
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Score each call; a few float operations per token, nothing to batch."""
@@ -143,14 +141,16 @@ class ConfidenceDetector(Detector):
     def _detect(self, call: LLMCall) -> DetectorResult:
         config = self._config
         if not call.logprobs:
-            return self._skipped("no logprobs on the span")
+            return self.skipped_result("no logprobs on the span", self._threshold)
         baseline_name = call.model if call.model in config.baselines else "default"
         baseline = config.baselines.get(call.model, config.default_baseline)
         if baseline is None:
-            return self._skipped(f"no entropy baseline for model {call.model!r}")
+            return self.skipped_result(f"no entropy baseline for model {call.model!r}", self._threshold)
         entropy = mean_entropy(call.logprobs, config.top_k, config.min_tokens)
         if entropy is None:
-            return self._skipped(f"fewer than {config.min_tokens} positions with usable top-k logprobs")
+            return self.skipped_result(
+                f"fewer than {config.min_tokens} positions with usable top-k logprobs", self._threshold
+            )
         z = (entropy - baseline.mean) / baseline.stdev
         score = anomaly_score(z, config.z_at_half_score)
         flagged = score >= self._threshold
@@ -170,17 +170,6 @@ class ConfidenceDetector(Detector):
                 "baseline_version": baseline.version,
                 **_probability_evidence(call, config.low_token_prob),
             },
-        )
-
-    def _skipped(self, summary: str) -> DetectorResult:
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=0.0,
-            flagged=False,
-            threshold=self._threshold,
-            status=DetectorStatus.SKIPPED,
-            summary=summary,
         )
 
 

@@ -52,7 +52,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 from pipeline.model import LLMCall
 
@@ -159,10 +159,8 @@ class ContradictionDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         self._config = config
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Check each call; pure CPU work, so a batch is a loop, and one bad call fails alone."""

@@ -49,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.embeddings import Embedder
 from detectors.text import Sentence, parse_citations, split_sentences, words
 from pipeline.model import LLMCall, Source
@@ -133,10 +133,8 @@ class GroundingDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: GroundingConfig, threshold: float, embedder: Embedder) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         self.config = config
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
         self._embedder = embedder
         self._split = functools.lru_cache(maxsize=_SOURCE_CACHE_SIZE)(self._split_source)
 
@@ -170,13 +168,13 @@ class GroundingDetector(Detector):
     def _plan(self, call: LLMCall) -> _Plan:
         answer = call.answer
         if not answer.strip():
-            return _Plan(skipped=self._skip("empty answer"))
+            return _Plan(skipped=self.skipped_result("empty answer", self._threshold))
         sources = call.sources or _context_source(call)
         if not sources:
-            return _Plan(skipped=self._skip("no sources and no prompt context to ground on"))
+            return _Plan(skipped=self.skipped_result("no sources and no prompt context to ground on", self._threshold))
         texts = {source.id: self._split(source.text) for source in sources}
         if not any(text.sentences for text in texts.values()):
-            return _Plan(skipped=self._skip("sources are empty"))
+            return _Plan(skipped=self.skipped_result("sources are empty", self._threshold))
         index = _LexicalIndex(list(texts.items()))
         plan = _Plan()
         for sentence in split_sentences(answer, self.config.language)[: self.config.max_answer_sentences]:
@@ -196,7 +194,7 @@ class GroundingDetector(Detector):
                     row.windows = self._windows(texts, row.anchors, self.config.window_sizes[:1])
                 plan.rows.append(row)
         if not plan.rows:
-            return _Plan(skipped=self._skip("no sentence long enough to be a claim"))
+            return _Plan(skipped=self.skipped_result("no sentence long enough to be a claim", self._threshold))
         return plan
 
     def _split_source(self, text: str) -> _SourceText:
@@ -312,17 +310,6 @@ class GroundingDetector(Detector):
             severity=severity,
             summary=summary,
             evidence=evidence,
-        )
-
-    def _skip(self, reason: str) -> DetectorResult:
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=0.0,
-            flagged=False,
-            threshold=self._threshold,
-            status=DetectorStatus.SKIPPED,
-            summary=reason,
         )
 
 

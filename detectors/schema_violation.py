@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rapidfuzz import fuzz, process, utils
 from referencing import Registry
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
 from pipeline.model import LLMCall, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -183,9 +183,7 @@ class SchemaViolationDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: SchemaViolationConfig, threshold: float) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
         self._output_validators = {op: _compile(schema) for op, schema in config.output_schemas.items()}
         self._config_tools: dict[str, Any] = {
             tool.name: None if tool.parameters is None else _compile(_close(tool.parameters)) for tool in config.tools

@@ -55,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
 from pipeline.model import LLMCall
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
@@ -245,10 +245,8 @@ class SentinelDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: SentinelConfig, threshold: float) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         self._config = config
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
         self._model = SentinelModel.load(config.model_path)
         self._factual = self._model.labels.index(FACTUAL)
 
@@ -260,7 +258,12 @@ class SentinelDetector(Detector):
                 [call.prompt for call in with_prompt], [call.system_instructions for call in with_prompt]
             )
         )
-        return [self._verdict(call, next(rows)) if call.prompt.strip() else self._no_prompt() for call in calls]
+        return [
+            self._verdict(call, next(rows))
+            if call.prompt.strip()
+            else self.skipped_result("no prompt text to classify (content not captured?)", self._threshold)
+            for call in calls
+        ]
 
     def _verdict(self, call: LLMCall, probabilities: FloatArray) -> DetectorResult:
         best = int(np.argmax(probabilities))
@@ -289,17 +292,6 @@ class SentinelDetector(Detector):
                 "needs_fact_check": factual or probability < self._config.min_confidence,
                 "has_context": context,
             },
-        )
-
-    def _no_prompt(self) -> DetectorResult:
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=0.0,
-            flagged=False,
-            threshold=self._threshold,
-            status=DetectorStatus.SKIPPED,
-            summary="no prompt text to classify (content not captured?)",
         )
 
 

@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tokenizers import Encoding
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
 from detectors.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
 from pipeline.model import LLMCall
 
@@ -175,12 +175,10 @@ class SpanModelDetector(Detector):
     version = "1.0.0"
 
     def __init__(self, config: SpanModelConfig, threshold: float) -> None:
-        if not 0.0 <= threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
         if config.model_path is None:
             raise ValueError("span_model: model_path is not set; use build_span_model_detector to skip the detector")
         self._config = config
-        self._threshold = threshold
+        self._threshold = checked_threshold(threshold)
         self._tokenizer = load_tokenizer(config.tokenizer_path or config.model_path.parent / TOKENIZER_FILE, "span")
         specials = self._tokenizer.num_special_tokens_to_add(is_pair=True)
         if config.max_length_tokens - specials - config.min_context_tokens < 1:

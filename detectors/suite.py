@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from detectors.base import Detector, DetectorResult, run_detector
 from detectors.sentinel import needs_fact_check
 from pipeline import metrics
 from pipeline.model import LLMCall
@@ -77,15 +77,7 @@ class DetectorSuite:
 
 def _gated(detector: Detector, verdict: DetectorResult) -> DetectorResult:
     label = verdict.evidence.get("label", "non-factual")
-    return DetectorResult(
-        detector=detector.name,
-        detector_version=detector.version,
-        score=0.0,
-        flagged=False,
-        threshold=0.0,
-        status=DetectorStatus.SKIPPED,
-        summary=f"skipped: {label} prompt without sources needs no fact check",
-    )
+    return detector.skipped_result(f"skipped: {label} prompt without sources needs no fact check")
 
 
 def _timed(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
