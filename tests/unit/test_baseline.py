@@ -28,26 +28,16 @@ from pipeline.baseline import (
     write_baselines,
 )
 from pipeline.examples import example_traces
-from pipeline.model import LLMCall, Message, TokenLogprob, TopLogprob
+from pipeline.model import LLMCall, TokenLogprob, TopLogprob
 from pipeline.replay import write_json_lines
+from tests.calls import make_llm_call
 
 
 def uniform_call(model: str, k: int, tokens: int = 6) -> LLMCall:
     """A call whose every position is a uniform top-k: mean entropy exactly log k."""
     top = tuple(TopLogprob(f" t{i}", math.log(1 / k)) for i in range(k))
-    return LLMCall(
-        trace_id="0" * 32,
-        span_id="1" * 16,
-        parent_span_id=None,
-        service="svc",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=1,
-        convention="gen_ai",
-        model=model,
-        output_messages=(Message("assistant", " t0" * tokens),),
-        logprobs=tuple(TokenLogprob(" t0", math.log(1 / k), top) for _ in range(tokens)),
-    )
+    logprobs = tuple(TokenLogprob(" t0", math.log(1 / k), top) for _ in range(tokens))
+    return make_llm_call(" t0" * tokens, model=model, logprobs=logprobs)
 
 
 def test_baseline_is_mean_and_sample_stdev_per_model() -> None:

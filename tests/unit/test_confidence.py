@@ -16,7 +16,8 @@ from detectors.confidence import (
     mean_entropy,
     position_entropy,
 )
-from pipeline.model import LLMCall, Message, TokenLogprob, TopLogprob
+from pipeline.model import LLMCall, TokenLogprob, TopLogprob
+from tests.calls import make_llm_call
 
 
 def uniform(token: str, k: int) -> TokenLogprob:
@@ -33,19 +34,7 @@ def peaked(token: str, p: float = 0.98) -> TokenLogprob:
 
 def call(logprobs: tuple[TokenLogprob, ...], answer: str | None = None, model: str = "m1") -> LLMCall:
     text = "".join(p.token for p in logprobs) if answer is None else answer
-    return LLMCall(
-        trace_id="0" * 32,
-        span_id="1" * 16,
-        parent_span_id=None,
-        service="svc",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=1,
-        convention="gen_ai",
-        model=model,
-        output_messages=(Message("assistant", text),),
-        logprobs=logprobs,
-    )
+    return make_llm_call(text, model=model, logprobs=logprobs)
 
 
 BASELINE = ModelBaseline(mean=0.2, stdev=0.1, n=100, version="entropy-test")

@@ -8,7 +8,8 @@ from pydantic import ValidationError
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.contradiction import ContradictionConfig, ContradictionDetector
 from detectors.quantities import Kind, extract_claims, extract_names, extract_values
-from pipeline.model import LLMCall, Message, Source
+from pipeline.model import LLMCall, Source
+from tests.calls import make_llm_call
 
 EIFFEL_CONTEXT = '{"name": "Eiffel Tower", "built": "1887-1889", "height": "330 meters", "location": "Paris, France"}'
 EIFFEL_QUESTION = "When was the Eiffel Tower built and how tall is it?"
@@ -16,19 +17,7 @@ EIFFEL_QUESTION = "When was the Eiffel Tower built and how tall is it?"
 
 def make_call(answer: str, context: str | list[str] = "", question: str = "") -> LLMCall:
     passages = [context] if isinstance(context, str) else context
-    return LLMCall(
-        trace_id="0" * 32,
-        span_id="0" * 16,
-        parent_span_id=None,
-        service="svc",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=0,
-        convention="test",
-        input_messages=(Message("user", question),) if question else (),
-        output_messages=(Message("assistant", answer),),
-        sources=tuple(Source(str(i), text) for i, text in enumerate(passages) if text),
-    )
+    return make_llm_call(answer, question, [Source(str(i), text) for i, text in enumerate(passages) if text])
 
 
 def detect(answer: str, context: str | list[str] = "", question: str = "", **config: Any) -> DetectorResult:

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from detectors.base import DetectorStatus, run_detector
 from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
 from detectors.grounding import CONTEXT_SOURCE_ID, GroundingConfig, GroundingDetector
-from pipeline.model import LLMCall, Message, Source
+from pipeline.model import LLMCall, Source
+from tests.calls import make_llm_call
 
 PARAGRAPH = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
@@ -51,19 +52,7 @@ def detector(embedder: CountingEmbedder) -> GroundingDetector:
 
 
 def llm_call(answer: str, sources: Sequence[Source] = (), prompt: str = "") -> LLMCall:
-    return LLMCall(
-        trace_id="a" * 32,
-        span_id="b" * 16,
-        parent_span_id=None,
-        service="shop",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=1,
-        convention="test",
-        input_messages=(Message("user", prompt),) if prompt else (),
-        output_messages=(Message("assistant", answer),),
-        sources=tuple(sources),
-    )
+    return make_llm_call(answer, prompt, sources)
 
 
 def rows(evidence: Any) -> dict[str, dict[str, Any]]:

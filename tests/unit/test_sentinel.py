@@ -19,6 +19,7 @@ from detectors.sentinel import (
     train_sentinel,
 )
 from pipeline.model import LLMCall, Message, Source
+from tests.calls import make_llm_call
 
 PROMPTS = Path(__file__).parents[2] / "detectors" / "data" / "sentinel_prompts.jsonl"
 
@@ -37,19 +38,7 @@ def detector() -> SentinelDetector:
 
 
 def llm_call(prompt: str, answer: str = "An answer.", **fields: object) -> LLMCall:
-    return LLMCall(
-        trace_id="0" * 32,
-        span_id="1" * 16,
-        parent_span_id=None,
-        service="svc",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=1,
-        convention="gen_ai",
-        input_messages=(Message("user", prompt),),
-        output_messages=(Message("assistant", answer),),
-        **fields,  # type: ignore[arg-type]
-    )
+    return make_llm_call(answer, **{"input_messages": (Message("user", prompt),), **fields})
 
 
 def test_prompt_set_is_large_varied_and_labelled() -> None:

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.onnx_models import ModelLoadError
 from detectors.span_model import SpanModelConfig, SpanModelDetector, build_span_model_detector
-from pipeline.model import LLMCall, Message, Source
+from pipeline.model import LLMCall, Source
+from tests.calls import make_llm_call
 from tests.unit import tiny_models
 from tests.unit.tiny_models import probability
 
@@ -64,19 +65,7 @@ def session_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
 
 
 def make_call(answer: str, context: str = CONTEXT, question: str = QUESTION) -> LLMCall:
-    return LLMCall(
-        trace_id="0" * 32,
-        span_id="0" * 16,
-        parent_span_id=None,
-        service="shop",
-        span_name="chat",
-        start_time_unix_nano=0,
-        end_time_unix_nano=1,
-        convention="test",
-        input_messages=(Message("user", question),),
-        output_messages=(Message("assistant", answer),),
-        sources=(Source("1", context),) if context else (),
-    )
+    return make_llm_call(answer, question, [Source("1", context)] if context else [])
 
 
 def detect(detector: SpanModelDetector, answer: str, **kwargs: Any) -> DetectorResult:

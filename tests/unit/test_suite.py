@@ -4,7 +4,8 @@ from collections.abc import Sequence
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
 from detectors.suite import DetectorSuite
-from pipeline.model import LLMCall, Message, Source
+from pipeline.model import LLMCall, Source
+from tests.calls import make_llm_call
 
 
 class Recording(Detector):
@@ -41,11 +42,7 @@ class PromptSentinel(Detector):
 
 
 def _call(span_id: str, prompt: str, sources: tuple[Source, ...] = ()) -> LLMCall:
-    return LLMCall(
-        trace_id="a" * 32, span_id=span_id, parent_span_id=None, service="s", span_name="chat",
-        start_time_unix_nano=0, end_time_unix_nano=0, convention="gen_ai",
-        input_messages=(Message("user", prompt),), output_messages=(Message("assistant", "x"),), sources=sources,
-    )  # fmt: skip
+    return make_llm_call("x", prompt, sources, span_id=span_id)
 
 
 def test_content_detectors_see_only_calls_that_need_checking_in_one_batch():
