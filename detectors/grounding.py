@@ -39,6 +39,7 @@ Design choices, each a trade of recall, precision or cost:
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 from collections.abc import Sequence
@@ -169,6 +170,9 @@ class GroundingDetector(Detector):
         answer = call.answer
         if not answer.strip():
             return _Plan(skipped=self.skipped_result("empty answer", self._threshold))
+        if _is_json(answer):
+            # Structured output: its shape is schema_violation's, its values contradiction's.
+            return _Plan(skipped=self.skipped_result("structured (JSON) answer has no sentences", self._threshold))
         sources = call.sources or _context_source(call)
         if not sources:
             return _Plan(skipped=self.skipped_result("no sources and no prompt context to ground on", self._threshold))
@@ -296,10 +300,15 @@ class GroundingDetector(Detector):
         }
         if missing:
             summary = f"cites source(s) the call does not have: {', '.join(missing)}"
-        else:
+        elif ungrounded:
             summary = (
                 f"{len(ungrounded)} of {len(by_sentence)} sentences not supported by any source window "
                 f"(lowest similarity {min_similarity:.2f})"
+            )
+        else:
+            support = "weakly supported" if flagged else "supported"
+            summary = (
+                f"every sentence {support} by a source window (similarity {pooled:.2f}, lowest {min_similarity:.2f})"
             )
         return DetectorResult(
             detector=self.name,
@@ -311,6 +320,17 @@ class GroundingDetector(Detector):
             summary=summary,
             evidence=evidence,
         )
+
+
+def _is_json(text: str) -> bool:
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return False
+    return True
 
 
 def _context_source(call: LLMCall) -> tuple[Source, ...]:

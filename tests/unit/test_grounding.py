@@ -182,3 +182,10 @@ def test_score_is_in_unit_interval_for_unrelated_text(detector: GroundingDetecto
         [llm_call("Quarterly revenue of the bakery grew by nine percent.", [Source("1", "ßßß ∑∑∑ ###")])]
     )
     assert 0.0 <= result.score <= 1.0 and np.isfinite(result.score)
+
+
+def test_structured_json_answers_are_left_to_the_schema_detector(detector: GroundingDetector) -> None:
+    (result,) = detector.detect_batch([llm_call('{"city": "Paris", "height_m": 330}', [Source("1", PARAGRAPH)])])
+    assert result.status is DetectorStatus.SKIPPED and "JSON" in result.summary
+    (prose,) = detector.detect_batch([llm_call("{Not JSON} but a sentence about the tower.", [Source("1", PARAGRAPH)])])
+    assert prose.status is DetectorStatus.OK
