@@ -1,4 +1,4 @@
-"""Sentence embeddings through onnxruntime, for the grounding and consistency detectors.
+"""Sentence embeddings through onnxruntime, for the embedding-based detectors (grounding).
 
 Any sentence-transformers model folder is exported once to ONNX with ``torch.onnx.export``
 (and, for ``int8``, quantized with ``quantize_dynamic(per_channel=True)``), then run with
