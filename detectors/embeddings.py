@@ -350,7 +350,7 @@ def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     with _atomic_path(target) as temporary, torch.no_grad():
         torch.onnx.export(
-            TokenEmbeddings(),
+            TokenEmbeddings().eval(),
             tuple(sample[n] for n in names),
             str(temporary),
             input_names=names,
