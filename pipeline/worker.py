@@ -52,6 +52,7 @@ class SpansWorker:
         thresholds = load_thresholds(settings.thresholds_file)
         self.suite = build_suite(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
+        logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
         self.processor = SpanBatchProcessor(
             self.suite,
             thresholds.version,
