@@ -58,6 +58,9 @@ class Detector(ABC):
 
     name: ClassVar[str]
     version: ClassVar[str]
+    # Whether the detector checks the answer against grounding context; such detectors
+    # are not run on calls whose only "context" is the question itself.
+    needs_context: ClassVar[bool] = True
 
     @abstractmethod
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:

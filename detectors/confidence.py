@@ -129,6 +129,7 @@ class ConfidenceDetector(Detector):
 
     name = "confidence"
     version = "1.0.0"
+    needs_context = False  # the model's own token probabilities are the evidence
 
     def __init__(self, config: ConfidenceConfig, threshold: float) -> None:
         self._config = config

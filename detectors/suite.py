@@ -5,7 +5,10 @@ are the production scores.  The sentinel (SPEC §4.7) decides per call whether c
 detectors run: a call with structured sources (retrieved documents, tool results) is
 always checked against them; without sources, only a prompt the sentinel calls factual
 is.  Skipping the rest saves their cost and their false positives (HaluGate: 72 %).
-Structural detectors (schema & tool calls) run on every call.
+Detectors that compare the answer with context also need the prompt to carry some beyond
+the question itself (the sentinel's ``has_context``); a factual question asked with none
+is the sentinel's ``unverified_factual`` finding instead, and only context-free detectors
+(confidence) judge it.  Structural detectors (schema & tool calls) run on every call.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from detectors.base import Detector, DetectorResult, run_detector
+from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
 from detectors.sentinel import needs_fact_check
 from pipeline import metrics
 from pipeline.model import LLMCall
@@ -57,10 +60,16 @@ class DetectorSuite:
             verdicts = _timed(self.sentinel, calls)
             runs.append(DetectorRun(self.sentinel.name, verdicts))
             checked = [i for i, call in enumerate(calls) if call.sources or needs_fact_check(verdicts[i])]
-        subset = [calls[i] for i in checked]
+        with_context = [i for i in checked if calls[i].sources or not verdicts or _has_context(verdicts[i])]
+        passed_gate = set(checked)
         for detector in self.content:
-            by_index = dict(zip(checked, _timed(detector, subset), strict=True)) if subset else {}
-            results = [by_index.get(i) or _gated(detector, verdicts[i]) for i in range(len(calls))]
+            eligible = with_context if detector.needs_context else checked
+            subset = [calls[i] for i in eligible]
+            by_index = dict(zip(eligible, _timed(detector, subset), strict=True)) if subset else {}
+            results = [
+                by_index.get(i) or _skipped(detector, i in passed_gate, verdicts[i] if verdicts else None)
+                for i in range(len(calls))
+            ]
             runs.append(DetectorRun(detector.name, results))
         return runs
 
@@ -75,8 +84,14 @@ class DetectorSuite:
             detector.close()
 
 
-def _gated(detector: Detector, verdict: DetectorResult) -> DetectorResult:
-    label = verdict.evidence.get("label", "non-factual")
+def _has_context(verdict: DetectorResult) -> bool:
+    return verdict.status is not DetectorStatus.OK or bool(verdict.evidence.get("has_context", True))
+
+
+def _skipped(detector: Detector, passed_gate: bool, verdict: DetectorResult | None) -> DetectorResult:
+    if passed_gate:
+        return detector.skipped_result("no context beyond the question to check the answer against")
+    label = verdict.evidence.get("label", "non-factual") if verdict else "non-factual"
     return detector.skipped_result(f"skipped: {label} prompt without sources needs no fact check")
 
 

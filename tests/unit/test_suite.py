@@ -21,13 +21,12 @@ class Recording(Detector):
 
 
 class PromptSentinel(Detector):
-    """Factual when the prompt ends with '?'."""
+    """Factual when the prompt ends with '?'; context when the prompt has more than one line."""
 
     name = "sentinel"
     version = "1"
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
-        factual = [c.prompt.endswith("?") for c in calls]
         return [
             DetectorResult(
                 self.name,
@@ -35,9 +34,13 @@ class PromptSentinel(Detector):
                 0.0,
                 False,
                 0.5,
-                evidence={"label": "factual" if f else "creative", "needs_fact_check": f},
+                evidence={
+                    "label": "factual" if c.prompt.endswith("?") else "creative",
+                    "needs_fact_check": c.prompt.endswith("?"),
+                    "has_context": "\n" in c.prompt,
+                },
             )
-            for f in factual
+            for c in calls
         ]
 
 
@@ -49,7 +52,7 @@ def test_content_detectors_see_only_calls_that_need_checking_in_one_batch():
     structural, content = Recording("schema"), Recording("grounding")
     suite = DetectorSuite([structural], [content], PromptSentinel())
     calls = [
-        _call("1", "When was it built?"),
+        _call("1", "It was built in 1889.\nWhen was it built?"),
         _call("2", "Write a poem"),
         _call("3", "Write a poem about these docs", (Source("d", "doc text"),)),
     ]
@@ -67,3 +70,22 @@ def test_without_sentinel_every_call_is_checked_and_empty_batches_do_nothing():
     assert suite.run([]) == []
     runs = suite.run([_call("1", "Write a poem")])
     assert content.batches == [["1"]] and runs[0].results[0].flagged
+
+
+class ContextFree(Recording):
+    needs_context = False
+
+
+def test_a_bare_factual_question_gets_only_context_free_detectors():
+    grounding, confidence = Recording("grounding"), ContextFree("confidence")
+    suite = DetectorSuite([], [grounding, confidence], PromptSentinel())
+    calls = [
+        _call("1", "When was the tower built?"),
+        _call("2", "The tower was built in 1889 and is 330 m tall.\nWhen was it built?"),
+        _call("3", "Write a poem"),
+    ]
+    runs = {run.detector: run.results for run in suite.run(calls)}
+    assert grounding.batches == [["2"]]
+    assert confidence.batches == [["1", "2"]]
+    assert "no context beyond the question" in runs["grounding"][0].summary
+    assert "creative prompt" in runs["grounding"][2].summary
