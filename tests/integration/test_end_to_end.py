@@ -103,7 +103,8 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
         # 3 keyed + 1 mixed + 2 garbage, then the mixed batch comes back as 3 re-keyed messages.
         worker.wait_for("halluwatch_messages_done_total", sent + 3)
         dead = consume_all(tansu.bootstrap, worker.dlq_topic, expected=2)
-        findings = consume_all(tansu.bootstrap, worker.findings_topic, expected=4)
+        # 2 LLM calls x 5 detectors, each delivered twice (keyed, then re-keyed from the mixed batch)
+        findings = consume_all(tansu.bootstrap, worker.findings_topic, expected=20)
         rekeyed = consume_all(tansu.bootstrap, worker.rekeyed_topic, expected=3)
     finally:
         assert worker.stop() == 0, worker.log()
@@ -112,6 +113,7 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
     reasons = {dict(m.headers())["halluwatch.reason_kind"] for m in dead}
     assert reasons == {b"undecodable"}
     assert sorted(m.key().decode() for m in rekeyed) == sorted(roles.values())
+    assert len(findings) == 20
     assert {m.key().decode() for m in findings} == {roles["bad_tool_call"], roles["grounded_answer"]}
 
     calls = worker.query(
