@@ -25,7 +25,7 @@ from pipeline.replay import replay
 from pipeline.runner import faust_worker
 from pipeline.settings import Settings, load_settings
 from pipeline.storage import connect
-from pipeline.worker import SpansWorker
+from pipeline.worker import PipelineWorker
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +67,19 @@ def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
     data_dir.mkdir(parents=True)
     with TansuBroker(log_path=data_dir / "tansu.log") as broker:
         settings = demo_settings(data_dir, broker.bootstrap)
-        spans_worker = SpansWorker(settings)
-        worker = faust_worker(spans_worker)
+        pipeline_worker = PipelineWorker(settings)
+        worker = faust_worker(pipeline_worker)
         outcome: list[DemoOutcome] = []
         stopping: list[asyncio.Future[None]] = []
 
         async def drive() -> None:
             try:
-                outcome.append(await _replay_and_summarize(spans_worker, settings, timeout_seconds))
+                outcome.append(await _replay_and_summarize(pipeline_worker, settings, timeout_seconds))
             finally:
                 # Not awaited here: stopping the worker cancels this very task.
                 stopping.append(asyncio.ensure_future(worker.stop()))
 
-        spans_worker.app.task(drive)
+        pipeline_worker.app.task(drive)
 
         with contextlib.suppress(SystemExit):  # the faust worker always exits via SystemExit
             worker.execute_from_commandline()
@@ -88,7 +88,9 @@ def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
     return outcome[0]
 
 
-async def _replay_and_summarize(spans_worker: SpansWorker, settings: Settings, timeout_seconds: float) -> DemoOutcome:
+async def _replay_and_summarize(
+    pipeline_worker: PipelineWorker, settings: Settings, timeout_seconds: float
+) -> DemoOutcome:
     loop = asyncio.get_running_loop()
     traces = example_traces()
     stats = await loop.run_in_executor(
@@ -106,10 +108,10 @@ async def _replay_and_summarize(spans_worker: SpansWorker, settings: Settings, t
     sent = stats.messages + 1
     click.echo(f"replayed {len(traces)} example traces ({stats.spans} spans) and 1 garbage message")
     deadline = loop.time() + timeout_seconds
-    while spans_worker.messages_done < sent and loop.time() < deadline:
+    while pipeline_worker.messages_done < sent and loop.time() < deadline:
         await asyncio.sleep(0.2)
     summary = await loop.run_in_executor(None, summarize, settings)
-    return DemoOutcome(sent, spans_worker.messages_done, summary)
+    return DemoOutcome(sent, pipeline_worker.messages_done, summary)
 
 
 def _send_garbage(settings: Settings) -> None:

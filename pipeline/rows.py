@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from detectors.base import DetectorResult
+from pipeline.alerting.alert import Alert
 from pipeline.model import LLMCall
 
 ContentMode = Literal["full", "hash", "none"]
@@ -28,6 +30,25 @@ FINDING_COLUMNS = [
     "thresholds_version", "status", "score", "threshold", "flagged", "severity", "summary",
     "evidence", "span_start_time", "created_at",
 ]  # fmt: skip
+
+ALERT_COLUMNS = [
+    "alert_id", "trace_id", "rule", "route", "destination", "service", "model", "operation", "severity",
+    "detectors", "summary", "evidence", "status", "attempts", "error", "state_version", "created_at", "updated_at",
+]  # fmt: skip
+
+TABLE_COLUMNS = {"llm_calls": LLM_CALL_COLUMNS, "findings": FINDING_COLUMNS, "alerts": ALERT_COLUMNS}
+
+
+class DeliveryStatus(StrEnum):
+    """Where one alert stands with one destination."""
+
+    DELIVERED = "delivered"
+    DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
+    RETRYING = "retrying"
+    FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
+
+
+_FINAL = frozenset({DeliveryStatus.DELIVERED, DeliveryStatus.DIGESTED, DeliveryStatus.FAILED})
 
 # Columns before ``evidence`` are copied from the Kafka record as they are.
 _COLUMNS_COPIED_FROM_RECORD = FINDING_COLUMNS[: FINDING_COLUMNS.index("evidence")]
@@ -109,6 +130,34 @@ def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
         *(record[column] for column in _COLUMNS_COPIED_FROM_RECORD),
         json.dumps(record["evidence"], ensure_ascii=False, default=str),
         from_unix_nano(record["span_start_time_unix_nano"]),
+        now,
+    ]
+
+
+def alert_row(
+    alert: Alert, destination: str, status: DeliveryStatus, attempts: int, error: str, now: datetime
+) -> list[Any]:
+    """One ``alerts`` row, in ``ALERT_COLUMNS`` order."""
+    # Final statuses outrank in-flight retries; later attempts outrank earlier ones.
+    state_version = attempts + (1 << 16 if status in _FINAL else 0)
+    return [
+        alert.alert_id,
+        alert.trace_id,
+        alert.rule,
+        alert.route,
+        destination,
+        alert.service,
+        alert.model,
+        alert.operation,
+        alert.severity,
+        alert.detector_names,
+        alert.headline,
+        json.dumps([d.to_dict() for d in alert.detectors], ensure_ascii=False, default=str),
+        str(status),
+        attempts,
+        error[:2000],
+        state_version,
+        alert.created_at,
         now,
     ]
 

@@ -23,6 +23,7 @@ from detectors.grounding import GroundingConfig
 from detectors.schema_violation import SchemaViolationConfig
 from detectors.sentinel import SentinelConfig
 from detectors.span_model import SpanModelConfig
+from pipeline.alerting.config import AlertingSettings
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
 
@@ -50,7 +51,7 @@ class DetectorSettings(BaseModel):
 class Settings(BaseSettings):
     """Everything a halluwatch process needs to know."""
 
-    model_config = SettingsConfigDict(env_prefix="HALLUWATCH_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="HALLUWATCH_", env_nested_delimiter="__", extra="forbid")
 
     # Where relative paths (embedded ClickHouse, worker state) live.
     data_dir: Path = DEFAULT_DATA_DIR
@@ -64,6 +65,10 @@ class Settings(BaseSettings):
     kafka_dlq_topic: str = "halluwatch.dlq"
     # Unkeyed (mixed-trace) batches are split and re-produced here, keyed by trace id.
     kafka_rekeyed_topic: str = "halluwatch.spans_by_trace"
+    # Agreement alerts (key = trace id), failed deliveries awaiting retry, and alerts given up on.
+    kafka_alerts_topic: str = "halluwatch.alerts"
+    kafka_alerts_retry_topic: str = "halluwatch.alerts.retry"
+    kafka_alerts_dlq_topic: str = "halluwatch.alerts.dlq"
     kafka_topic_partitions: int = Field(default=8, ge=1)
     kafka_max_poll_records: int = Field(default=500, ge=1)
     kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
@@ -91,6 +96,8 @@ class Settings(BaseSettings):
     log_level: Literal["debug", "info", "warn", "error"] = "info"
 
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
+    # Two-detector agreement, routes, Slack and PagerDuty (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN...).
+    alerting: AlertingSettings = Field(default_factory=AlertingSettings)
 
     @classmethod
     def settings_customise_sources(

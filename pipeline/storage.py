@@ -21,7 +21,7 @@ from typing import Any
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
-from pipeline.rows import FINDING_COLUMNS, LLM_CALL_COLUMNS
+from pipeline.rows import TABLE_COLUMNS
 from schemas import migrations
 
 logger = logging.getLogger(__name__)
@@ -76,8 +76,8 @@ class Sink(ABC):
     """
 
     @abstractmethod
-    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
-        """Buffer rows shaped like ``LLM_CALL_COLUMNS`` and ``FINDING_COLUMNS``."""
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows of ``table``, shaped like its ``TABLE_COLUMNS`` entry."""
 
     @abstractmethod
     def flush(self) -> None:
@@ -87,52 +87,30 @@ class Sink(ABC):
         """Release connections."""
 
 
-class InMemorySink(Sink):
-    """Test double: keeps flushed rows in lists."""
-
-    def __init__(self) -> None:
-        self.llm_calls: list[Sequence[Any]] = []
-        self.findings: list[Sequence[Any]] = []
-        self._pending: tuple[list[Sequence[Any]], list[Sequence[Any]]] = ([], [])
-
-    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
-        """Buffer rows."""
-        self._pending[0].extend(llm_calls)
-        self._pending[1].extend(findings)
-
-    def flush(self) -> None:
-        """Move buffered rows to the flushed lists."""
-        self.llm_calls.extend(self._pending[0])
-        self.findings.extend(self._pending[1])
-        self._pending = ([], [])
-
-
 class ClickHouseSink(Sink):
-    """Batched inserts into ``llm_calls`` and ``findings``; one insert per table per flush."""
+    """Batched inserts; one insert per table per flush."""
 
     def __init__(self, client: Client, database: str, retry_after_seconds: float = 1.0) -> None:
         self._client = client
         self._database = database
         self._retry_after_seconds = retry_after_seconds
-        self._llm_calls: list[Sequence[Any]] = []
-        self._findings: list[Sequence[Any]] = []
+        self._buffers: dict[str, list[Sequence[Any]]] = {table: [] for table in TABLE_COLUMNS}
 
-    def add(self, llm_calls: Sequence[Sequence[Any]], findings: Sequence[Sequence[Any]]) -> None:
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
         """Buffer rows until the next flush."""
-        self._llm_calls.extend(llm_calls)
-        self._findings.extend(findings)
+        if table not in self._buffers:
+            raise ValueError(f"unknown table {table!r}; expected one of {', '.join(self._buffers)}")
+        self._buffers[table].extend(rows)
 
     def flush(self) -> None:
         """Insert buffered rows; on failure keep them and raise :class:`SinkUnavailable`."""
         try:
             # Each table is cleared only once its own insert succeeded, so a retry after a
             # partial failure re-sends just the rest (and duplicates would merge anyway).
-            if self._llm_calls:
-                self._client.insert(f"{self._database}.llm_calls", self._llm_calls, column_names=LLM_CALL_COLUMNS)
-                self._llm_calls = []
-            if self._findings:
-                self._client.insert(f"{self._database}.findings", self._findings, column_names=FINDING_COLUMNS)
-                self._findings = []
+            for table, rows in self._buffers.items():
+                if rows:
+                    self._client.insert(f"{self._database}.{table}", rows, column_names=TABLE_COLUMNS[table])
+                    self._buffers[table] = []
         except Exception as exc:  # driver errors are many types; all mean "not written"
             raise SinkUnavailable(f"ClickHouse insert failed: {exc}", self._retry_after_seconds) from exc
 

@@ -1,6 +1,10 @@
-"""The faust-streaming worker: the spans stage of SPEC §2.
+"""The faust-streaming worker: the spans, agreement and alert stages of SPEC §2 in one app.
 
-Per batch (``take_events``): decode, normalize and detect in the detector pool (never
+The spans stage lives here; the agreement stage (:mod:`pipeline.agreement_stage`) and
+the alert router (:mod:`pipeline.alert_router`) register their own agents and tables
+on the same app and share its ClickHouse sink and dead-letter topic.
+
+Spans stage, per batch (``take_events``): decode, normalize and detect in the detector pool (never
 on the event loop, so heartbeats keep flowing); write to ClickHouse; publish findings,
 re-keyed traces and dead letters and wait for the broker's acknowledgement; only then
 ack the events, which lets faust commit their offsets.  A crash anywhere before the ack
@@ -25,16 +29,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 import faust
-from faust.types import EventT, StreamT
+from faust.types import EventT, Message, StreamT
 
 from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
+from pipeline.agreement_stage import AgreementStage
+from pipeline.alert_router import AlertRouter
 from pipeline.otlp import Encoding
-from pipeline.process import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
-from pipeline.storage import ClickHouseSink, Sink, SinkUnavailable, connect, migrate
+from pipeline.storage import ClickHouseSink, Sink, connect, migrate
+from pipeline.streams import raw_topic, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +51,7 @@ def faust_broker_url(bootstrap: str) -> str:
     return ";".join(f"kafka://{server.strip()}" for server in bootstrap.split(",") if server.strip())
 
 
-class SpansWorker:
+class PipelineWorker:
     """Owns the faust app, the detector pool and the sink of one worker process."""
 
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
@@ -92,25 +99,22 @@ class SpansWorker:
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
         )
-        self.findings_topic = self._raw_topic(app, s.kafka_findings_topic)
-        self.dlq_topic = self._raw_topic(app, s.kafka_dlq_topic)
-        self.rekeyed_topic = self._raw_topic(app, s.kafka_rekeyed_topic)
-        source = self._raw_topic(app, s.kafka_input_topic, s.kafka_rekeyed_topic)
+        partitions = s.kafka_topic_partitions
+        self.findings_topic = raw_topic(app, partitions, s.kafka_findings_topic)
+        self.dlq_topic = raw_topic(app, partitions, s.kafka_dlq_topic)
+        self.rekeyed_topic = raw_topic(app, partitions, s.kafka_rekeyed_topic)
+        source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self._consume)
+        alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
+        self.agreement = AgreementStage(app, s, self.findings_topic, alerts_topic, self.dead_letter)
+        alert_topics = (
+            alerts_topic,
+            raw_topic(app, partitions, s.kafka_alerts_retry_topic),
+            raw_topic(app, partitions, s.kafka_alerts_dlq_topic),
+        )
+        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter)
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
-
-    def _raw_topic(self, app: faust.App, *names: str) -> faust.TopicT:
-        """A bytes-in, bytes-out topic, created with our partition count if missing."""
-        return app.topic(
-            *names,
-            key_type=bytes,
-            value_type=bytes,
-            key_serializer="raw",
-            value_serializer="raw",
-            internal=True,
-            partitions=self.settings.kafka_topic_partitions,
-        )
 
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self.settings
@@ -145,13 +149,34 @@ class SpansWorker:
         now = datetime.now(UTC)
         calls = [llm_call_row(call, self.settings.content_mode, now) for call in result.llm_calls]
         findings = [finding_row(record, now) for record in result.findings]
-        self.sink.add(calls, findings)
-        await self._retrying("ClickHouse write", self._flush_sink)
-        metrics.ROWS_WRITTEN.labels("llm_calls").inc(len(calls))
-        metrics.ROWS_WRITTEN.labels("findings").inc(len(findings))
+        await self.store("llm_calls", calls)
+        await self.store("findings", findings)
 
-    async def _flush_sink(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._sink_pool, self.sink.flush)
+    async def store(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Write rows to ClickHouse, retrying with backoff until they are durable."""
+        if not rows:
+            return
+        loop = asyncio.get_running_loop()
+        # add and flush both run in the one sink thread: the buffers are not thread-safe.
+        await loop.run_in_executor(self._sink_pool, self.sink.add, table, rows)
+
+        async def flush() -> None:
+            await loop.run_in_executor(self._sink_pool, self.sink.flush)
+
+        await retrying("ClickHouse write", flush, self.settings.write_retry_max_seconds)
+        metrics.ROWS_WRITTEN.labels(table).inc(len(rows))
+
+    async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
+        """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""
+        letter = DeadLetter(
+            InboundMessage(message.key, message.value or b"", message.topic, message.partition, message.offset),
+            reason_kind,
+            reason,
+        )
+        sent = await self.dlq_topic.send(key=message.key, value=message.value, headers=letter.headers())
+        await sent
+        metrics.DEAD_LETTERS.labels(reason_kind).inc()
+        logger.warning("dead-lettered %s/%s: %s", message.topic, message.offset, reason)
 
     async def _publish(self, result: BatchResult) -> None:
         async def send_all() -> None:
@@ -170,30 +195,11 @@ class SpansWorker:
                 logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
             await asyncio.gather(*pending)
 
-        await self._retrying("Kafka publish", send_all)
-
-    async def _retrying(self, what: str, operation: Any) -> None:
-        """Run ``operation`` until it succeeds, backing off; the batch stays unacked meanwhile.
-
-        Holding the batch is the backpressure: the agent stops taking events, so memory
-        stays bounded by one batch while ClickHouse or the broker is down.
-        """
-        delay = 0.5
-        while True:
-            try:
-                await operation()
-                return
-            except SinkUnavailable as exc:
-                delay = max(delay, exc.retry_after_seconds)
-                logger.warning("%s failed, retrying in %.1fs: %s", what, delay, exc)
-            except Exception as exc:  # broker errors come in many types
-                logger.warning("%s failed, retrying in %.1fs: %r", what, delay, exc)
-            metrics.WRITE_RETRIES.inc()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.settings.write_retry_max_seconds)
+        await retrying("Kafka publish", send_all, self.settings.write_retry_max_seconds)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""
+        await self.router.close()
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)
         self.sink.close()

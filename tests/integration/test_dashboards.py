@@ -26,7 +26,8 @@ def test_dashboard_queries_run(clickhouse):
     evidence = {"violations": [{"kind": "unknown_tool", "tool": "search_documents", "message": "not defined"}]}
     result = DetectorResult("schema_violation", "1", 1.0, True, 0.5, severity=4, summary="bad", evidence=evidence)
     sink = ClickHouseSink(client, database)
-    sink.add([llm_call_row(call, "full", now)], [finding_row(finding_record(call, result, "v1"), now)])
+    sink.add("llm_calls", [llm_call_row(call, "full", now)])
+    sink.add("findings", [finding_row(finding_record(call, result, "v1"), now)])
     sink.flush()
     outputs = {}
     for query in QUERIES.split("\n;\n"):

@@ -43,7 +43,8 @@ def test_sink_writes_and_replayed_rows_collapse(clickhouse):
     sink = ClickHouseSink(client, database)
     for _ in range(3):  # the same batch delivered three times (at-least-once)
         now = datetime.now(UTC)
-        sink.add([llm_call_row(CALL, "hash", now)], [finding_row(finding_record(CALL, RESULT, "v1"), now)])
+        sink.add("llm_calls", [llm_call_row(CALL, "hash", now)])
+        sink.add("findings", [finding_row(finding_record(CALL, RESULT, "v1"), now)])
         sink.flush()
     rows = client.query(
         f"SELECT prompt, attributes, duration_ms, input_tokens FROM {database}.llm_calls FINAL"
@@ -70,7 +71,7 @@ def test_logprobs_are_stored_in_full_mode_only(clickhouse):
     other = replace(with_logprobs, span_id="ef" * 8)
     sink = ClickHouseSink(client, database)
     now = datetime.now(UTC)
-    sink.add([llm_call_row(with_logprobs, "full", now), llm_call_row(other, "hash", now)], [])
+    sink.add("llm_calls", [llm_call_row(with_logprobs, "full", now), llm_call_row(other, "hash", now)])
     sink.flush()
     rows = dict(client.query(f"SELECT span_id, logprobs_json FROM {database}.llm_calls FINAL").result_rows)
     assert json.loads(rows["cd" * 8]) == [

@@ -3,37 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.examples import example_traces
 from pipeline.process import InboundMessage
 from pipeline.settings import load_settings
-from pipeline.storage import InMemorySink, SinkUnavailable
-from pipeline.worker import SpansWorker
+from pipeline.storage import Sink, SinkUnavailable
+from pipeline.worker import PipelineWorker
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
 
-class FlakySink(InMemorySink):
-    """Refuses the first ``failures`` flushes, as a ClickHouse that is down would."""
+class FlakySink(Sink):
+    """Keeps rows in memory; refuses the first ``failures`` flushes, as a ClickHouse that is down would."""
 
     def __init__(self, failures: int) -> None:
-        super().__init__()
         self.failures = failures
         self.attempts = 0
+        self.pending: dict[str, list[Sequence[Any]]] = defaultdict(list)
+        self.written: dict[str, list[Sequence[Any]]] = defaultdict(list)
+
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.pending[table].extend(rows)
 
     def flush(self) -> None:
         self.attempts += 1
         if self.attempts <= self.failures:
             raise SinkUnavailable("ClickHouse is down", retry_after_seconds=0.01)
-        super().flush()
+        for table, rows in self.pending.items():
+            self.written[table].extend(rows)
+        self.pending.clear()
 
 
 def test_write_retries_until_clickhouse_is_back(tmp_path: Path):
     sink = FlakySink(failures=3)
-    worker = SpansWorker(load_settings(data_dir=tmp_path, write_retry_max_seconds=0.05), sink=sink)
+    worker = PipelineWorker(load_settings(data_dir=tmp_path, write_retry_max_seconds=0.05), sink=sink)
     traces = example_traces()[:3]
     messages = [
         InboundMessage(t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString())
@@ -42,5 +51,5 @@ def test_write_retries_until_clickhouse_is_back(tmp_path: Path):
     result = worker.processor.process(messages)
     asyncio.run(worker._write(result))
     assert sink.attempts == 4
-    assert len(sink.llm_calls) == 3
-    assert len(sink.findings) == 3 * len(worker.suite.detectors)
+    assert len(sink.written["llm_calls"]) == 3
+    assert len(sink.written["findings"]) == 3 * len(worker.suite.detectors)

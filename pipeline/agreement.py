@@ -1,0 +1,162 @@
+"""The two-detector agreement rule (SPEC §5), as pure functions over per-trace state.
+
+Findings of one trace arrive one by one, from different detectors and at different
+times (sampled detectors report seconds later), and at least once.  Each trace keeps a
+small JSON state: when its first flag arrived, the strongest flagged finding per
+detector, and the rules that already fired.  Applying the same finding twice changes
+nothing, and a rule fires at most once per trace, so redelivered findings never make a
+second alert.  The worker keeps these states in a changelog-backed faust table.
+
+Only findings that say "hallucinated" count: status ``ok``, flagged, and not from a
+detector whose flag means something else (the sentinel's "unverified").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
+from pipeline.alerting.alert import Alert, DetectorEvidence
+from pipeline.alerting.config import AlertRule
+
+
+def counts_toward_agreement(finding: Mapping[str, Any]) -> bool:
+    """Whether a findings record is a hallucination flag the rule may combine."""
+    return (
+        finding.get("status") == "ok"
+        and finding.get("flagged") is True
+        and finding.get("detector") not in NOT_HALLUCINATION_EVIDENCE
+    )
+
+
+@dataclass(slots=True)
+class TraceState:
+    """What the agreement stage remembers about one trace inside the window."""
+
+    trace_id: str
+    first_seen: float  # unix seconds when the trace's first flag arrived
+    service: str = ""
+    model: str = ""
+    operation: str = ""
+    flags: dict[str, DetectorEvidence] = field(default_factory=dict)
+    fired: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the table's changelog."""
+        return {
+            "trace_id": self.trace_id,
+            "first_seen": self.first_seen,
+            "service": self.service,
+            "model": self.model,
+            "operation": self.operation,
+            "flags": [flag.to_dict() for flag in self.flags.values()],
+            "fired": list(self.fired),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> TraceState:
+        """Parse the JSON form."""
+        flags = (DetectorEvidence.from_dict(flag) for flag in raw.get("flags", ()))
+        return cls(
+            trace_id=str(raw["trace_id"]),
+            first_seen=float(raw["first_seen"]),
+            service=str(raw.get("service", "")),
+            model=str(raw.get("model", "")),
+            operation=str(raw.get("operation", "")),
+            flags={flag.detector: flag for flag in flags},
+            fired=[str(name) for name in raw.get("fired", ())],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of applying one finding: the state to store (None: unchanged) and any alert."""
+
+    state: TraceState | None
+    alert: Alert | None = None
+
+
+class AgreementRule:
+    """Applies findings to trace states and decides when an alert fires."""
+
+    def __init__(self, rules: Iterable[AlertRule], window_seconds: float) -> None:
+        self.rules = list(rules)
+        self.window_seconds = window_seconds
+
+    def expired(self, first_seen: float, now: float) -> bool:
+        """Whether a window that opened at ``first_seen`` has closed."""
+        return now - first_seen > self.window_seconds
+
+    def apply(self, state: TraceState | None, finding: Mapping[str, Any], now: float) -> Decision:
+        """Fold one findings record into a trace's state; never raises on odd records."""
+        if not counts_toward_agreement(finding):
+            return Decision(None)
+        if state is None or self.expired(state.first_seen, now):
+            state = TraceState(
+                trace_id=str(finding.get("trace_id", "")),
+                first_seen=now,
+                service=str(finding.get("service", "")),
+                model=str(finding.get("model", "")),
+                operation=str(finding.get("operation", "")),
+            )
+        flag = _evidence(finding)
+        held = state.flags.get(flag.detector)
+        if held is not None and _strength(held) >= _strength(flag):
+            return Decision(None)  # a repeat, or a weaker flag of a detector already counted
+        state.flags[flag.detector] = flag
+        rule = self.rule_to_fire(state)
+        if rule is None:
+            return Decision(state)
+        state.fired.append(rule.name)
+        return Decision(state, self._alert(state, rule, now))
+
+    def rule_to_fire(self, state: TraceState) -> AlertRule | None:
+        """The first matching rule, unless it or a higher-priority rule already fired."""
+        severities = {name: flag.severity for name, flag in state.flags.items()}
+        for index, rule in enumerate(self.rules):
+            if rule.matches(severities):
+                already = {r.name for r in self.rules[: index + 1]}
+                return None if already & set(state.fired) else rule
+        return None
+
+    def agrees(self, flagged: Mapping[str, int]) -> bool:
+        """Whether some rule would alert on detectors that flagged (name -> severity)."""
+        return any(rule.matches(flagged) for rule in self.rules)
+
+    @staticmethod
+    def _alert(state: TraceState, rule: AlertRule, now: float) -> Alert:
+        ordered = sorted(
+            state.flags.values(), key=lambda f: (-f.severity, -threshold_relative(f.score, f.threshold), f.detector)
+        )
+        return Alert(
+            trace_id=state.trace_id,
+            rule=rule.name,
+            route=rule.route,
+            severity=max(flag.severity for flag in ordered),
+            service=state.service,
+            model=state.model,
+            operation=state.operation,
+            detectors=tuple(ordered),
+            created_at=datetime.fromtimestamp(now, tz=UTC),
+        )
+
+
+def _evidence(finding: Mapping[str, Any]) -> DetectorEvidence:
+    evidence = finding.get("evidence")
+    return DetectorEvidence(
+        detector=str(finding.get("detector", "")),
+        score=float(finding.get("score") or 0.0),
+        threshold=float(finding.get("threshold") or 0.0),
+        severity=int(finding.get("severity") or 0),
+        summary=str(finding.get("summary", "")),
+        span_id=str(finding.get("span_id", "")),
+        evidence=evidence if isinstance(evidence, Mapping) else {},
+    )
+
+
+def _strength(flag: DetectorEvidence) -> tuple[int, float]:
+    """Severity first, then how far past its own threshold the score is."""
+    return flag.severity, threshold_relative(flag.score, flag.threshold)

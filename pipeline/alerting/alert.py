@@ -1,0 +1,119 @@
+"""The alert record: what the agreement stage publishes and every destination renders.
+
+It travels as JSON on ``halluwatch.alerts`` (key = trace id) and its retry topic, so it
+carries everything a message needs; no destination reads ClickHouse to render one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorEvidence:
+    """One agreeing detector's verdict, as it reached the agreement stage."""
+
+    detector: str
+    score: float
+    threshold: float
+    severity: int
+    summary: str
+    span_id: str = ""
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {
+            "detector": self.detector,
+            "score": self.score,
+            "threshold": self.threshold,
+            "severity": self.severity,
+            "summary": self.summary,
+            "span_id": self.span_id,
+            "evidence": dict(self.evidence),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> DetectorEvidence:
+        """Parse the JSON form."""
+        return cls(
+            detector=str(raw["detector"]),
+            score=float(raw["score"]),
+            threshold=float(raw["threshold"]),
+            severity=int(raw["severity"]),
+            summary=str(raw.get("summary", "")),
+            span_id=str(raw.get("span_id", "")),
+            evidence=dict(raw.get("evidence") or {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """Two or more detectors agreed on one trace, and a rule chose the route."""
+
+    trace_id: str
+    rule: str
+    route: str
+    severity: int
+    service: str
+    model: str
+    operation: str
+    detectors: tuple[DetectorEvidence, ...]
+    created_at: datetime
+
+    @property
+    def alert_id(self) -> str:
+        """Identity of the alert: one per trace per rule (also the PagerDuty dedup key)."""
+        return f"{self.trace_id}:{self.rule}"
+
+    @property
+    def detector_names(self) -> list[str]:
+        """Names of the agreeing detectors, in the order they are listed."""
+        return [d.detector for d in self.detectors]
+
+    @property
+    def headline(self) -> str:
+        """What was wrong, in one line."""
+        where = " ".join(part for part in (self.service, self.operation) if part) or "unknown service"
+        first = self.detectors[0].summary if self.detectors else ""
+        agreeing = " + ".join(self.detector_names)
+        return f"{agreeing} agree on {where}: {first}" if first else f"{agreeing} agree on {where}"
+
+    def to_json(self) -> bytes:
+        """The Kafka value."""
+        return json.dumps(
+            {
+                "alert_id": self.alert_id,
+                "trace_id": self.trace_id,
+                "rule": self.rule,
+                "route": self.route,
+                "severity": self.severity,
+                "service": self.service,
+                "model": self.model,
+                "operation": self.operation,
+                "detectors": [d.to_dict() for d in self.detectors],
+                "created_at": self.created_at.isoformat(),
+            },
+            ensure_ascii=False,
+            default=str,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, value: bytes | str) -> Alert:
+        """Parse a Kafka value; raises ``ValueError`` (or ``KeyError``) on a malformed one."""
+        raw = json.loads(value)
+        return cls(
+            trace_id=str(raw["trace_id"]),
+            rule=str(raw["rule"]),
+            route=str(raw["route"]),
+            severity=int(raw["severity"]),
+            service=str(raw.get("service", "")),
+            model=str(raw.get("model", "")),
+            operation=str(raw.get("operation", "")),
+            detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
+            created_at=datetime.fromisoformat(raw["created_at"]),
+        )

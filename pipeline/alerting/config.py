@@ -1,0 +1,119 @@
+"""Alerting configuration (the settings file's ``alerting:`` section, SPEC §5).
+
+Rules decide *whether* a trace alerts and on which route; routes decide *where* it goes.
+A route with no usable credentials prints to the worker's log instead, so the embedded
+setup shows its alerts without any Slack or PagerDuty account.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+
+class AlertRule(BaseModel):
+    """When the flagged detectors of one trace make an alert, and on which route.
+
+    ``all_of`` names detectors that must all have flagged; ``min_severity`` is then the
+    highest severity those (or, without ``all_of``, any flagged detectors) must reach;
+    ``min_detectors`` counts distinct flagged detectors.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    route: str
+    min_detectors: int = Field(default=2, ge=1)
+    all_of: list[str] = Field(default_factory=list)
+    min_severity: int = Field(default=0, ge=0, le=4)
+
+    def matches(self, flagged: Mapping[str, int]) -> bool:
+        """Whether detectors that flagged (name -> severity) satisfy this rule."""
+        if len(flagged) < self.min_detectors or any(name not in flagged for name in self.all_of):
+            return False
+        considered = [flagged[name] for name in self.all_of] if self.all_of else list(flagged.values())
+        return max(considered, default=0) >= self.min_severity
+
+
+def default_rules() -> list[AlertRule]:
+    """SPEC §5: page when two high-precision detectors agree, Slack for any other pair."""
+    return [
+        AlertRule(name="grounding-and-schema", route="page", all_of=["grounding", "schema_violation"]),
+        AlertRule(name="severe-contradiction", route="page", all_of=["contradiction"], min_severity=4),
+        AlertRule(name="two-detectors", route="slack"),
+    ]
+
+
+class RouteConfig(BaseModel):
+    """Where one route's alerts go; with no destination usable, they go to the log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    slack_channel: str = ""  # posted with the bot token (chat.postMessage)
+    slack_webhook_url: SecretStr | None = None  # an incoming webhook instead of the bot token
+    pagerduty: bool = False  # trigger a PagerDuty incident (needs pagerduty_routing_key)
+    # More alerts than this in a minute are sent as one digest message, never dropped.
+    max_per_minute: int = Field(default=20, ge=1)
+
+
+def default_routes() -> dict[str, RouteConfig]:
+    """``page`` to PagerDuty, ``slack`` to a channel, ``log`` to the worker's log only."""
+    return {
+        "page": RouteConfig(pagerduty=True, slack_channel="#halluwatch-alerts"),
+        "slack": RouteConfig(slack_channel="#halluwatch-alerts"),
+        "log": RouteConfig(),
+    }
+
+
+class AlertingSettings(BaseModel):
+    """Agreement window, rules, routes, and the Slack / PagerDuty endpoints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # How long one trace's findings wait for each other (sampled detectors report late).
+    window_seconds: float = Field(default=600.0, gt=0)
+    # Rules in priority order: the first that matches fires; a later match of an earlier
+    # rule escalates, a later rule never adds a second alert below one already sent.
+    rules: list[AlertRule] = Field(default_factory=default_rules)
+    routes: dict[str, RouteConfig] = Field(default_factory=default_routes)
+
+    slack_bot_token: SecretStr | None = None
+    slack_base_url: str = "https://slack.com/api/"
+    pagerduty_routing_key: SecretStr | None = None
+    pagerduty_url: str = "https://events.pagerduty.com/v2/enqueue"
+    # PagerDuty severity by alert severity: the entry with the largest key <= severity.
+    pagerduty_severity: dict[int, str] = Field(default_factory=lambda: {0: "warning", 2: "error", 4: "critical"})
+
+    # Links in the message: "{trace_id}" is replaced (Jaeger, Tempo, Langfuse, Phoenix...).
+    trace_url_template: str = ""
+    dashboard_url: str = ""
+
+    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    # Quick retries inside one delivery attempt (429 Retry-After, 5xx with backoff).
+    request_retries: int = Field(default=2, ge=0)
+    # Attempts through the retry topic before an alert is dead-lettered.
+    delivery_attempts: int = Field(default=8, ge=1)
+    retry_initial_seconds: float = Field(default=5.0, gt=0)
+    retry_max_seconds: float = Field(default=300.0, gt=0)
+    # Alerts already delivered are remembered this long, so replays never re-send them.
+    dedup_retention_hours: float = Field(default=168.0, gt=0)
+
+    @model_validator(mode="after")
+    def _rules_name_known_routes(self) -> AlertingSettings:
+        unknown = sorted({rule.route for rule in self.rules} - set(self.routes))
+        if unknown:
+            raise ValueError(f"rules use routes that are not configured: {', '.join(unknown)}")
+        names = [rule.name for rule in self.rules]
+        if len(names) != len(set(names)):
+            raise ValueError("rule names must be unique")
+        return self
+
+    def pagerduty_severity_for(self, severity: int) -> str:
+        """The PagerDuty severity for an alert severity."""
+        eligible = [key for key in self.pagerduty_severity if key <= severity]
+        return self.pagerduty_severity[max(eligible)] if eligible else "info"
+
+    def trace_url(self, trace_id: str) -> str:
+        """The trace UI link for a trace, or "" when no template is configured."""
+        return self.trace_url_template.replace("{trace_id}", trace_id) if self.trace_url_template else ""

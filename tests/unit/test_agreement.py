@@ -1,0 +1,147 @@
+"""The agreement rule: two distinct detectors make one alert per trace per rule (SPEC §5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pipeline.agreement import AgreementRule, TraceState, counts_toward_agreement
+from pipeline.alerting.config import AlertingSettings, AlertRule, default_rules
+
+TRACE = "ab" * 16
+
+
+def finding(detector: str, *, flagged: bool = True, severity: int = 2, score: float = 0.8, **extra: Any) -> dict:
+    return {
+        "trace_id": TRACE,
+        "span_id": "cd" * 8,
+        "service": "support-bot",
+        "model": "gpt-4o",
+        "operation": "chat",
+        "detector": detector,
+        "status": "ok",
+        "score": score,
+        "threshold": 0.5,
+        "flagged": flagged,
+        "severity": severity if flagged else 0,
+        "summary": f"{detector} says so",
+        "evidence": {"spans": []},
+        **extra,
+    }
+
+
+def run(rule: AgreementRule, findings: list[dict], start: float = 1000.0) -> tuple[TraceState | None, list]:
+    state, alerts = None, []
+    for offset, record in enumerate(findings):
+        decision = rule.apply(state, record, start + offset)
+        if decision.state is not None:
+            state = TraceState.from_dict(decision.state.to_dict())  # through JSON, as the table stores it
+        if decision.alert is not None:
+            alerts.append(decision.alert)
+    return state, alerts
+
+
+DEFAULT = AgreementRule(default_rules(), window_seconds=600)
+
+
+def test_one_detector_alone_never_alerts():
+    state, alerts = run(DEFAULT, [finding("grounding"), finding("grounding", score=0.9)])
+    assert alerts == []
+    assert state is not None and list(state.flags) == ["grounding"]
+
+
+def test_two_detectors_make_one_slack_alert_with_both_as_evidence():
+    _, alerts = run(DEFAULT, [finding("grounding"), finding("contradiction", severity=2)])
+    assert [(a.rule, a.route) for a in alerts] == [("two-detectors", "slack")]
+    alert = alerts[0]
+    assert alert.trace_id == TRACE and alert.alert_id == f"{TRACE}:two-detectors"
+    assert set(alert.detector_names) == {"grounding", "contradiction"}
+    assert (alert.service, alert.model, alert.operation) == ("support-bot", "gpt-4o", "chat")
+
+
+def test_redelivered_findings_do_not_fire_again():
+    records = [finding("grounding"), finding("contradiction")]
+    _, alerts = run(DEFAULT, records + records + records)
+    assert len(alerts) == 1
+
+
+def test_grounding_and_schema_page():
+    _, alerts = run(DEFAULT, [finding("schema_violation", severity=4), finding("grounding")])
+    assert [(a.rule, a.route, a.severity) for a in alerts] == [("grounding-and-schema", "page", 4)]
+
+
+def test_a_later_finding_escalates_to_a_higher_rule_but_never_adds_a_lower_one():
+    _, alerts = run(DEFAULT, [finding("confidence"), finding("grounding"), finding("schema_violation", severity=4)])
+    assert [a.rule for a in alerts] == ["two-detectors", "grounding-and-schema"]
+    _, alerts = run(DEFAULT, [finding("grounding"), finding("schema_violation"), finding("confidence")])
+    assert [a.rule for a in alerts] == ["grounding-and-schema"]
+
+
+def test_severe_contradiction_needs_severity_four_plus_any_other():
+    _, mild = run(DEFAULT, [finding("contradiction", severity=2), finding("confidence")])
+    _, severe = run(DEFAULT, [finding("contradiction", severity=4), finding("confidence")])
+    assert [a.rule for a in mild] == ["two-detectors"]
+    assert [a.rule for a in severe] == ["severe-contradiction"]
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"detector": "sentinel"},  # its flag means "unverified", not "hallucinated"
+        {"detector": "confidence", "flagged": False},
+        {"detector": "confidence", "status": "error"},
+        {"detector": "confidence", "status": "skipped"},
+    ],
+)
+def test_findings_that_are_not_flags_do_not_count(other):
+    record = finding(**other) if "detector" in other and len(other) == 1 else {**finding("x"), **other}
+    assert not counts_toward_agreement(record)
+    _, alerts = run(DEFAULT, [finding("grounding"), record])
+    assert alerts == []
+
+
+def test_findings_outside_the_window_do_not_agree():
+    rule = AgreementRule(default_rules(), window_seconds=10)
+    state = rule.apply(None, finding("grounding"), 1000.0).state
+    decision = rule.apply(state, finding("contradiction"), 1011.0)
+    assert decision.alert is None
+    assert decision.state is not None and list(decision.state.flags) == ["contradiction"]
+    assert rule.expired(1000.0, 1011.0) and not rule.expired(1000.0, 1009.0)
+
+
+def test_the_strongest_flag_of_a_detector_is_kept():
+    state, _ = run(DEFAULT, [finding("grounding", score=0.6), finding("grounding", score=0.9)])
+    assert state is not None and state.flags["grounding"].score == 0.9
+    decision = DEFAULT.apply(state, finding("grounding", score=0.7), 1100.0)
+    assert decision.state is None  # nothing to store: weaker than what is held
+
+
+def test_odd_records_are_ignored_not_raised_on():
+    assert DEFAULT.apply(None, {"detector": "grounding"}, 1.0).state is None
+    decision = DEFAULT.apply(None, {**finding("grounding"), "score": None, "evidence": "not a mapping"}, 1.0)
+    assert decision.state is not None and decision.state.flags["grounding"].evidence == {}
+
+
+def test_custom_rules_from_yaml_shape():
+    config = AlertingSettings.model_validate(
+        {"rules": [{"name": "any-single-flag", "route": "log", "min_detectors": 1}]}
+    )
+    rule = AgreementRule(config.rules, config.window_seconds)
+    _, alerts = run(rule, [finding("grounding")])
+    assert [(a.rule, a.route) for a in alerts] == [("any-single-flag", "log")]
+
+
+def test_rules_must_name_configured_routes_and_be_unique():
+    with pytest.raises(ValidationError, match="not configured: pager"):
+        AlertingSettings.model_validate({"rules": [{"name": "x", "route": "pager"}]})
+    with pytest.raises(ValidationError, match="unique"):
+        AlertingSettings.model_validate({"rules": [{"name": "x", "route": "log"}, {"name": "x", "route": "slack"}]})
+
+
+def test_rule_matching():
+    rule = AlertRule(name="r", route="page", all_of=["contradiction"], min_severity=4)
+    assert rule.matches({"contradiction": 4, "grounding": 2})
+    assert not rule.matches({"contradiction": 2, "grounding": 4})
+    assert not rule.matches({"contradiction": 4})
