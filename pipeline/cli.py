@@ -175,6 +175,7 @@ def evaluate(
 
     from tqdm import tqdm
 
+    from pipeline.agreement import AgreementRule
     from pipeline.evaluate import EvalInputError, evaluate, read_records, report
 
     settings = _settings(config_path)
@@ -187,7 +188,8 @@ def evaluate(
         for output in tqdm(evaluate(records, settings, batch_size, workers), total=len(records), unit="rec"):
             out.write(output.to_json() + "\n")
             outputs.append(output)
-    click.echo(report(records, outputs))
+    alerting = settings.alerting
+    click.echo(report(records, outputs, AgreementRule(alerting.rules, alerting.window_seconds)))
 
 
 @main.command()

@@ -10,7 +10,9 @@ builds from the same settings — so offline numbers are production numbers.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from detectors.registry import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, combined_verdict, flagged_spans
+from pipeline.agreement import AgreementRule
 from pipeline.model import LLMCall, Message, Source
 from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
 from pipeline.settings import Settings
@@ -120,7 +123,13 @@ def score_batch(suite: DetectorSuite, records: Sequence[EvalRecord]) -> list[Eva
                 score=score,
                 hallucinated=hallucinated,
                 detectors={
-                    r.detector: {"score": r.score, "flagged": r.flagged, "status": str(r.status)} for r in results
+                    r.detector: {
+                        "score": r.score,
+                        "flagged": r.flagged,
+                        "status": str(r.status),
+                        "severity": r.severity,
+                    }
+                    for r in results
                 },
                 spans=flagged_spans(results),
             )
@@ -169,8 +178,11 @@ def _batched(records: Iterable[EvalRecord], size: int) -> Iterator[list[EvalReco
         yield batch
 
 
-def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
-    """Per-detector and combined precision/recall/F1/AUROC next to the all-positive baseline."""
+def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], agreement: AgreementRule | None = None) -> str:
+    """Per-detector and combined precision/recall/F1/AUROC next to the all-positive baseline.
+
+    With ``agreement``, also what that rule would have alerted on against "any detector".
+    """
     labelled = [(r, o) for r, o in zip(records, outputs, strict=True) if r.hallucinated is not None]
     if not labelled:
         return "no labels in the input: wrote scores only"
@@ -193,6 +205,8 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
             statuses = f"  ({counts['ok']} / {counts['skipped']} / {counts['error']})"
         rows.append(_row(name, verdicts, scores, actual) + statuses)
     rows.append(f"{'all-positive':<18} {len(actual):>6} {'':>6} {'':>6} {all_positive_f1(actual):>6.3f}")
+    if agreement is not None:
+        rows.extend(agreement_report([o for _, o in labelled], actual, agreement))
     with_spans = [(r, o) for r, o in labelled if r.spans]
     if with_spans:
         spans = span_overlap(
@@ -203,6 +217,43 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
             f"P {spans.precision:.3f}  R {spans.recall:.3f}  F1 {spans.f1:.3f}"
         )
     return "\n".join(rows)
+
+
+def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule) -> list[str]:
+    """Alerts of "any detector" vs the agreement rule, and the SPEC §5 arithmetic on clean records."""
+    flags = [_hallucination_flags(o) for o in outputs]
+    any_detector = [bool(f) for f in flags]
+    agreed = [agreement.agrees(f) for f in flags]
+    clean = [f for f, hallucinated in zip(flags, actual, strict=True) if not hallucinated]
+    names = sorted({name for o in outputs for name in o.detectors} - NOT_HALLUCINATION_EVIDENCE)
+    rates = {name: sum(name in f for f in clean) / len(clean) for name in names} if clean else {}
+    lines = ["", f"alerting on {len(actual)} records ({len(clean)} clean):"]
+    for name, verdicts in (("any detector", any_detector), ("agreement rule", agreed)):
+        m = binary_metrics(verdicts, list(actual))
+        false_alarms = sum(v for v, a in zip(verdicts, actual, strict=True) if not a)
+        lines.append(
+            f"  {name:<16} alerts {sum(verdicts):>6}  P {m.precision:.3f}  R {m.recall:.3f}  F1 {m.f1:.3f}  "
+            f"false alarms {false_alarms} ({false_alarms / len(clean) if clean else 0.0:.1%} of clean)"
+        )
+    if rates:
+        listed = ", ".join(f"{name} {rate:.1%}" for name, rate in rates.items())
+        any_rate = 1 - math.prod(1 - rate for rate in rates.values())
+        pair_rate = sum(a * b for a, b in itertools.combinations(rates.values(), 2))
+        lines.append(f"  per-detector false-positive rate f_i on clean records: {listed}")
+        lines.append(
+            f"  if independent: any detector 1-\u03a0(1-f_i) = {any_rate:.1%}, "
+            f"two agreeing \u03a3 f_i f_j = {pair_rate:.1%}"
+        )
+    return lines
+
+
+def _hallucination_flags(output: EvalOutput) -> dict[str, int]:
+    """Detectors that flagged a record as hallucinated (name -> severity), as the agreement stage counts them."""
+    return {
+        name: int(entry.get("severity", 0))
+        for name, entry in output.detectors.items()
+        if entry["flagged"] and entry["status"] == "ok" and name not in NOT_HALLUCINATION_EVIDENCE
+    }
 
 
 def _row(name: str, verdicts: list[bool], scores: list[float], actual: list[bool]) -> str:

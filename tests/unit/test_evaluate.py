@@ -8,7 +8,17 @@ import pytest
 
 from detectors.base import Detector, DetectorResult
 from detectors.suite import DetectorSuite
-from pipeline.evaluate import EvalInputError, read_records, record_to_call, report, score_batch
+from pipeline.agreement import AgreementRule
+from pipeline.alerting.config import AlertRule
+from pipeline.evaluate import (
+    EvalInputError,
+    EvalOutput,
+    agreement_report,
+    read_records,
+    record_to_call,
+    report,
+    score_batch,
+)
 from pipeline.model import LLMCall
 
 
@@ -64,8 +74,26 @@ def test_score_batch_and_report(tmp_path: Path):
     outputs = score_batch(DetectorSuite([AnswerHas()]), records)
     assert [o.hallucinated for o in outputs] == [True, False]
     line = json.loads(outputs[0].to_json())
-    assert line["detectors"] == {"word": {"score": 1.0, "flagged": True, "status": "ok"}}
+    assert line["detectors"] == {"word": {"score": 1.0, "flagged": True, "status": "ok", "severity": 0}}
     assert line["spans"] == [{"start": 3, "end": 7, "text": "1950", "detector": "word"}]
     text = report(records, outputs)
     assert "combined" in text and "all-positive" in text
     assert "span overlap over 1 records with gold spans: P 1.000  R 1.000  F1 1.000" in text
+
+
+def _output(flagged: set[str], names: tuple[str, ...] = ("a", "b", "c", "sentinel")) -> EvalOutput:
+    detectors = {n: {"score": 1.0 if n in flagged else 0.0, "flagged": n in flagged, "status": "ok", "severity": 2}
+                 for n in names}  # fmt: skip
+    return EvalOutput(id="x", score=0.0, hallucinated=bool(flagged), detectors=detectors)
+
+
+def test_agreement_report_against_any_detector():
+    outputs = [_output({"a", "b"}), _output({"a"}), _output({"a", "sentinel"}), _output({"b", "c"})]
+    actual = [True, True, False, False]
+    rule = AgreementRule([AlertRule(name="two", route="log")], window_seconds=60)
+    text = "\n".join(agreement_report(outputs, actual, rule))
+    assert "any detector     alerts      4  P 0.500  R 1.000  F1 0.667  false alarms 2 (100.0% of clean)" in text
+    assert "agreement rule   alerts      2  P 0.500  R 0.500  F1 0.500  false alarms 1 (50.0% of clean)" in text
+    # f = 0.5 each for a, b, c on the two clean records; the sentinel never counts.
+    assert "a 50.0%, b 50.0%, c 50.0%" in text and "sentinel" not in text
+    assert "1-\u03a0(1-f_i) = 87.5%" in text and "\u03a3 f_i f_j = 75.0%" in text
