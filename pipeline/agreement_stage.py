@@ -55,6 +55,7 @@ class AgreementStage:
             use_partitioner=True,
         )
         self.findings_seen = 0  # findings records fully handled by this process
+        self.alerts_published = 0
         app.agent(findings_topic, name="halluwatch.agreement")(self._consume)
         app.timer(min(60.0, config.window_seconds / 2))(self._expire)
 
@@ -81,6 +82,7 @@ class AgreementStage:
             sent = await self.alerts_topic.send(key=key, value=alert.to_json())
             await sent  # acknowledged by the broker before the state says "fired"
             metrics.ALERTS.labels(alert.rule, alert.route).inc()
+            self.alerts_published += 1
             logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names)
         if decision.state is not None:
             self.states[key] = decision.state.to_dict()

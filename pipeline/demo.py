@@ -3,7 +3,9 @@
 Starts an embedded Tansu broker, migrates an embedded ClickHouse (chDB) under
 ``.halluwatch/demo``, runs the worker in this process, replays the built-in example
 traces (plus one garbage message, to show the dead-letter path), waits until every
-message is durably processed, prints what the detectors found, and stops cleanly.
+message is durably processed and every alert routed, prints what the detectors found
+and which traces alerted (no Slack or pager configured: alerts print to the log), and
+stops cleanly.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import click
 from confluent_kafka import Producer
 
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.broker import TansuBroker
 from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
 from pipeline.otlp import Encoding
@@ -108,10 +111,19 @@ async def _replay_and_summarize(
     sent = stats.messages + 1
     click.echo(f"replayed {len(traces)} example traces ({stats.spans} spans) and 1 garbage message")
     deadline = loop.time() + timeout_seconds
-    while pipeline_worker.messages_done < sent and loop.time() < deadline:
+    while not _settled(pipeline_worker, sent) and loop.time() < deadline:
         await asyncio.sleep(0.2)
     summary = await loop.run_in_executor(None, summarize, settings)
     return DemoOutcome(sent, pipeline_worker.messages_done, summary)
+
+
+def _settled(worker: PipelineWorker, sent: int) -> bool:
+    """Every message processed, every finding seen by the agreement stage, every alert routed."""
+    return (
+        worker.messages_done >= sent
+        and worker.agreement.findings_seen >= worker.findings_published
+        and worker.router.alerts_seen >= worker.agreement.alerts_published
+    )
 
 
 def _send_garbage(settings: Settings) -> None:
@@ -141,4 +153,23 @@ def summarize(settings: Settings) -> str:
         "WHERE flagged ORDER BY service, trace_id, detector"
     ).result_rows:
         lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
+    lines.append("Alerts (two or more detectors agreed on the trace):")
+    for service, operation, trace_id, rule, route, detectors, status in client.query(
+        f"SELECT service, operation, trace_id, rule, route, detectors, status FROM {db}.alerts FINAL "
+        "ORDER BY service, trace_id, rule"
+    ).result_rows:
+        lines.append(
+            f"  [{service} {operation}] trace {trace_id[:12]}…  {rule} -> {route} ({status}): {' + '.join(detectors)}"
+        )
+    lines.append("Flagged by one detector only (recorded, not alerted):")
+    for service, operation, trace_id, detector, summary in client.query(
+        f"SELECT service, operation, trace_id, any(detector), any(summary) FROM {db}.findings FINAL "
+        f"WHERE flagged AND status = 'ok' AND detector NOT IN {_not_evidence_sql()} "
+        "GROUP BY service, operation, trace_id HAVING uniqExact(detector) = 1 ORDER BY service, trace_id"
+    ).result_rows:
+        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
     return "\n".join(lines)
+
+
+def _not_evidence_sql() -> str:
+    return "(" + ", ".join(f"'{name}'" for name in sorted(NOT_HALLUCINATION_EVIDENCE)) + ")"

@@ -71,6 +71,7 @@ class PipelineWorker:
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
         self.messages_done = 0  # input messages durably processed by this process
+        self.findings_published = 0  # findings records this process published (and the broker acked)
         self.app = self._build_app()
 
     @staticmethod
@@ -196,6 +197,7 @@ class PipelineWorker:
             await asyncio.gather(*pending)
 
         await retrying("Kafka publish", send_all, self.settings.write_retry_max_seconds)
+        self.findings_published += len(result.findings)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""

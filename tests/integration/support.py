@@ -25,6 +25,8 @@ class WorkerProcess:
         self.rekeyed_topic = f"{prefix}-rekeyed"
         self.findings_topic = f"{prefix}-findings"
         self.dlq_topic = f"{prefix}-dlq"
+        self.alerts_topic = f"{prefix}-alerts"
+        self.alerts_dlq_topic = f"{prefix}-alerts-dlq"
         self.data_dir = data_dir
         self.metrics_port = free_port()
         self.log_path = data_dir / "worker.log"
@@ -36,6 +38,9 @@ class WorkerProcess:
             "HALLUWATCH_KAFKA_REKEYED_TOPIC": self.rekeyed_topic,
             "HALLUWATCH_KAFKA_FINDINGS_TOPIC": self.findings_topic,
             "HALLUWATCH_KAFKA_DLQ_TOPIC": self.dlq_topic,
+            "HALLUWATCH_KAFKA_ALERTS_TOPIC": self.alerts_topic,
+            "HALLUWATCH_KAFKA_ALERTS_RETRY_TOPIC": f"{prefix}-alerts-retry",
+            "HALLUWATCH_KAFKA_ALERTS_DLQ_TOPIC": self.alerts_dlq_topic,
             "HALLUWATCH_KAFKA_TOPIC_PARTITIONS": "2",
             "HALLUWATCH_KAFKA_SESSION_TIMEOUT_SECONDS": "6",
             "HALLUWATCH_KAFKA_REBALANCE_TIMEOUT_SECONDS": "3",
@@ -43,6 +48,7 @@ class WorkerProcess:
             "HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS": "0.5",
             "HALLUWATCH_DATA_DIR": str(data_dir),
             "HALLUWATCH_METRICS_PORT": str(self.metrics_port),
+            # Nested settings use "__": alerting__slack_bot_token -> HALLUWATCH_ALERTING__SLACK_BOT_TOKEN.
             **{f"HALLUWATCH_{key.upper()}": value for key, value in settings.items()},
         }
         self.process: subprocess.Popen[bytes] | None = None

@@ -22,9 +22,16 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
     out = completed.stdout
     expected_flags = sum(1 for example in EXAMPLES if example.schema_violation)
-    flagged_lines = out.split("Flagged:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    flagged_lines = out.split("Flagged:\n", 1)[1].split("Alerts (", 1)[0].splitlines()
     assert sum("schema_violation:" in line for line in flagged_lines) == expected_flags
     assert any("contradiction: answer says 1950" in line for line in flagged_lines)
     assert "did you mean 'search_docs'" in out
     assert "truncated" in out
     assert f"All {len(EXAMPLES) + 1} messages processed" in out
+    # No Slack or pager configured: alerts print to the log, and the summary lists them.
+    alert_lines = out.split("Alerts (two or more detectors agreed on the trace):\n", 1)[1].split("Flagged by one")[0]
+    assert "[hr-assistant answer_question]" in alert_lines and "two-detectors -> slack (delivered)" in alert_lines
+    assert "[order-intake extract_order]" in alert_lines and "grounding-and-schema -> page" in alert_lines
+    single = out.split("Flagged by one detector only (recorded, not alerted):\n", 1)[1]
+    assert "[travel-guide chat]" in single and "hr-assistant" not in single
+    assert "agree on hr-assistant answer_question" in completed.stderr  # the console route's log line

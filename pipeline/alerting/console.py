@@ -1,0 +1,30 @@
+"""The fallback destination: alerts written to the worker's log, for routes without credentials."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from pipeline.alerting.alert import Alert
+from pipeline.alerting.config import AlertingSettings
+from pipeline.alerting.destinations import Destination
+from pipeline.alerting.render import console_text, digest_text
+
+logger = logging.getLogger("halluwatch.alerts")
+
+
+class ConsoleDestination(Destination):
+    """Logs alerts at WARNING on ``halluwatch.alerts``; never fails."""
+
+    name = "console"
+
+    def __init__(self, config: AlertingSettings) -> None:
+        self._config = config
+
+    async def send(self, alert: Alert) -> None:
+        """Log the alert."""
+        logger.warning("%s", console_text(alert, self._config))
+
+    async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
+        """Log one summary of the alerts."""
+        logger.warning("%s", digest_text(route, alerts))

@@ -1,0 +1,195 @@
+"""Where alerts go: the destination interface, the in-attempt retry loop, and the route table.
+
+One delivery attempt retries quickly inside itself (a 429 with a short ``Retry-After``, a
+5xx, a dropped connection); whatever is still failing after that is raised as a
+``DeliveryError`` and the caller schedules the alert on the retry topic (SPEC §5: never drop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from pipeline.alerting.alert import Alert
+from pipeline.alerting.config import AlertingSettings
+
+logger = logging.getLogger(__name__)
+
+# A longer Retry-After is not waited out inside an attempt: the caller reschedules instead.
+RETRY_AFTER_CAP_SECONDS = 30.0
+# Backoff between quick retries after a 5xx or a connection error: 0.5 s, 1 s, 2 s...
+BACKOFF_INITIAL_SECONDS = 0.5
+_DETAIL_CHARS = 200  # of a response body, in error messages
+
+
+class DeliveryError(Exception):
+    """A destination did not take the alert.
+
+    ``retryable`` says whether trying again later can help (a 5xx or a 429 can; a bad token
+    cannot); ``retry_after_seconds`` is the server's ``Retry-After`` when it sent one.
+    """
+
+    def __init__(self, message: str, *, retryable: bool, retry_after_seconds: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after_seconds = retry_after_seconds
+
+
+class Destination(ABC):
+    """Something that delivers alerts. ``name`` is stable across restarts (it keys delivery state)."""
+
+    name: str
+
+    @abstractmethod
+    async def send(self, alert: Alert) -> None:
+        """Deliver one alert; raises ``DeliveryError`` when it was not delivered."""
+
+    @abstractmethod
+    async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
+        """Deliver several alerts of one route together (over its rate limit); raises ``DeliveryError``."""
+
+    async def close(self) -> None:  # noqa: B027 - most destinations hold nothing to release
+        """Release connections; the destination must not be used afterwards."""
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date), or None."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() - datetime.now(UTC).timestamp()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpReply:
+    """What one request got back, as much as the retry loop needs."""
+
+    status: int
+    ok: bool
+    retry_after_seconds: float | None = None
+    detail: str = ""
+
+    @classmethod
+    def of(cls, status: int, headers: Mapping[str, Any], detail: str = "", *, ok: bool | None = None) -> HttpReply:
+        """A reply from its status and headers; ``ok`` defaults to "the status is 2xx"."""
+        retry_after = next((str(v) for k, v in headers.items() if k.lower() == "retry-after"), None)
+        return cls(
+            status=status,
+            ok=200 <= status < 300 if ok is None else ok,
+            retry_after_seconds=parse_retry_after(retry_after),
+            detail=detail[:_DETAIL_CHARS],
+        )
+
+
+def _failure(name: str, reply: HttpReply) -> DeliveryError:
+    message = f"{name}: HTTP {reply.status}" + (f": {reply.detail}" if reply.detail else "")
+    if reply.status == 429:
+        return DeliveryError(message, retryable=True, retry_after_seconds=reply.retry_after_seconds)
+    return DeliveryError(message, retryable=reply.status >= 500 or reply.status == 408)
+
+
+async def deliver_with_retries(
+    name: str,
+    attempt: Callable[[], Awaitable[HttpReply]],
+    *,
+    retries: int,
+    retry_after_cap: float = RETRY_AFTER_CAP_SECONDS,
+    backoff_initial: float = BACKOFF_INITIAL_SECONDS,
+) -> None:
+    """Run ``attempt`` until it succeeds, at most ``retries`` more times; raise ``DeliveryError`` if it never does.
+
+    A 429 waits its ``Retry-After`` (exponential backoff without one) unless that is longer
+    than ``retry_after_cap``: then it raises at once, carrying the wait for the caller. A
+    5xx, 408, timeout or connection error backs off exponentially; any other status raises
+    a non-retryable error at once.
+    """
+    for tried in range(max(retries, 0) + 1):
+        try:
+            reply = await attempt()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            failure = DeliveryError(f"{name}: {type(error).__name__}: {error}", retryable=True)
+        else:
+            if reply.ok:
+                return
+            failure = _failure(name, reply)
+        wait = failure.retry_after_seconds
+        if not failure.retryable or (wait is not None and wait > retry_after_cap):
+            raise failure
+        if tried < retries:
+            logger.info("%s: retrying (%s)", name, failure)
+            await asyncio.sleep(wait if wait is not None else backoff_initial * 2**tried)
+    raise failure
+
+
+class HttpDestination(Destination):
+    """A destination talking HTTP through one aiohttp session, opened on first use.
+
+    The session belongs to the event loop it was opened in: use and ``close()`` the
+    destination inside one loop.
+    """
+
+    def __init__(self, name: str, config: AlertingSettings) -> None:
+        self.name = name
+        self._config = config
+        self._client_session: aiohttp.ClientSession | None = None
+
+    def _session(self) -> aiohttp.ClientSession:
+        if self._client_session is None or self._client_session.closed:
+            timeout = aiohttp.ClientTimeout(total=self._config.request_timeout_seconds)
+            self._client_session = aiohttp.ClientSession(timeout=timeout)
+        return self._client_session
+
+    async def _deliver(self, attempt: Callable[[], Awaitable[HttpReply]]) -> None:
+        await deliver_with_retries(self.name, attempt, retries=self._config.request_retries)
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        if self._client_session is not None:
+            await self._client_session.close()
+            self._client_session = None
+
+
+def build_destinations(config: AlertingSettings) -> dict[str, list[Destination]]:
+    """Each route's destinations; a route with none usable logs its alerts instead.
+
+    Destinations of the same identity (one Slack channel on two routes) are shared.
+    """
+    # Imported here: these modules build on the classes above.
+    from pipeline.alerting.console import ConsoleDestination
+    from pipeline.alerting.pagerduty import PagerDutyDestination
+    from pipeline.alerting.slack import SlackBotDestination, SlackWebhookDestination
+
+    shared: dict[str, Destination] = {}
+    table: dict[str, list[Destination]] = {}
+    for route_name, route in config.routes.items():
+        wanted: list[Destination] = []
+        if route.slack_channel and config.slack_bot_token is not None:
+            wanted.append(SlackBotDestination(route.slack_channel, config))
+        if route.slack_webhook_url is not None:
+            wanted.append(SlackWebhookDestination(route_name, route.slack_webhook_url.get_secret_value(), config))
+        if route.pagerduty and config.pagerduty_routing_key is not None:
+            wanted.append(PagerDutyDestination(config))
+        if not wanted:
+            if route.slack_channel or route.pagerduty:
+                logger.warning(
+                    "alert route %r has no Slack token or PagerDuty key: its alerts go to the log", route_name
+                )
+            wanted.append(ConsoleDestination(config))
+        table[route_name] = [shared.setdefault(destination.name, destination) for destination in wanted]
+    return table

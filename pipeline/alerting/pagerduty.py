@@ -1,0 +1,35 @@
+"""PagerDuty Events API v2: one ``trigger`` per alert, deduplicated by the alert id."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pipeline.alerting.alert import Alert
+from pipeline.alerting.config import AlertingSettings
+from pipeline.alerting.destinations import HttpDestination, HttpReply
+from pipeline.alerting.render import pagerduty_event
+
+
+class PagerDutyDestination(HttpDestination):
+    """Posts trigger events to ``config.pagerduty_url`` with ``config.pagerduty_routing_key``."""
+
+    def __init__(self, config: AlertingSettings) -> None:
+        if config.pagerduty_routing_key is None:
+            raise ValueError("PagerDutyDestination needs alerting.pagerduty_routing_key")
+        super().__init__("pagerduty", config)
+        self._routing_key = config.pagerduty_routing_key.get_secret_value()
+
+    async def send(self, alert: Alert) -> None:
+        """Trigger (or, with the same dedup key, update) the alert's incident."""
+        event = pagerduty_event(alert, self._config, self._routing_key)
+
+        async def attempt() -> HttpReply:
+            async with self._session().post(self._config.pagerduty_url, json=event) as response:
+                return HttpReply.of(response.status, response.headers, await response.text())
+
+        await self._deliver(attempt)
+
+    async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
+        """One trigger per alert even here: each alert is its own incident, and dedup keys make resending safe."""
+        for alert in alerts:
+            await self.send(alert)
