@@ -90,23 +90,32 @@ class AgreementRule:
         """Whether a window that opened at ``first_seen`` has closed."""
         return now - first_seen > self.window_seconds
 
-    def apply(self, state: TraceState | None, finding: Mapping[str, Any], now: float) -> Decision:
-        """Fold one findings record into a trace's state; never raises on odd records."""
-        if not counts_toward_agreement(finding):
+    def apply(self, state: TraceState | None, findings: Iterable[Mapping[str, Any]], now: float) -> Decision:
+        """Fold a trace's findings (those of one batch) into its state, then decide once.
+
+        Deciding after the whole batch means findings that arrive together (all detectors
+        of one span) fire the highest-priority rule they make, not a lower one first.
+        Never raises on odd records.
+        """
+        changed = False
+        for finding in findings:
+            if not counts_toward_agreement(finding):
+                continue
+            if state is None or self.expired(state.first_seen, now):
+                state = TraceState(
+                    trace_id=str(finding.get("trace_id", "")),
+                    first_seen=now,
+                    service=str(finding.get("service", "")),
+                    model=str(finding.get("model", "")),
+                    operation=str(finding.get("operation", "")),
+                )
+            flag = _evidence(finding)
+            held = state.flags.get(flag.detector)
+            if held is None or _strength(flag) > _strength(held):  # else a repeat, or a weaker flag
+                state.flags[flag.detector] = flag
+                changed = True
+        if state is None or not changed:
             return Decision(None)
-        if state is None or self.expired(state.first_seen, now):
-            state = TraceState(
-                trace_id=str(finding.get("trace_id", "")),
-                first_seen=now,
-                service=str(finding.get("service", "")),
-                model=str(finding.get("model", "")),
-                operation=str(finding.get("operation", "")),
-            )
-        flag = _evidence(finding)
-        held = state.flags.get(flag.detector)
-        if held is not None and _strength(held) >= _strength(flag):
-            return Decision(None)  # a repeat, or a weaker flag of a detector already counted
-        state.flags[flag.detector] = flag
         rule = self.rule_to_fire(state)
         if rule is None:
             return Decision(state)

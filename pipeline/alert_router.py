@@ -32,7 +32,7 @@ from pipeline.alerting.destinations import DeliveryError, Destination, build_des
 from pipeline.alerting.ratelimit import RouteRateLimiter
 from pipeline.rows import DeliveryStatus, alert_row
 from pipeline.settings import Settings
-from pipeline.streams import DeadLetterSender, RowStore
+from pipeline.streams import DeadLetterSender, RowStore, publish, trace_table
 
 logger = logging.getLogger(__name__)
 
@@ -52,20 +52,14 @@ class AlertRouter:
         dead_letter: DeadLetterSender,
     ) -> None:
         self.config = settings.alerting
+        self._max_delay = settings.write_retry_max_seconds
         alerts_topic, self.retry_topic, self.dlq_topic = topics
         self._store = store
         self._dead_letter = dead_letter
         self.routes = build_destinations(self.config)
         self._by_name = {d.name: d for destinations in self.routes.values() for d in destinations}
         self.limiter = RouteRateLimiter({name: route.max_per_minute for name, route in self.config.routes.items()})
-        self.deliveries = app.Table(
-            TABLE_NAME,
-            default=None,
-            key_serializer="raw",
-            value_serializer="json",
-            partitions=settings.kafka_topic_partitions,
-            use_partitioner=True,
-        )
+        self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)
         app.agent(self.retry_topic, name="halluwatch.alert-retry")(self._retry)
@@ -156,8 +150,7 @@ class AlertRouter:
             "not_before": time.time() + max(backoff, hinted or 0.0),
             "error": error,
         }
-        sent = await self.retry_topic.send(key=alert.trace_id.encode(), value=json.dumps(retry).encode())
-        await sent
+        await publish(self.retry_topic, alert.trace_id.encode(), json.dumps(retry).encode(), self._max_delay)
         logger.warning("alert %s to %s failed (attempt %d), will retry: %s", alert.alert_id, destination.name,
                        attempt, error)  # fmt: skip
         await self._record(alert, destination, DeliveryStatus.RETRYING, attempt, error)
@@ -168,8 +161,7 @@ class AlertRouter:
             ("halluwatch.attempts", str(attempt).encode()),
             ("halluwatch.reason", error.encode()[:2000]),
         ]
-        sent = await self.dlq_topic.send(key=alert.trace_id.encode(), value=alert.to_json(), headers=headers)
-        await sent
+        await publish(self.dlq_topic, alert.trace_id.encode(), alert.to_json(), self._max_delay, headers)
         metrics.ALERT_DEAD_LETTERS.inc()
         logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id, destination.name,
                      attempt, error)  # fmt: skip

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import faust
+from aiokafka.partitioner import murmur2
 from faust.types import Message
 
 from pipeline import metrics
@@ -33,6 +34,50 @@ def raw_topic(app: faust.App, partitions: int, *names: str) -> faust.TopicT:
         internal=True,
         partitions=partitions,
     )
+
+
+class TraceTable(faust.Table):  # type: ignore[type-arg]  # faust's classes are loosely typed
+    """A changelog-backed table of JSON values keyed by the raw trace id.
+
+    Each key's changelog partition is the one the Kafka default partitioner (murmur2, as
+    faust's producer uses for every topic we key by trace id) gives the key, so a trace's
+    state sits in the partition of its findings and alerts, and can be written outside
+    stream iteration, by expiry timers.  (faust's own ``use_partitioner`` asks the producer
+    for topic metadata it may not have fetched yet.)
+    """
+
+    def partition_for_key(self, key: Any) -> int:
+        """The partition Kafka's default partitioner picks for ``key``."""
+        return (murmur2(key) & 0x7FFFFFFF) % self.partitions  # type: ignore[no-any-return]
+
+
+def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
+    """Register a :class:`TraceTable` with ``partitions`` partitions on ``app``."""
+    table = TraceTable(
+        app,
+        name=name,
+        default=None,
+        beacon=app.tables.beacon,
+        partitions=partitions,
+        schema=faust.Schema(key_type=bytes, key_serializer="raw", value_serializer="json"),
+    )
+    app.tables.add(table)
+    return table
+
+
+async def publish(
+    topic: faust.TopicT,
+    key: bytes | None,
+    value: bytes | None,
+    max_delay_seconds: float,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
+
+    async def send() -> None:
+        await (await topic.send(key=key, value=value, headers=headers))
+
+    await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
 
 
 async def retrying(what: str, operation: Callable[[], Awaitable[None]], max_delay_seconds: float) -> None:

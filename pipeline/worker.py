@@ -41,7 +41,7 @@ from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchP
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
 from pipeline.storage import ClickHouseSink, Sink, connect, migrate
-from pipeline.streams import raw_topic, retrying
+from pipeline.streams import publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -174,8 +174,9 @@ class PipelineWorker:
             reason_kind,
             reason,
         )
-        sent = await self.dlq_topic.send(key=message.key, value=message.value, headers=letter.headers())
-        await sent
+        await publish(
+            self.dlq_topic, message.key, message.value, self.settings.write_retry_max_seconds, letter.headers()
+        )
         metrics.DEAD_LETTERS.labels(reason_kind).inc()
         logger.warning("dead-lettered %s/%s: %s", message.topic, message.offset, reason)
 

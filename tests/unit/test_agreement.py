@@ -35,7 +35,7 @@ def finding(detector: str, *, flagged: bool = True, severity: int = 2, score: fl
 def run(rule: AgreementRule, findings: list[dict], start: float = 1000.0) -> tuple[TraceState | None, list]:
     state, alerts = None, []
     for offset, record in enumerate(findings):
-        decision = rule.apply(state, record, start + offset)
+        decision = rule.apply(state, [record], start + offset)
         if decision.state is not None:
             state = TraceState.from_dict(decision.state.to_dict())  # through JSON, as the table stores it
         if decision.alert is not None:
@@ -79,6 +79,14 @@ def test_a_later_finding_escalates_to_a_higher_rule_but_never_adds_a_lower_one()
     assert [a.rule for a in alerts] == ["grounding-and-schema"]
 
 
+def test_findings_that_arrive_together_fire_the_highest_rule_they_make():
+    together = [finding("schema_violation", severity=4), finding("contradiction"), finding("grounding")]
+    decision = DEFAULT.apply(None, together, 1000.0)
+    assert decision.alert is not None and decision.alert.rule == "grounding-and-schema"
+    assert decision.state is not None and decision.state.fired == ["grounding-and-schema"]
+    assert DEFAULT.apply(decision.state, together, 1001.0).alert is None
+
+
 def test_severe_contradiction_needs_severity_four_plus_any_other():
     _, mild = run(DEFAULT, [finding("contradiction", severity=2), finding("confidence")])
     _, severe = run(DEFAULT, [finding("contradiction", severity=4), finding("confidence")])
@@ -104,8 +112,8 @@ def test_findings_that_are_not_flags_do_not_count(other):
 
 def test_findings_outside_the_window_do_not_agree():
     rule = AgreementRule(default_rules(), window_seconds=10)
-    state = rule.apply(None, finding("grounding"), 1000.0).state
-    decision = rule.apply(state, finding("contradiction"), 1011.0)
+    state = rule.apply(None, [finding("grounding")], 1000.0).state
+    decision = rule.apply(state, [finding("contradiction")], 1011.0)
     assert decision.alert is None
     assert decision.state is not None and list(decision.state.flags) == ["contradiction"]
     assert rule.expired(1000.0, 1011.0) and not rule.expired(1000.0, 1009.0)
@@ -114,13 +122,13 @@ def test_findings_outside_the_window_do_not_agree():
 def test_the_strongest_flag_of_a_detector_is_kept():
     state, _ = run(DEFAULT, [finding("grounding", score=0.6), finding("grounding", score=0.9)])
     assert state is not None and state.flags["grounding"].score == 0.9
-    decision = DEFAULT.apply(state, finding("grounding", score=0.7), 1100.0)
+    decision = DEFAULT.apply(state, [finding("grounding", score=0.7)], 1100.0)
     assert decision.state is None  # nothing to store: weaker than what is held
 
 
 def test_odd_records_are_ignored_not_raised_on():
-    assert DEFAULT.apply(None, {"detector": "grounding"}, 1.0).state is None
-    decision = DEFAULT.apply(None, {**finding("grounding"), "score": None, "evidence": "not a mapping"}, 1.0)
+    assert DEFAULT.apply(None, [{"detector": "grounding"}], 1.0).state is None
+    decision = DEFAULT.apply(None, [{**finding("grounding"), "score": None, "evidence": "not a mapping"}], 1.0)
     assert decision.state is not None and decision.state.flags["grounding"].evidence == {}
 
 
