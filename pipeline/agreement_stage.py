@@ -66,6 +66,7 @@ class AgreementStage:
             for trace_id, findings in by_trace.items():
                 await self.apply(trace_id, findings)
             self.findings_seen += len(events)
+            metrics.AGREEMENT_FINDINGS.inc(len(events))
             metrics.TRACE_STATES.set(len(self.states))
 
     async def apply(self, trace_id: str, findings: list[dict[str, Any]]) -> None:

@@ -14,6 +14,7 @@ MESSAGES_DONE = Counter("halluwatch_messages_done", "Input messages fully proces
 WRITE_RETRIES = Counter("halluwatch_write_retries", "Flushes retried after a sink or broker failure")
 DETECTOR_SECONDS = Histogram("halluwatch_detector_seconds", "Detector time per batch", ["detector"])
 BATCH_SECONDS = Histogram("halluwatch_batch_seconds", "Time from batch taken to batch acked")
+AGREEMENT_FINDINGS = Counter("halluwatch_agreement_findings", "Findings records handled by the agreement stage")
 ALERTS = Counter("halluwatch_alerts", "Alerts fired by the agreement rule", ["rule", "route"])
 ALERT_DELIVERIES = Counter("halluwatch_alert_deliveries", "Alert delivery outcomes", ["destination", "status"])
 ALERT_DEAD_LETTERS = Counter("halluwatch_alert_dead_letters", "Alerts given up on, in the alerts dead-letter topic")

@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from detectors.base import DetectorResult
-from pipeline.alerting.alert import Alert
+from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.model import LLMCall
 
 ContentMode = Literal["full", "hash", "none"]
@@ -38,17 +37,6 @@ ALERT_COLUMNS = [
 
 TABLE_COLUMNS = {"llm_calls": LLM_CALL_COLUMNS, "findings": FINDING_COLUMNS, "alerts": ALERT_COLUMNS}
 
-
-class DeliveryStatus(StrEnum):
-    """Where one alert stands with one destination."""
-
-    DELIVERED = "delivered"
-    DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
-    RETRYING = "retrying"
-    FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
-
-
-_FINAL = frozenset({DeliveryStatus.DELIVERED, DeliveryStatus.DIGESTED, DeliveryStatus.FAILED})
 
 # Columns before ``evidence`` are copied from the Kafka record as they are.
 _COLUMNS_COPIED_FROM_RECORD = FINDING_COLUMNS[: FINDING_COLUMNS.index("evidence")]
@@ -139,7 +127,7 @@ def alert_row(
 ) -> list[Any]:
     """One ``alerts`` row, in ``ALERT_COLUMNS`` order."""
     # Final statuses outrank in-flight retries; later attempts outrank earlier ones.
-    state_version = attempts + (1 << 16 if status in _FINAL else 0)
+    state_version = attempts + (1 << 16 if status.final else 0)
     return [
         alert.alert_id,
         alert.trace_id,

@@ -59,7 +59,7 @@ def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
         default=None,
         beacon=app.tables.beacon,
         partitions=partitions,
-        schema=faust.Schema(key_type=bytes, key_serializer="raw", value_serializer="json"),
+        key_type=bytes,  # raw keys, also when recovering from the changelog; values are JSON
     )
     app.tables.add(table)
     return table

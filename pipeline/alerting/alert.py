@@ -10,7 +10,22 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
+
+
+class DeliveryStatus(StrEnum):
+    """Where one alert stands with one destination."""
+
+    DELIVERED = "delivered"
+    DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
+    RETRYING = "retrying"
+    FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
+
+    @property
+    def final(self) -> bool:
+        """Whether nothing more will be tried."""
+        return self is not DeliveryStatus.RETRYING
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,7 +116,8 @@ class WorkerProcess:
 
 def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
     """Produce (key, value) pairs and wait for delivery; returns how many were sent."""
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000})
+    # murmur2: the partitioner of the Java client and of the worker's own producer.
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000, "partitioner": "murmur2_random"})
     count = 0
     for key, value in messages:
         producer.produce(topic, value=value, key=key)

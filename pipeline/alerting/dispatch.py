@@ -1,0 +1,123 @@
+"""Deciding how a batch of alerts reaches its destinations, without any Kafka in sight.
+
+The dispatcher sends, applies each route's rate limit (alerts over it go out as one
+digest message, never dropped), and turns every failure into an outcome: retry in so
+many seconds, or give up.  The alert router (:mod:`pipeline.alert_router`) acts on the
+outcomes with topics and tables; keeping the two apart makes the delivery policy
+testable against plain local HTTP servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pipeline.alerting.alert import Alert, DeliveryStatus
+from pipeline.alerting.config import AlertingSettings
+from pipeline.alerting.destinations import DeliveryError, Destination
+from pipeline.alerting.ratelimit import RouteRateLimiter
+
+# Whether an alert already reached a destination for good (a replay or a retry of it).
+AlreadyDone = Callable[[Alert, Destination], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one alert at one destination."""
+
+    alert: Alert
+    destination: Destination
+    status: DeliveryStatus
+    attempt: int
+    error: str = ""
+    retry_in_seconds: float = 0.0  # with RETRYING: when to try again
+
+
+class Dispatcher:
+    """Sends alerts to their routes' destinations within the routes' rate limits."""
+
+    def __init__(
+        self,
+        config: AlertingSettings,
+        routes: Mapping[str, list[Destination]],
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._config = config
+        self._routes = dict(routes)
+        self._by_name = {d.name: d for destinations in self._routes.values() for d in destinations}
+        self._limiter = RouteRateLimiter({name: route.max_per_minute for name, route in config.routes.items()}, clock)
+        self._sleep = sleep
+
+    def destinations(self, route: str) -> list[Destination]:
+        """Where a route's alerts go; an unknown route (an alert from an older config) goes to ``log``."""
+        fallback = self._routes.get("log") or next(iter(self._routes.values()))
+        return self._routes.get(route) or fallback
+
+    def destination(self, name: str) -> Destination | None:
+        """A configured destination by name."""
+        return self._by_name.get(name)
+
+    async def close(self) -> None:
+        """Close every destination's connections."""
+        for destination in self._by_name.values():
+            await destination.close()
+
+    async def dispatch(self, route: str, alerts: Sequence[Alert], done: AlreadyDone) -> list[Outcome]:
+        """Send a batch of one route's alerts: singly within the limit, the overflow as one digest."""
+        destinations = self.destinations(route)
+        todo = [a for a in alerts if not all(done(a, d) for d in destinations)]
+        if not todo:
+            return []
+        allowed = self._limiter.take(route, len(todo))
+        if allowed >= len(todo):
+            singles, overflow = todo, []
+        else:  # the last slot carries the digest; with none left, wait for the next one
+            singles, overflow = todo[: max(allowed - 1, 0)], todo[max(allowed - 1, 0) :]
+            if allowed == 0:
+                await self._wait_for_slot(route)
+        outcomes = []
+        for destination in destinations:
+            for alert in singles:
+                if not done(alert, destination):
+                    outcomes.append(await self._send(alert, destination, 1))
+            pending = [alert for alert in overflow if not done(alert, destination)]
+            if pending:
+                outcomes.extend(await self._send_digest(route, pending, destination))
+        return outcomes
+
+    async def redeliver(self, alert: Alert, destination: Destination, attempt: int) -> Outcome:
+        """Try a failed delivery again, within the route's rate limit."""
+        await self._wait_for_slot(alert.route)
+        return await self._send(alert, destination, attempt)
+
+    async def _wait_for_slot(self, route: str) -> None:
+        while (wait := self._limiter.seconds_until_available(route)) > 0:
+            await self._sleep(wait)
+        self._limiter.take(route, 1)
+
+    async def _send(self, alert: Alert, destination: Destination, attempt: int) -> Outcome:
+        try:
+            await destination.send(alert)
+        except Exception as exc:  # library errors of any type are a failed attempt, never a crash
+            return self._failure(alert, destination, attempt, exc)
+        return Outcome(alert, destination, DeliveryStatus.DELIVERED, attempt)
+
+    async def _send_digest(self, route: str, alerts: list[Alert], destination: Destination) -> list[Outcome]:
+        try:
+            await destination.send_digest(route, alerts)
+        except Exception as exc:  # each alert then retries on its own, within the limit again
+            return [self._failure(alert, destination, 1, exc) for alert in alerts]
+        return [Outcome(alert, destination, DeliveryStatus.DIGESTED, 1) for alert in alerts]
+
+    def _failure(self, alert: Alert, destination: Destination, attempt: int, exc: Exception) -> Outcome:
+        error = f"{type(exc).__name__}: {exc}"
+        retryable = not isinstance(exc, DeliveryError) or exc.retryable
+        if not retryable or attempt >= self._config.delivery_attempts:
+            return Outcome(alert, destination, DeliveryStatus.FAILED, attempt, error)
+        config = self._config
+        backoff = min(config.retry_initial_seconds * 2 ** (attempt - 1), config.retry_max_seconds)
+        hinted = exc.retry_after_seconds if isinstance(exc, DeliveryError) else None
+        return Outcome(alert, destination, DeliveryStatus.RETRYING, attempt, error, max(backoff, hinted or 0.0))

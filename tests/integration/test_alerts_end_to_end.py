@@ -1,0 +1,162 @@
+"""Two agreeing detectors -> exactly one alert, delivered through outages, replays and restarts.
+
+Real parts end to end: OTLP spans from the OTel SDK on a Tansu broker, a `halluwatch
+worker` process, slack-sdk and aiohttp talking to local fake Slack and PagerDuty servers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.broker import TansuBroker
+from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
+from tests.integration.support import WorkerProcess, consume_all, produce
+from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply, Request
+
+pytestmark = pytest.mark.usefixtures("exported_model")
+
+CHANNEL = "#halluwatch-alerts"
+
+
+def _trace_id(trace) -> str:
+    return trace.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+
+
+def _service(trace) -> str:
+    attributes = {a.key: a.value.string_value for a in trace.resource_spans[0].resource.attributes}
+    return attributes["service.name"]
+
+
+def _agreeing_hr_trace(traces):
+    """The hr-assistant call that grounding and contradiction both flag (it invents 150%)."""
+    return next(t for t in traces if _service(t) == "hr-assistant" and "150%" in str(t))
+
+
+def _keyed(traces) -> list[tuple[bytes, bytes]]:
+    return [(_trace_id(t).encode(), t.SerializeToString()) for t in traces]
+
+
+def _write_config(path: Path, server: AlertingServer, **alerting: object) -> Path:
+    config = {
+        "detectors": {"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
+        "alerting": {
+            "slack_bot_token": "xoxb-test",
+            "slack_base_url": server.slack_base_url,
+            "pagerduty_routing_key": "pd-routing-key",
+            "pagerduty_url": server.pagerduty_url,
+            "trace_url_template": "http://jaeger.test/trace/{trace_id}",
+            "dashboard_url": "http://grafana.test/d/halluwatch",
+            "retry_initial_seconds": 1,
+            "request_retries": 1,
+            **alerting,
+        },
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _mentions(request: Request, trace_id: str) -> bool:
+    return trace_id in json.dumps(request.body)
+
+
+def _accepted(server: AlertingServer, path: str, since: float) -> list[Request]:
+    return [r for r in server.requests(path) if r.received_at >= since]
+
+
+def _wait_accepted(server: AlertingServer, path: str, since: float, count: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while len(_accepted(server, path, since)) < count:
+        assert time.monotonic() < deadline, f"{count} requests to {path} expected, got {server.requests(path)}"
+        time.sleep(0.2)
+
+
+def test_one_post_per_agreeing_trace_through_outage_replay_and_restart(tansu: TansuBroker, topic_prefix, tmp_path):
+    traces = example_traces()
+    by_service = {}
+    for trace in traces:
+        by_service.setdefault(_service(trace), []).append(_trace_id(trace))
+    hr_trace = _trace_id(_agreeing_hr_trace(traces))  # grounding + contradiction agree: the "slack" route
+    with AlertingServer() as server:
+        config = _write_config(tmp_path / "halluwatch.yaml", server)
+        worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", config=str(config))
+        server.set_down()  # Slack and PagerDuty are out when the alerts fire
+        worker.start()
+        try:
+            produce(tansu.bootstrap, worker.input_topic, _keyed(traces))
+            worker.wait_for("halluwatch_alerts_total", 2, timeout_seconds=120)
+            # Both alerts failed while it was down: the page to Slack and PagerDuty, the pair to Slack.
+            worker.wait_for("halluwatch_alert_deliveries_total", 3)
+            server.set_up()
+            back = time.monotonic()
+            _wait_accepted(server, SLACK_POST_PATH, back, 2)
+            _wait_accepted(server, PAGERDUTY_PATH, back, 1)
+            time.sleep(2)  # and no more than that
+            posts = _accepted(server, SLACK_POST_PATH, back)
+            findings = int(worker.metric("halluwatch_agreement_findings_total"))
+        finally:
+            worker.stop()
+
+        # Exactly one post per agreeing trace: the hr-assistant pair and the order-intake page.
+        assert len(posts) == 2, [p.body for p in posts]
+        (hr_post,) = [p for p in posts if _mentions(p, hr_trace)]
+        assert hr_post.body["channel"] == CHANNEL
+        assert hr_post.headers["authorization"] == "Bearer xoxb-test"
+        blocks = json.dumps(hr_post.body["blocks"])
+        assert "grounding" in blocks and "contradiction" in blocks
+        assert f"http://jaeger.test/trace/{hr_trace}" in blocks and "http://grafana.test/d/halluwatch" in blocks
+        (page,) = _accepted(server, PAGERDUTY_PATH, back)
+        assert page.body["dedup_key"].endswith(":grounding-and-schema")
+        assert page.body["payload"]["severity"] == "critical"
+        single_detector_traces = set(by_service["travel-guide"]) | set(by_service["docs-assistant"])
+        assert not any(_mentions(p, t) for p in server.requests() for t in single_detector_traces)
+
+        # Replay every findings record, restart the worker: the state it recovers says "fired".
+        replayed = consume_all(tansu.bootstrap, worker.findings_topic, findings)
+        assert len(replayed) == findings
+        produce(tansu.bootstrap, worker.findings_topic, [(m.key(), m.value()) for m in replayed])
+        worker.start()
+        try:
+            worker.wait_for("halluwatch_agreement_findings_total", findings, timeout_seconds=120)
+            time.sleep(3)  # time for any (wrong) alert to reach the router and the server
+        finally:
+            worker.stop()
+        assert len(_accepted(server, SLACK_POST_PATH, back)) == 2
+        assert len(_accepted(server, PAGERDUTY_PATH, back)) == 1
+
+    rows = worker.query(
+        "SELECT trace_id, rule, destination, status, attempts FROM halluwatch.alerts FINAL ORDER BY destination"
+    )
+    hr_rows = [row for row in rows if row[0] == hr_trace]
+    assert [(r[1], r[2], r[3]) for r in hr_rows] == [("two-detectors", f"slack:{CHANNEL}", "delivered")]
+    assert hr_rows[0][4] >= 2  # delivered on a retry, after the outage
+    assert {r[3] for r in rows} == {"delivered"} and len(rows) == 3
+
+
+def test_an_alert_refused_for_good_is_dead_lettered_and_recorded(tansu: TansuBroker, topic_prefix, tmp_path):
+    first, second = (_agreeing_hr_trace(example_traces()) for _ in range(2))
+    with AlertingServer() as server:
+        config = _write_config(tmp_path / "halluwatch.yaml", server)
+        worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", config=str(config))
+        worker.start()
+        try:
+            produce(tansu.bootstrap, worker.input_topic, _keyed([first]))
+            (delivered,) = server.wait_for(1, path_prefix=SLACK_POST_PATH, timeout=120)
+            # A refusal no retry can fix (a revoked token): the second alert is dead-lettered.
+            server.script(SLACK_POST_PATH, Reply(200, body={"ok": False, "error": "invalid_auth"}))
+            produce(tansu.bootstrap, worker.input_topic, _keyed([second]))
+            worker.wait_for("halluwatch_alert_dead_letters_total", 1)
+        finally:
+            worker.stop()
+    assert _mentions(delivered, _trace_id(first))
+    assert len(server.requests(SLACK_POST_PATH)) == 2  # refused once, not retried
+    (dead,) = consume_all(tansu.bootstrap, worker.alerts_dlq_topic, 1)
+    assert json.loads(dead.value())["trace_id"] == _trace_id(second)
+    assert b"invalid_auth" in dict(dead.headers())["halluwatch.reason"]
+    rows = worker.query("SELECT trace_id, status, error FROM halluwatch.alerts FINAL ORDER BY status")
+    assert [row[:2] for row in rows] == [(_trace_id(first), "delivered"), (_trace_id(second), "failed")]
+    assert "invalid_auth" in rows[1][2]
