@@ -2,7 +2,8 @@
 
 Runs `halluwatch eval`'s code (the worker's detector suite, default settings) over every
 set in ../shared/data and reports, per set, each detector's AUROC and F1 and the
-combined verdict's precision/recall/F1/AUROC next to the all-positive baseline.
+combined verdict's precision/recall/F1/AUROC next to the all-positive baseline, and
+what alerting on any detector vs on the two-detector agreement rule would have done.
 
 No detector here was trained on these records; the only tuning was the choice of a few
 thresholds and one aggregation (see detectors/data/thresholds.yaml), on samples spanning all
@@ -24,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tqdm import tqdm
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
-from pipeline.evaluate import EvalOutput, EvalRecord, evaluate, read_records
+from pipeline.agreement import AgreementRule
+from pipeline.evaluate import EvalOutput, EvalRecord, compare_alerting, evaluate, read_records
 from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
 from pipeline.settings import load_settings
 
@@ -64,6 +66,21 @@ def dataset_rows(name: str, records: list[EvalRecord], outputs: list[EvalOutput]
     return summary, detector_rows
 
 
+def alerting_row(name: str, records: list[EvalRecord], outputs: list[EvalOutput], rule: AgreementRule) -> str:
+    """Any-detector alerts vs the agreement rule's on one set (SPEC §5)."""
+    c = compare_alerting(outputs, [bool(r.hallucinated) for r in records], rule)
+
+    def share(count: int) -> str:
+        return f"{count / c.clean:.1%}" if c.clean else "-"
+
+    return (
+        f"| {name} | {c.clean} | {c.any_alerts} | {_fmt(c.any_detector.precision)} | {_fmt(c.any_detector.recall)} "
+        f"| {share(c.any_false_alarms)} | {c.agreement_alerts} | {_fmt(c.agreement.precision)} "
+        f"| {_fmt(c.agreement.recall)} | {share(c.agreement_false_alarms)} "
+        f"| {c.predicted_any_rate:.1%} / {c.predicted_pair_rate:.1%} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
@@ -72,7 +89,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
     args = parser.parse_args()
     settings = load_settings()
-    summary_rows, detector_rows, seconds = [], [], 0.0
+    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
+    summary_rows, detector_rows, alerting_rows, seconds = [], [], [], 0.0
     for name in DATASETS:
         path = args.data_dir / name / f"{name}.jsonl"
         records = list(read_records(path))[: args.limit]
@@ -82,6 +100,7 @@ def main() -> None:
         summary, rows = dataset_rows(name, records, outputs)
         summary_rows.append(summary)
         detector_rows.extend(rows)
+        alerting_rows.append(alerting_row(name, records, outputs, rule))
         print(summary, flush=True)
     args.output.write_text(
         "\n".join(
@@ -103,6 +122,17 @@ def main() -> None:
                 "| set | detector | scored | AUROC | F1 |",
                 "|---|---|---|---|---|",
                 *detector_rows,
+                "",
+                "## Alerting: any detector vs the two-detector agreement rule (default rules)",
+                "",
+                "False alarms are alerts on clean records, as a share of the clean records. The last column is",
+                "SPEC §5's arithmetic from the per-detector false-positive rates f_i on the clean records, as if",
+                "the detectors were independent: any detector 1-\u03a0(1-f_i) / two agreeing \u03a3 f_i f_j.",
+                "",
+                "| set | clean | any: alerts | P | R | false alarms | agreement: alerts | P | R | false alarms "
+                "| predicted any / pair |",
+                "|---|---|---|---|---|---|---|---|---|---|---|",
+                *alerting_rows,
                 "",
             ]
         )

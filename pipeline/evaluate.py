@@ -25,7 +25,7 @@ from detectors.thresholds import load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, combined_verdict, flagged_spans
 from pipeline.agreement import AgreementRule
 from pipeline.model import LLMCall, Message, Source
-from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
+from pipeline.scoring import BinaryMetrics, all_positive_f1, auroc, binary_metrics, span_overlap
 from pipeline.settings import Settings
 
 
@@ -219,30 +219,65 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], agreeme
     return "\n".join(rows)
 
 
-def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule) -> list[str]:
-    """Alerts of "any detector" vs the agreement rule, and the SPEC §5 arithmetic on clean records."""
+@dataclass(frozen=True, slots=True)
+class AlertingComparison:
+    """What "alert when any detector flags" and the agreement rule would have done on labelled records."""
+
+    any_detector: BinaryMetrics
+    agreement: BinaryMetrics
+    any_alerts: int
+    agreement_alerts: int
+    clean: int
+    any_false_alarms: int
+    agreement_false_alarms: int
+    # Per-detector false-positive rate on clean records, and SPEC §5's arithmetic from them.
+    false_positive_rates: dict[str, float]
+    predicted_any_rate: float  # 1 - prod(1 - f_i)
+    predicted_pair_rate: float  # sum over pairs f_i * f_j
+
+
+def compare_alerting(
+    outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule
+) -> AlertingComparison:
+    """Alerts of "any detector" vs the agreement rule on the same records."""
     flags = [_hallucination_flags(o) for o in outputs]
     any_detector = [bool(f) for f in flags]
     agreed = [agreement.agrees(f) for f in flags]
     clean = [f for f, hallucinated in zip(flags, actual, strict=True) if not hallucinated]
     names = sorted({name for o in outputs for name in o.detectors} - NOT_HALLUCINATION_EVIDENCE)
     rates = {name: sum(name in f for f in clean) / len(clean) for name in names} if clean else {}
-    lines = ["", f"alerting on {len(actual)} records ({len(clean)} clean):"]
-    for name, verdicts in (("any detector", any_detector), ("agreement rule", agreed)):
-        m = binary_metrics(verdicts, list(actual))
-        false_alarms = sum(v for v, a in zip(verdicts, actual, strict=True) if not a)
+    return AlertingComparison(
+        any_detector=binary_metrics(any_detector, list(actual)),
+        agreement=binary_metrics(agreed, list(actual)),
+        any_alerts=sum(any_detector),
+        agreement_alerts=sum(agreed),
+        clean=len(clean),
+        any_false_alarms=sum(bool(f) for f in clean),
+        agreement_false_alarms=sum(agreement.agrees(f) for f in clean),
+        false_positive_rates=rates,
+        predicted_any_rate=1 - math.prod(1 - rate for rate in rates.values()),
+        predicted_pair_rate=sum(a * b for a, b in itertools.combinations(rates.values(), 2)),
+    )
+
+
+def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule) -> list[str]:
+    """Alerts of "any detector" vs the agreement rule, and the SPEC §5 arithmetic on clean records."""
+    c = compare_alerting(outputs, actual, agreement)
+    lines = ["", f"alerting on {len(actual)} records ({c.clean} clean):"]
+    for name, metrics, alerts, false_alarms in (
+        ("any detector", c.any_detector, c.any_alerts, c.any_false_alarms),
+        ("agreement rule", c.agreement, c.agreement_alerts, c.agreement_false_alarms),
+    ):
         lines.append(
-            f"  {name:<16} alerts {sum(verdicts):>6}  P {m.precision:.3f}  R {m.recall:.3f}  F1 {m.f1:.3f}  "
-            f"false alarms {false_alarms} ({false_alarms / len(clean) if clean else 0.0:.1%} of clean)"
+            f"  {name:<16} alerts {alerts:>6}  P {metrics.precision:.3f}  R {metrics.recall:.3f}  F1 {metrics.f1:.3f}  "
+            f"false alarms {false_alarms} ({false_alarms / c.clean if c.clean else 0.0:.1%} of clean)"
         )
-    if rates:
-        listed = ", ".join(f"{name} {rate:.1%}" for name, rate in rates.items())
-        any_rate = 1 - math.prod(1 - rate for rate in rates.values())
-        pair_rate = sum(a * b for a, b in itertools.combinations(rates.values(), 2))
+    if c.false_positive_rates:
+        listed = ", ".join(f"{name} {rate:.1%}" for name, rate in c.false_positive_rates.items())
         lines.append(f"  per-detector false-positive rate f_i on clean records: {listed}")
         lines.append(
-            f"  if independent: any detector 1-\u03a0(1-f_i) = {any_rate:.1%}, "
-            f"two agreeing \u03a3 f_i f_j = {pair_rate:.1%}"
+            f"  if independent: any detector 1-\u03a0(1-f_i) = {c.predicted_any_rate:.1%}, "
+            f"two agreeing \u03a3 f_i f_j = {c.predicted_pair_rate:.1%}"
         )
     return lines
 
