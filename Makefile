@@ -34,6 +34,7 @@ check: install
 bench: install
 	$(BIN)/python bench/processor.py
 	$(BIN)/python bench/ingest.py --traces 10000 --spans-per-trace 20 --runs 3
+	$(BIN)/python bench/alerts.py
 
 clean:
 	rm -rf $(VENV) .halluwatch .pytest_cache .mypy_cache .ruff_cache

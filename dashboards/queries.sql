@@ -66,3 +66,18 @@ SELECT convention, provider, model, count() AS calls, sum(input_tokens) AS input
 FROM halluwatch.llm_calls FINAL
 GROUP BY convention, provider, model
 ORDER BY calls DESC
+;
+-- name: alerts_by_route_and_rule (last 7 days: what went out, where, and how delivery went)
+SELECT
+    route,
+    rule,
+    destination,
+    count() AS alerts,
+    countIf(status IN ('delivered', 'digested')) AS delivered,
+    countIf(status = 'retrying') AS retrying,
+    countIf(status = 'failed') AS failed,
+    max(attempts) AS max_attempts
+FROM halluwatch.alerts FINAL
+WHERE created_at >= now() - INTERVAL 7 DAY
+GROUP BY route, rule, destination
+ORDER BY alerts DESC

@@ -6,8 +6,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from detectors.base import DetectorResult
+from pipeline.alerting.alert import Alert, DeliveryStatus, DetectorEvidence
 from pipeline.model import LLMCall, Message, ToolCall
-from pipeline.rows import finding_record, finding_row, llm_call_row
+from pipeline.rows import alert_row, finding_record, finding_row, llm_call_row
 from pipeline.storage import ClickHouseSink, migrate
 
 QUERIES = (Path(__file__).parents[2] / "dashboards" / "queries.sql").read_text()
@@ -28,6 +29,13 @@ def test_dashboard_queries_run(clickhouse):
     sink = ClickHouseSink(client, database)
     sink.add("llm_calls", [llm_call_row(call, "full", now)])
     sink.add("findings", [finding_row(finding_record(call, result, "v1"), now)])
+    alert = Alert(
+        trace_id=call.trace_id, rule="two-detectors", route="slack", severity=4, service="svc", model="m",
+        operation="chat", detectors=(DetectorEvidence("schema_violation", 1.0, 0.5, 4, "bad"),), created_at=now,
+    )  # fmt: skip
+    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.RETRYING, 1, "503", now)])
+    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.DELIVERED, 2, "", now)])
+    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.RETRYING, 1, "503", now)])  # a late repeat
     sink.flush()
     outputs = {}
     for query in QUERIES.split("\n;\n"):
@@ -37,4 +45,6 @@ def test_dashboard_queries_run(clickhouse):
     assert outputs["schema_violations_by_tool"] == [("search_documents", "unknown_tool", 1, "not defined")]
     assert outputs["latest_flagged"][0][5] == "bad"
     assert outputs["llm_traffic_by_convention"][0][:4] == ("gen_ai", "", "m", 1)
+    # The final status outranks retries, whatever order the rows were written in.
+    assert outputs["alerts_by_route_and_rule"] == [("slack", "two-detectors", "slack:#c", 1, 1, 0, 0, 2)]
     assert outputs["detector_health"][0][:7] == ("schema_violation", "1", "v1", 1, 0, 0, 1)

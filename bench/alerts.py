@@ -1,0 +1,248 @@
+"""Alert latency: an LLM span produced to Kafka -> the Slack request for its alert, through one worker.
+
+Starts an embedded Tansu broker, a local fake Slack Web API (``tests.servers.AlertingServer``)
+and `halluwatch worker`, warms the worker up with one alerting trace (discarded), then
+produces ``--traces`` fresh copies of the built-in hr-assistant trace that grounding and
+contradiction both flag, one every ``--interval`` seconds, keyed by trace id like the
+collector's ``partition_traces_by_id``.  Latency per trace = when the fake Slack server
+received the ``chat.postMessage`` naming the trace id, minus when the produce was acked
+(``flush()`` returned).  The Kafka timestamps of the findings and alert records split it
+into the three stages (spans, agreement, router).
+
+    .venv/bin/python bench/alerts.py [--traces 40] [--interval 1.0] [--batch-max-wait 0.5] [--json]
+
+The ONNX export of the embedding model is cached under ``$HALLUWATCH_MODEL_CACHE``
+(default ``~/.cache/halluwatch/models``), so only the first run ever exports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from detectors.embeddings import default_cache_dir
+from pipeline.alert_router import ROUTER_BATCH, ROUTER_BATCH_SECONDS
+from pipeline.alerting.config import default_routes
+from pipeline.broker import TansuBroker
+from pipeline.examples import EXAMPLES, example_traces
+from pipeline.settings import Settings
+from tests.integration.support import WorkerProcess, consume_all, produce
+from tests.servers import SLACK_POST_PATH, AlertingServer
+
+# The hr-assistant answer that invents "150%": grounding and contradiction agree -> one Slack post.
+ALERTING_EXAMPLE = "seed_rag_cited_invented"
+WARM_UP_TIMEOUT_SECONDS = 300  # group join, table recovery, a model export on a cold cache
+DRAIN_TIMEOUT_SECONDS = 60
+# Above the bench's rate, so that no alert waits for a slot or goes out in a digest (default 20).
+MAX_PER_MINUTE = 600
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One produced trace: its id, and when its produce was acked (both clocks) and how long that took."""
+
+    trace_id: str
+    acked_wall: float
+    acked_monotonic: float
+    produce_seconds: float
+
+
+def alerting_trace() -> tuple[str, bytes]:
+    """A fresh copy (new trace id) of the alerting example: (hex trace id, OTLP protobuf)."""
+    index = [example.name for example in EXAMPLES].index(ALERTING_EXAMPLE)
+    trace = example_traces()[index]
+    return trace.resource_spans[0].scope_spans[0].spans[0].trace_id.hex(), trace.SerializeToString()
+
+
+def worker_settings(server: AlertingServer, batch_max_wait: float) -> dict[str, str]:
+    """Worker settings (``WorkerProcess`` keyword form): Slack at the fake server, no rate limit in the way."""
+    routes = {
+        name: {**route.model_dump(mode="json"), "max_per_minute": MAX_PER_MINUTE}
+        for name, route in default_routes().items()
+    }
+    return {
+        "alerting__slack_bot_token": "xoxb-bench",
+        "alerting__slack_base_url": server.slack_base_url,  # ends in "/api/", as slack-sdk wants
+        "alerting__routes": json.dumps(routes),
+        "batch_max_wait_seconds": str(batch_max_wait),
+        "log_level": "warn",
+    }
+
+
+def produce_one(bootstrap: str, topic: str) -> Sample:
+    """Produce one alerting trace, keyed by its trace id, and wait for the broker's ack."""
+    trace_id, value = alerting_trace()
+    started = time.monotonic()
+    produce(bootstrap, topic, [(trace_id.encode(), value)])
+    acked = time.monotonic()
+    return Sample(trace_id, time.time(), acked, acked - started)
+
+
+def slack_arrivals(server: AlertingServer, trace_ids: Iterable[str]) -> dict[str, float]:
+    """trace id -> ``received_at`` (monotonic) of the first Slack post naming it."""
+    wanted = set(trace_ids)
+    arrivals: dict[str, float] = {}
+    for request in server.requests(SLACK_POST_PATH):
+        body = json.dumps(request.body)
+        for trace_id in wanted - arrivals.keys():
+            if trace_id in body:
+                arrivals[trace_id] = request.received_at
+    return arrivals
+
+
+def wait_for_alerts(server: AlertingServer, worker: WorkerProcess, samples: Sequence[Sample], timeout: float) -> None:
+    """Block until every sample's Slack post arrived; SystemExit with the worker log otherwise."""
+    deadline = time.monotonic() + timeout
+    while len(slack_arrivals(server, (s.trace_id for s in samples))) < len(samples):
+        if time.monotonic() > deadline or (worker.process is not None and worker.process.poll() is not None):
+            raise SystemExit(f"alerts missing (worker exited, or {timeout:.0f}s passed); log:\n{worker.log()}")
+        time.sleep(0.05)
+
+
+def produce_spaced(bootstrap: str, topic: str, count: int, interval: float) -> list[Sample]:
+    """Produce ``count`` traces on a fixed schedule, one every ``interval`` seconds."""
+    samples: list[Sample] = []
+    start = time.monotonic()
+    for i in range(count):
+        time.sleep(max(start + i * interval - time.monotonic(), 0.0))
+        samples.append(produce_one(bootstrap, topic))
+    return samples
+
+
+def record_times(bootstrap: str, topic: str, expected: int) -> dict[str, float]:
+    """Key (trace id) -> the latest Kafka CreateTime (wall clock, seconds) of a record on ``topic``."""
+    latest: dict[str, float] = {}
+    for message in consume_all(bootstrap, topic, expected):
+        key = (message.key() or b"").decode()
+        latest[key] = max(latest.get(key, 0.0), message.timestamp()[1] / 1000)
+    return latest
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """n, min, p50, p90, p99 and max of ``values`` (linear interpolation between ranks)."""
+    cuts = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else [values[0]] * 99
+    return {"n": len(values), "min": min(values), "p50": cuts[49], "p90": cuts[89], "p99": cuts[98], "max": max(values)}
+
+
+def stage_latencies(
+    samples: Sequence[Sample], arrivals: dict[str, float], findings: dict[str, float], alerts: dict[str, float]
+) -> dict[str, list[float]]:
+    """Per-trace seconds: end to end, and split at the findings and alert records' CreateTime."""
+    to_wall = time.time() - time.monotonic()  # one machine: the two clocks differ by a constant
+    stages: dict[str, list[float]] = {"end to end": [], "spans stage": [], "agreement stage": [], "router + Slack": []}
+    for s in samples:
+        received = arrivals[s.trace_id]
+        stages["end to end"].append(received - s.acked_monotonic)
+        if s.trace_id in findings and s.trace_id in alerts:
+            stages["spans stage"].append(findings[s.trace_id] - s.acked_wall)
+            stages["agreement stage"].append(alerts[s.trace_id] - findings[s.trace_id])
+            stages["router + Slack"].append(received + to_wall - alerts[s.trace_id])
+    return stages
+
+
+def mean_batch_seconds(worker: WorkerProcess) -> float:
+    """The spans stage's mean time per batch (detect, ClickHouse write, publish), from its histogram."""
+    return worker.metric("halluwatch_batch_seconds_sum") / max(worker.metric("halluwatch_batch_seconds_count"), 1)
+
+
+def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Start broker, fake Slack and worker; warm up; produce the traces; collect the latencies."""
+    with TansuBroker() as broker, AlertingServer() as server:
+        worker = WorkerProcess(
+            broker.bootstrap,
+            f"benchalerts{uuid.uuid4().hex[:6]}",
+            workdir,
+            **worker_settings(server, args.batch_max_wait),
+        )
+        worker.start()
+        try:
+            warm_up = [produce_one(broker.bootstrap, worker.input_topic)]
+            wait_for_alerts(server, worker, warm_up, WARM_UP_TIMEOUT_SECONDS)
+            samples = produce_spaced(broker.bootstrap, worker.input_topic, args.traces, args.interval)
+            wait_for_alerts(server, worker, samples, DRAIN_TIMEOUT_SECONDS)
+            findings_total = int(worker.metric("halluwatch_agreement_findings_total"))
+            alerts_total = int(worker.metric("halluwatch_alerts_total"))
+            batch_seconds = mean_batch_seconds(worker)
+        finally:
+            worker.stop()
+        findings = record_times(broker.bootstrap, worker.findings_topic, findings_total)
+        alerts = record_times(broker.bootstrap, worker.alerts_topic, alerts_total)
+        arrivals = slack_arrivals(server, (s.trace_id for s in samples))
+    stages = stage_latencies(samples, arrivals, findings, alerts)
+    return {
+        "stages": {name: percentiles(values) for name, values in stages.items() if values},
+        "produce_ack_seconds_median": statistics.median(s.produce_seconds for s in samples),
+        "spans_batch_seconds_mean": batch_seconds,
+    }
+
+
+def settings_report(args: argparse.Namespace) -> dict[str, Any]:
+    """The worker settings that set the latency floor."""
+    return {
+        "traces": args.traces,
+        "interval_seconds": args.interval,
+        "spans_stage_within_seconds": args.batch_max_wait,
+        "agreement_stage_within_seconds": args.batch_max_wait,
+        "router_within_seconds": ROUTER_BATCH_SECONDS,
+        "router_max": ROUTER_BATCH,
+        "batch_max_messages": Settings.model_fields["batch_max_messages"].default,
+        "route_max_per_minute": MAX_PER_MINUTE,
+        "model_cache": str(default_cache_dir()),
+    }
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    settings = report["settings"]
+    print(
+        f"alert latency, produce acked -> Slack request received; {settings['traces']} hr-assistant traces, "
+        f"one every {settings['interval_seconds']}s, after one warm-up trace (discarded)"
+    )
+    stages_wait, router_wait = settings["spans_stage_within_seconds"], settings["router_within_seconds"]
+    print(
+        f"worker: spans and agreement stages take_events(max {settings['batch_max_messages']}, within={stages_wait}s); "
+        f"router take_events(max {settings['router_max']}, within={router_wait}s); "
+        f"routes max_per_minute {settings['route_max_per_minute']}"
+    )
+    print(f"produce() until acked (new producer each): median {report['produce_ack_seconds_median'] * 1000:.0f} ms")
+    print(
+        f"spans stage batch (detect + ClickHouse + publish): mean {report['spans_batch_seconds_mean'] * 1000:.0f} ms\n"
+    )
+    print("| stage | n | min | p50 | p90 | p99 | max |")
+    print("|---|---|---|---|---|---|---|")
+    for name, p in report["stages"].items():
+        cells = " | ".join(f"{p[key] * 1000:.0f}" for key in ("min", "p50", "p90", "p99", "max"))
+        print(f"| {name} (ms) | {p['n']} | {cells} |")
+    print("\nstages split at the Kafka CreateTime of the trace's findings and alert records (ms resolution)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", type=int, default=40, help="measured traces (after one warm-up)")
+    parser.add_argument("--interval", type=float, default=1.0, help="seconds between produced traces")
+    default_wait = Settings.model_fields["batch_max_wait_seconds"].default
+    parser.add_argument(
+        "--batch-max-wait", type=float, default=default_wait, help="worker batch_max_wait_seconds (spans, agreement)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        report = {"settings": settings_report(args), **measure(args, Path(tmp) / "worker")}
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_summary(report)
+
+
+if __name__ == "__main__":
+    main()
