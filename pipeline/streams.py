@@ -16,6 +16,10 @@ from pipeline.storage import SinkUnavailable
 
 logger = logging.getLogger(__name__)
 
+# How long a publish may wait for the broker's acknowledgement before it is sent again: a
+# send the client never resolves must not stall a stage (a repeat is harmless downstream).
+PUBLISH_ACK_TIMEOUT_SECONDS = 30.0
+
 # Writes rows to a ClickHouse table durably (retrying until it can): (table, rows).
 RowStore = Callable[[str, Sequence[Sequence[Any]]], Awaitable[None]]
 
@@ -75,7 +79,8 @@ async def publish(
     """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
 
     async def send() -> None:
-        await (await topic.send(key=key, value=value, headers=headers))
+        sent = await topic.send(key=key, value=value, headers=headers)
+        await asyncio.wait_for(sent, PUBLISH_ACK_TIMEOUT_SECONDS)
 
     await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
 

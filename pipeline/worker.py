@@ -41,7 +41,7 @@ from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchP
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
 from pipeline.storage import ClickHouseSink, Sink, connect, migrate
-from pipeline.streams import publish, raw_topic, retrying
+from pipeline.streams import PUBLISH_ACK_TIMEOUT_SECONDS, publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,7 @@ class PipelineWorker:
                     )
                 )
                 logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
-            await asyncio.gather(*pending)
+            await asyncio.wait_for(asyncio.gather(*pending), PUBLISH_ACK_TIMEOUT_SECONDS)
 
         await retrying("Kafka publish", send_all, self.settings.write_retry_max_seconds)
         self.findings_published += len(result.findings)
