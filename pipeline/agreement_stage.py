@@ -22,7 +22,7 @@ from faust.types import StreamT
 from pipeline import metrics
 from pipeline.agreement import AgreementRule, TraceState
 from pipeline.settings import Settings
-from pipeline.streams import DeadLetterSender, publish, trace_table
+from pipeline.streams import DeadLetterSender, durable_batches, publish, trace_table
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,7 @@ class AgreementStage:
 
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._settings
-        batches = stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds)  # type: ignore[attr-defined]
-        async for events in batches:
+        async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
             by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
             for event in events:
                 message = event.message

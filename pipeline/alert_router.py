@@ -30,7 +30,7 @@ from pipeline.alerting.destinations import Destination, build_destinations
 from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.rows import alert_row
 from pipeline.settings import Settings
-from pipeline.streams import DeadLetterSender, RowStore, publish, trace_table
+from pipeline.streams import DeadLetterSender, RowStore, durable_batches, publish, trace_table
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,8 @@ class AlertRouter:
         alerts_topic, self.retry_topic, self.dlq_topic = topics
         self._store = store
         self._dead_letter = dead_letter
-        self.dispatcher = Dispatcher(self.config, build_destinations(self.config))
+        self._app = app
+        self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep)
         self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)
@@ -67,8 +68,7 @@ class AlertRouter:
         await self.dispatcher.close()
 
     async def _route(self, stream: StreamT[bytes]) -> None:
-        batches = stream.take_events(ROUTER_BATCH, within=ROUTER_BATCH_SECONDS)  # type: ignore[attr-defined]
-        async for events in batches:
+        async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
             by_route: dict[str, list[Alert]] = defaultdict(list)
             for event in events:
                 try:
@@ -77,9 +77,11 @@ class AlertRouter:
                     await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
                 else:
                     by_route[alert.route].append(alert)
+            rows = []
             for route, alerts in by_route.items():
                 for outcome in await self.dispatcher.dispatch(route, alerts, self._done):
-                    await self._settle(outcome)
+                    rows.append(await self._settle(outcome))
+            await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
             self.alerts_seen += len(events)
 
     async def _retry(self, stream: StreamT[bytes]) -> None:
@@ -98,12 +100,13 @@ class AlertRouter:
                 await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
                 continue
             # Holding this partition until the alert is due is the retry delay itself.
-            await asyncio.sleep(max(not_before - time.time(), 0.0))
+            await self._sleep(max(not_before - time.time(), 0.0))
             if not self._done(alert, destination):
-                await self._settle(await self.dispatcher.redeliver(alert, destination, attempt))
+                row = await self._settle(await self.dispatcher.redeliver(alert, destination, attempt))
+                await self._store({"alerts": [row]})
 
-    async def _settle(self, outcome: Outcome) -> None:
-        """Act on an outcome: schedule the retry or dead-letter it, remember it, record it."""
+    async def _settle(self, outcome: Outcome) -> list[Any]:
+        """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
         alert, destination = outcome.alert, outcome.destination
         key = alert.trace_id.encode()
         if outcome.status is DeliveryStatus.RETRYING:
@@ -132,8 +135,13 @@ class AlertRouter:
             held["done"][_delivery_id(alert, destination)] = str(outcome.status)
             self.deliveries[key] = held
         metrics.ALERT_DELIVERIES.labels(destination.name, str(outcome.status)).inc()
-        row = alert_row(alert, destination.name, outcome.status, outcome.attempt, outcome.error, datetime.now(UTC))
-        await self._store("alerts", [row])
+        return alert_row(alert, destination.name, outcome.status, outcome.attempt, outcome.error, datetime.now(UTC))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""
+        await self._app.sleep(seconds)
+        if self._app.should_stop:
+            raise asyncio.CancelledError("worker stopping")
 
     def _done(self, alert: Alert, destination: Destination) -> bool:
         held: dict[str, Any] | None = self.deliveries.get(alert.trace_id.encode())

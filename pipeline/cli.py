@@ -9,10 +9,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.settings import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from clickhouse_connect.driver.client import Client
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -169,7 +173,7 @@ def evaluate(
 
     INPUT.jsonl holds records {id, task, question, context, answer, hallucinated?, spans?}
     (the format of shared/data). OUTPUT gets one line per record: {id, score, hallucinated,
-    detectors: {name: {score, flagged, status}}, spans: [{start, end, text, detector}]}.
+    detectors: {name: {score, flagged, status, severity, version}}, spans: [{start, end, text, detector}]}.
     """
     import itertools
 
@@ -190,6 +194,169 @@ def evaluate(
             outputs.append(output)
     alerting = settings.alerting
     click.echo(report(records, outputs, AgreementRule(alerting.rules, alerting.window_seconds)))
+
+
+@main.command()
+@CONFIG_OPTION
+@click.argument(
+    "input_path", metavar="[INPUT.jsonl]", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--output",
+    "output_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the thresholds file and PNGs.",
+)
+@click.option(
+    "--from-clickhouse", is_flag=True, help="Use the labels table joined to stored findings instead of INPUT."
+)
+@click.option("--since", type=click.DateTime(), help="With --from-clickhouse: only labels given after this.")
+@click.option("--target-precision", type=click.FloatRange(0, 1, min_open=True), default=0.67, show_default=True)
+@click.option("--cost-ratio", type=click.FloatRange(min=0, min_open=True), help="Choose tau* = 1/(1+λ(1-π)/π) instead.")
+@click.option("--min-positives", type=click.IntRange(min=1), default=30, show_default=True)
+@click.option("--holdout", type=click.FloatRange(0, 1, max_open=True), default=0.3, show_default=True)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes scoring INPUT.")
+@click.option("--diff", "diff_paths", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Show what changed between two thresholds files (OLD NEW) and exit.")  # fmt: skip
+def calibrate(
+    config_path: Path | None,
+    input_path: Path | None,
+    output_dir: Path | None,
+    from_clickhouse: bool,
+    since: datetime | None,
+    target_precision: float,
+    cost_ratio: float | None,
+    min_positives: int,
+    holdout: float,
+    workers: int,
+    diff_paths: tuple[Path, Path] | None,
+) -> None:
+    """Choose detector thresholds from labelled traces; write a versioned thresholds file and PR curves.
+
+    INPUT.jsonl holds labelled records in the shared/data format (the detectors are run on
+    them), or --from-clickhouse reads the labels table joined to the findings workers wrote.
+    Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log and stamp its version.
+    """
+    from pipeline.calibrate import CalibrationError, diff_thresholds
+
+    if diff_paths:
+        click.echo(diff_thresholds(*diff_paths))
+        return
+    if (input_path is None) == (not from_clickhouse) or output_dir is None:
+        raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
+    settings = _settings(config_path)
+    try:
+        click.echo(
+            _calibrate(
+                settings, input_path, output_dir, since, target_precision, cost_ratio, min_positives, holdout, workers
+            )
+        )
+    except CalibrationError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _calibrate(
+    settings: Settings,
+    input_path: Path | None,
+    output_dir: Path,
+    since: datetime | None,
+    target_precision: float,
+    cost_ratio: float | None,
+    min_positives: int,
+    holdout: float,
+    workers: int,
+) -> str:
+    from detectors.thresholds import load_thresholds
+    from pipeline.agreement import AgreementRule
+    from pipeline.calibrate import calibrate, labelled_from_eval, write_thresholds
+    from pipeline.calibration_plots import write_plots
+
+    if input_path is not None:
+        from tqdm import tqdm
+
+        from pipeline.evaluate import evaluate, read_records
+
+        records = list(read_records(input_path))
+        outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
+        labelled = labelled_from_eval(records, outputs)
+    else:
+        from pipeline.labels import labelled_scores_from_clickhouse
+        from pipeline.storage import connect
+
+        labelled = labelled_scores_from_clickhouse(
+            connect(settings.resolved_clickhouse_dsn), settings.clickhouse_database, since
+        )
+    current = load_thresholds(settings.thresholds_file)
+    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
+    result = calibrate(
+        labelled, current, rule, target_precision=target_precision, cost_ratio=cost_ratio,
+        min_positives=min_positives, holdout=holdout,
+    )  # fmt: skip
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / "thresholds.yaml"
+    models = {"embeddings": settings.detectors.embeddings.model}
+    version = write_thresholds(result, path, models=models)
+    pictures = write_plots(result, output_dir)
+    return "\n".join(
+        [
+            f"thresholds {version} from {len(labelled)} labelled records written to {path}",
+            *(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})" for d in result.detectors.values()),
+            f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}",
+            f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers",
+        ]
+    )
+
+
+@main.group()
+def label() -> None:
+    """Labelling helpers: export findings for people to label, import their labels."""
+
+
+@label.command(name="export")
+@CONFIG_OPTION
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--since", type=click.DateTime(), help="Only calls that started after this.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Same seed, same sample.")
+def label_export(config_path: Path | None, output_path: Path, limit: int, since: datetime | None, seed: int) -> None:
+    """Write a sample of recent LLM calls with findings, stratified by score, as JSONL to label.
+
+    Fill each line's "label" with true/false (or "hallucinated"/"ok") and feed the file to
+    `halluwatch label import`.
+    """
+    from pipeline.labels import export_for_labelling
+
+    settings = _settings(config_path)
+    client = _migrated_client(settings)
+    count = export_for_labelling(client, settings.clickhouse_database, output_path, limit=limit, since=since, seed=seed)
+    click.echo(f"wrote {count} calls to label to {output_path}")
+
+
+@label.command(name="import")
+@CONFIG_OPTION
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--labeller", default="unknown", show_default=True, help="For lines that do not name one.")
+def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
+    """Load a labelled JSONL file into the ClickHouse labels table (idempotent)."""
+    from pipeline.labels import LabelFileError, import_labels, read_label_file
+
+    settings = _settings(config_path)
+    try:
+        labels = read_label_file(path, labeller)
+    except LabelFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    client = _migrated_client(settings)
+    count = import_labels(client, settings.clickhouse_database, labels.labels, source=f"import:{path.name}")
+    click.echo(f"imported {count} labels from {path}; {labels.unlabelled} lines not labelled yet were skipped")
+
+
+def _migrated_client(settings: Settings) -> Client:
+    from pipeline.storage import connect
+    from pipeline.storage import migrate as apply_migrations
+
+    client = connect(settings.resolved_clickhouse_dsn)
+    apply_migrations(client, settings.clickhouse_database)
+    return client
 
 
 @main.command()

@@ -128,6 +128,7 @@ def score_batch(suite: DetectorSuite, records: Sequence[EvalRecord]) -> list[Eva
                         "flagged": r.flagged,
                         "status": str(r.status),
                         "severity": r.severity,
+                        "version": r.detector_version,
                     }
                     for r in results
                 },

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.types import Message
+from faust.types import EventT, Message, StreamT
 
 from pipeline import metrics
 from pipeline.storage import SinkUnavailable
@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 # send the client never resolves must not stall a stage (a repeat is harmless downstream).
 PUBLISH_ACK_TIMEOUT_SECONDS = 30.0
 
-# Writes rows to a ClickHouse table durably (retrying until it can): (table, rows).
-RowStore = Callable[[str, Sequence[Sequence[Any]]], Awaitable[None]]
+# Writes rows to ClickHouse tables durably (retrying until it can): {table: rows}.
+RowStore = Callable[[Mapping[str, Sequence[Sequence[Any]]]], Awaitable[None]]
 
 # Sends a message that could not be handled to a dead-letter topic: (message, reason kind, reason).
 DeadLetterSender = Callable[[Message, str, str], Awaitable[None]]
@@ -67,6 +67,22 @@ def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
     )
     app.tables.add(table)
     return table
+
+
+async def durable_batches(stream: StreamT[bytes], max_events: int, within: float) -> AsyncIterator[list[EventT[bytes]]]:
+    """``take_events`` batches whose offsets are committed only once the caller's loop body finished.
+
+    faust acks a ``take_events`` batch when the loop moves on, even if the body raised (or
+    was cancelled by a shutdown).  Each message gets one extra reference here, released
+    only when the body returned for the batch; a batch cut short stays uncommitted and is
+    redelivered after a restart.
+    """
+    async for events in stream.take_events(max_events, within=within):  # type: ignore[attr-defined]
+        for event in events:
+            event.message.incref()
+        yield events
+        for event in events:
+            await stream.ack(event)
 
 
 async def publish(

@@ -23,7 +23,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -150,22 +150,27 @@ class PipelineWorker:
         now = datetime.now(UTC)
         calls = [llm_call_row(call, self.settings.content_mode, now) for call in result.llm_calls]
         findings = [finding_row(record, now) for record in result.findings]
-        await self.store("llm_calls", calls)
-        await self.store("findings", findings)
+        await self.store({"llm_calls": calls, "findings": findings})
 
-    async def store(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
-        """Write rows to ClickHouse, retrying with backoff until they are durable."""
-        if not rows:
+    async def store(self, rows_by_table: Mapping[str, Sequence[Sequence[Any]]]) -> None:
+        """Write rows to ClickHouse tables, retrying with backoff until they are durable."""
+        if not any(rows_by_table.values()):
             return
         loop = asyncio.get_running_loop()
+
+        def add_all() -> None:
+            for table, rows in rows_by_table.items():
+                self.sink.add(table, rows)
+
         # add and flush both run in the one sink thread: the buffers are not thread-safe.
-        await loop.run_in_executor(self._sink_pool, self.sink.add, table, rows)
+        await loop.run_in_executor(self._sink_pool, add_all)
 
         async def flush() -> None:
             await loop.run_in_executor(self._sink_pool, self.sink.flush)
 
         await retrying("ClickHouse write", flush, self.settings.write_retry_max_seconds)
-        metrics.ROWS_WRITTEN.labels(table).inc(len(rows))
+        for table, rows in rows_by_table.items():
+            metrics.ROWS_WRITTEN.labels(table).inc(len(rows))
 
     async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
         """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""

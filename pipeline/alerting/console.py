@@ -17,6 +17,7 @@ class ConsoleDestination(Destination):
     """Logs alerts at WARNING on ``halluwatch.alerts``; never fails."""
 
     name = "console"
+    rate_limited = False
 
     def __init__(self, config: AlertingSettings) -> None:
         self._config = config

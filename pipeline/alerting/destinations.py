@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 
@@ -48,6 +48,8 @@ class Destination(ABC):
     """Something that delivers alerts. ``name`` is stable across restarts (it keys delivery state)."""
 
     name: str
+    # Whether the route's per-minute limit applies: it protects people and paid APIs, not a log.
+    rate_limited: ClassVar[bool] = True
 
     @abstractmethod
     async def send(self, alert: Alert) -> None:

@@ -71,7 +71,8 @@ class Dispatcher:
         todo = [a for a in alerts if not all(done(a, d) for d in destinations)]
         if not todo:
             return []
-        allowed = self._limiter.take(route, len(todo))
+        limited = any(d.rate_limited for d in destinations)
+        allowed = self._limiter.take(route, len(todo)) if limited else len(todo)
         if allowed >= len(todo):
             singles, overflow = todo, []
         else:  # the last slot carries the digest; with none left, wait for the next one
@@ -90,7 +91,8 @@ class Dispatcher:
 
     async def redeliver(self, alert: Alert, destination: Destination, attempt: int) -> Outcome:
         """Try a failed delivery again, within the route's rate limit."""
-        await self._wait_for_slot(alert.route)
+        if destination.rate_limited:
+            await self._wait_for_slot(alert.route)
         return await self._send(alert, destination, attempt)
 
     async def _wait_for_slot(self, route: str) -> None:

@@ -9,6 +9,7 @@ from detectors.base import DetectorResult, DetectorStatus
 from pipeline.model import LLMCall, Message, Usage
 from pipeline.rows import finding_record, finding_row, llm_call_row
 from pipeline.storage import ClickHouseSink, migrate
+from schemas import migrations
 
 CALL = LLMCall(
     trace_id="ab" * 16,
@@ -31,10 +32,12 @@ RESULT = DetectorResult("schema_violation", "1", 1.0, True, 0.5, DetectorStatus.
 
 def test_migrate_is_idempotent(clickhouse):
     client, database = clickhouse
-    assert migrate(client, database) == ["001_llm_calls", "002_findings", "003_llm_calls_logprobs"]
+    shipped = [f"{m.version:03d}_{m.name}" for m in migrations()]
+    assert shipped[:4] == ["001_llm_calls", "002_findings", "003_llm_calls_logprobs", "004_alerts"]
+    assert migrate(client, database) == shipped
     assert migrate(client, database) == []
     tables = {row[0] for row in client.query(f"SHOW TABLES FROM {database}").result_rows}
-    assert {"llm_calls", "findings", "schema_migrations"} <= tables
+    assert {"llm_calls", "findings", "alerts", "schema_migrations"} <= tables
 
 
 def test_sink_writes_and_replayed_rows_collapse(clickhouse):

@@ -170,3 +170,11 @@ def test_unknown_routes_fall_back_to_the_log_route(server, caplog):
     outcomes = dispatch(dispatcher, "gone", alerts(1, route="gone"))
     assert [(o.destination.name, o.status) for o in outcomes] == [("console", DeliveryStatus.DELIVERED)]
     assert isinstance(outcomes[0].destination, Destination)
+
+
+def test_the_log_is_never_rate_limited(server, caplog):
+    settings = AlertingSettings.model_validate({"routes": {"slack": {"max_per_minute": 1}, "page": {}, "log": {}}})
+    clock = FakeClock()
+    outcomes = dispatch(make(settings, clock), "slack", alerts(5))
+    assert [(o.destination.name, o.status) for o in outcomes] == [("console", DeliveryStatus.DELIVERED)] * 5
+    assert clock.slept == []

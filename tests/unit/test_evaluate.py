@@ -74,7 +74,7 @@ def test_score_batch_and_report(tmp_path: Path):
     outputs = score_batch(DetectorSuite([AnswerHas()]), records)
     assert [o.hallucinated for o in outputs] == [True, False]
     line = json.loads(outputs[0].to_json())
-    assert line["detectors"] == {"word": {"score": 1.0, "flagged": True, "status": "ok", "severity": 0}}
+    assert line["detectors"] == {"word": {"score": 1.0, "flagged": True, "status": "ok", "severity": 0, "version": "1"}}
     assert line["spans"] == [{"start": 3, "end": 7, "text": "1950", "detector": "word"}]
     text = report(records, outputs)
     assert "combined" in text and "all-positive" in text
