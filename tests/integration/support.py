@@ -15,6 +15,17 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 
 from pipeline.broker import free_port
 
+_started: list[subprocess.Popen[bytes]] = []
+
+
+def kill_leftover_workers() -> None:
+    """Kill worker processes a failed test left running (they would hold CPU and chDB locks)."""
+    while _started:
+        process = _started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
 
 class WorkerProcess:
     """`halluwatch worker` in a subprocess with its own embedded ClickHouse directory."""
@@ -63,6 +74,7 @@ class WorkerProcess:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "pipeline.cli", "worker"], env=self.env, stdout=log, stderr=log
             )
+        _started.append(self.process)
         return self
 
     def stop(self, sig: int = signal.SIGTERM, timeout_seconds: float = 60) -> int:
