@@ -89,7 +89,7 @@ class AlertRouter:
             message = event.message
             try:
                 retry = json.loads(message.value or b"")
-                alert = Alert.from_json(json.dumps(retry["alert"]))
+                alert = Alert.from_dict(retry["alert"])
                 attempt, not_before = int(retry["attempt"]), float(retry["not_before"])
                 name = str(retry["destination"])
             except (ValueError, KeyError, TypeError) as exc:
@@ -111,7 +111,7 @@ class AlertRouter:
         key = alert.trace_id.encode()
         if outcome.status is DeliveryStatus.RETRYING:
             retry = {
-                "alert": json.loads(alert.to_json()),
+                "alert": alert.to_dict(),
                 "destination": destination.name,
                 "attempt": outcome.attempt + 1,
                 "not_before": time.time() + outcome.retry_in_seconds,

@@ -18,6 +18,8 @@ from pipeline.settings import ConfigError, Settings, load_settings
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
+    from pipeline.labelled import LabelledScores
+
 CONFIG_OPTION = click.option(
     "--config",
     "config_path",
@@ -237,7 +239,10 @@ def calibrate(
     them), or --from-clickhouse reads the labels table joined to the findings workers wrote.
     Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log and stamp its version.
     """
-    from pipeline.calibrate import CalibrationError, diff_thresholds
+    from detectors.thresholds import load_thresholds
+    from pipeline.agreement import AgreementRule
+    from pipeline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
+    from pipeline.calibration_plots import write_plots
 
     if diff_paths:
         click.echo(diff_thresholds(*diff_paths))
@@ -245,66 +250,44 @@ def calibrate(
     if (input_path is None) == (not from_clickhouse) or output_dir is None:
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
+    labelled = _labelled_scores(settings, input_path, since, workers)
+    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
     try:
-        click.echo(
-            _calibrate(
-                settings, input_path, output_dir, since, target_precision, cost_ratio, min_positives, holdout, workers
-            )
-        )
+        result = calibrate(
+            labelled, load_thresholds(settings.thresholds_file), rule, target_precision=target_precision,
+            cost_ratio=cost_ratio, min_positives=min_positives, holdout=holdout,
+        )  # fmt: skip
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / "thresholds.yaml"
+    version = write_thresholds(result, path, models={"embeddings": settings.detectors.embeddings.model})
+    pictures = write_plots(result, output_dir)
+    click.echo(f"thresholds {version} from {len(labelled)} labelled records written to {path}")
+    for d in result.detectors.values():
+        click.echo(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})")
+    click.echo(f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}")
+    click.echo(f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers")
 
 
-def _calibrate(
-    settings: Settings,
-    input_path: Path | None,
-    output_dir: Path,
-    since: datetime | None,
-    target_precision: float,
-    cost_ratio: float | None,
-    min_positives: int,
-    holdout: float,
-    workers: int,
-) -> str:
-    from detectors.thresholds import load_thresholds
-    from pipeline.agreement import AgreementRule
-    from pipeline.calibrate import calibrate, labelled_from_eval, write_thresholds
-    from pipeline.calibration_plots import write_plots
-
-    if input_path is not None:
-        from tqdm import tqdm
-
-        from pipeline.evaluate import evaluate, read_records
-
-        records = list(read_records(input_path))
-        outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
-        labelled = labelled_from_eval(records, outputs)
-    else:
+def _labelled_scores(
+    settings: Settings, input_path: Path | None, since: datetime | None, workers: int
+) -> list[LabelledScores]:
+    """Scores of labelled calls: the detectors run on INPUT, or the stored findings of labelled calls."""
+    if input_path is None:
         from pipeline.labels import labelled_scores_from_clickhouse
         from pipeline.storage import connect
 
-        labelled = labelled_scores_from_clickhouse(
-            connect(settings.resolved_clickhouse_dsn), settings.clickhouse_database, since
-        )
-    current = load_thresholds(settings.thresholds_file)
-    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
-    result = calibrate(
-        labelled, current, rule, target_precision=target_precision, cost_ratio=cost_ratio,
-        min_positives=min_positives, holdout=holdout,
-    )  # fmt: skip
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / "thresholds.yaml"
-    models = {"embeddings": settings.detectors.embeddings.model}
-    version = write_thresholds(result, path, models=models)
-    pictures = write_plots(result, output_dir)
-    return "\n".join(
-        [
-            f"thresholds {version} from {len(labelled)} labelled records written to {path}",
-            *(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})" for d in result.detectors.values()),
-            f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}",
-            f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers",
-        ]
-    )
+        client = connect(settings.resolved_clickhouse_dsn)
+        return labelled_scores_from_clickhouse(client, settings.clickhouse_database, since)
+    from tqdm import tqdm
+
+    from pipeline.calibrate import labelled_from_eval
+    from pipeline.evaluate import evaluate, read_records
+
+    records = list(read_records(input_path))
+    outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
+    return labelled_from_eval(records, outputs)
 
 
 @main.group()

@@ -98,29 +98,24 @@ class Alert:
         agreeing = " + ".join(self.detector_names)
         return f"{agreeing} agree on {where}: {first}" if first else f"{agreeing} agree on {where}"
 
-    def to_json(self) -> bytes:
-        """The Kafka value."""
-        return json.dumps(
-            {
-                "alert_id": self.alert_id,
-                "trace_id": self.trace_id,
-                "rule": self.rule,
-                "route": self.route,
-                "severity": self.severity,
-                "service": self.service,
-                "model": self.model,
-                "operation": self.operation,
-                "detectors": [d.to_dict() for d in self.detectors],
-                "created_at": self.created_at.isoformat(),
-            },
-            ensure_ascii=False,
-            default=str,
-        ).encode()
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (also nested inside retry records)."""
+        return {
+            "alert_id": self.alert_id,
+            "trace_id": self.trace_id,
+            "rule": self.rule,
+            "route": self.route,
+            "severity": self.severity,
+            "service": self.service,
+            "model": self.model,
+            "operation": self.operation,
+            "detectors": [d.to_dict() for d in self.detectors],
+            "created_at": self.created_at.isoformat(),
+        }
 
     @classmethod
-    def from_json(cls, value: bytes | str) -> Alert:
-        """Parse a Kafka value; raises ``ValueError`` (or ``KeyError``) on a malformed one."""
-        raw = json.loads(value)
+    def from_dict(cls, raw: Mapping[str, Any]) -> Alert:
+        """Parse the JSON form; raises ``KeyError``, ``TypeError`` or ``ValueError`` on a malformed one."""
         return cls(
             trace_id=str(raw["trace_id"]),
             rule=str(raw["rule"]),
@@ -132,3 +127,12 @@ class Alert:
             detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
             created_at=datetime.fromisoformat(raw["created_at"]),
         )
+
+    def to_json(self) -> bytes:
+        """The Kafka value."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, default=str).encode()
+
+    @classmethod
+    def from_json(cls, value: bytes | str) -> Alert:
+        """Parse a Kafka value; raises ``ValueError`` (or ``KeyError``) on a malformed one."""
+        return cls.from_dict(json.loads(value))
