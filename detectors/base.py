@@ -48,29 +48,15 @@ class DetectorResult:
     evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Detector(ABC):
-    """Base class of every detector.
+class DetectorIdentity:
+    """A detector's name and version, and the results it records without scoring a call.
 
-    Subclasses set ``name`` and ``version`` and implement :meth:`detect_batch`.
-    Implementations must batch for real where a model is involved, must not block on
-    network I/O, and should not raise (the worker guards them anyway).
+    Shared by the span-level :class:`Detector` s and the sampled detectors, which call an
+    LLM endpoint asynchronously and so cannot be batch-synchronous.
     """
 
     name: ClassVar[str]
     version: ClassVar[str]
-    # Whether the detector checks the answer against grounding context; such detectors
-    # are not run on calls whose only "context" is the question itself.
-    needs_context: ClassVar[bool] = True
-
-    @abstractmethod
-    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
-        """Return one result per call, in the same order."""
-
-    def start(self) -> None:  # noqa: B027 - most detectors have nothing to load
-        """Load models before the first batch, so the first batch is not the one that waits."""
-
-    def close(self) -> None:  # noqa: B027 - most detectors hold nothing to release
-        """Release models, pools or files the detector holds."""
 
     def skipped_result(self, summary: str, threshold: float = 0.0) -> DetectorResult:
         """A result recording that there was nothing for this detector to check on a call."""
@@ -95,6 +81,45 @@ class Detector(ABC):
             status=DetectorStatus.ERROR,
             summary=message[:500],
         )
+
+
+class SampledDetector(DetectorIdentity, ABC):
+    """A detector that asks an LLM endpoint, run only on sampled calls (SPEC §4.5-4.6).
+
+    Its work is network I/O, so it is a coroutine on the event loop, one call at a time;
+    an unusable answer from the endpoint is an error result, not an exception.
+    """
+
+    @abstractmethod
+    def estimated_tokens(self, call: LLMCall) -> int:
+        """An upper estimate of the tokens judging ``call`` costs, reserved before the requests."""
+
+    @abstractmethod
+    async def evaluate(self, call: LLMCall) -> DetectorResult:
+        """Judge one call."""
+
+
+class Detector(DetectorIdentity, ABC):
+    """Base class of every span-level detector.
+
+    Subclasses set ``name`` and ``version`` and implement :meth:`detect_batch`.
+    Implementations must batch for real where a model is involved, must not block on
+    network I/O, and should not raise (the worker guards them anyway).
+    """
+
+    # Whether the detector checks the answer against grounding context; such detectors
+    # are not run on calls whose only "context" is the question itself.
+    needs_context: ClassVar[bool] = True
+
+    @abstractmethod
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        """Return one result per call, in the same order."""
+
+    def start(self) -> None:
+        """Load models before the first batch, so the first batch is not the one that waits."""
+
+    def close(self) -> None:
+        """Release models, pools or files the detector holds."""
 
 
 def checked_threshold(threshold: float) -> float:

@@ -181,7 +181,7 @@ class Embedder:
         """Embed texts through the model, in batches of similar token length."""
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        assert self._session is not None and self._tokenizer is not None
+        assert self._session is not None and self._tokenizer is not None  # noqa: S101 - narrowing: encode() loaded them
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self._dimension), dtype=np.float32)

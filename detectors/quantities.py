@@ -28,8 +28,10 @@ Trade-offs, stated because each one costs recall for precision or speed:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
@@ -248,18 +250,19 @@ _TIME = re.compile(
     r"(?:\s?(?P<ampm>(?i:[ap]\.m\.|[ap]m)))?(?![A-Za-z0-9:])"
 )
 # Spans that look numeric but state nothing checkable: fractions/ratios, citations, references, list
-# markers, and lengths of the answer itself ("a summary in 55 words").
+# markers, and lengths of the answer itself ("a summary in 55 words").  Digit runs are entered at
+# their first digit only: tried from every digit of a long run, each alternative rescans the rest.
 _NOT_CLAIMS = re.compile(
-    r"\d+\s?/\s?\d+|\[\s*\d+(?:\s*[,\u2013-]\s*\d+)*\s*\]|【\d+】"
+    r"(?<!\d)\d+\s?/\s?\d+|\[\s*\d+(?:\s*[,\u2013-]\s*\d+)*\s*\]|【\d+】"
     r"|(?i:\b(?:passages?|documents?|docs?|sources?|snippets?|results?|references?|context|figure|fig\.|table)\s+\d+)"
     r"|(?i:\b(?:options?|steps?|items?)\s+\d+)"
-    r"|(?i:\d+\s+(?:words|sentences|characters|bullet\s+points)\b)"
+    r"|(?i:(?<!\d)\d+\s+(?:words|sentences|characters|bullet\s+points)\b)"
     r"|^[ \t]*\(?\d+[.)]\s",
     re.MULTILINE,
 )
 _RANGE_JOIN = re.compile(r"\s*(?:-|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
 
-_NAME_TOKEN = r"[A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ]*(?:['\u2019-][A-Za-zÀ-ÖØ-öø-ÿ]+)*"
+_NAME_TOKEN = r"[A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ]*(?:['\u2019-][A-Za-zÀ-ÖØ-öø-ÿ]+)*"  # noqa: S105 - a regex of name tokens, not a password
 _NAME_LINK = r"(?:of|de|da|del|der|van|von|la|le|du|bin|al|and|&)"  # "Bank of America", "Ludwig van Beethoven"
 _NAME = re.compile(rf"(?<![\w'\u2019-])(?P<name>{_NAME_TOKEN}(?:[ ](?:{_NAME_LINK}[ ])?{_NAME_TOKEN})*)")
 _LEADING_MARKS = frozenset(" \t\"'\u201c\u2018([*#>\u2022\u2013-")  # quotes, brackets, bullets
@@ -398,8 +401,8 @@ _EXTRACTORS: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Mentio
 
 def extract_claims(text: str) -> list[Mention]:
     """The numeric mentions of an answer that state something: no citations, list markers, fractions."""
-    blocked = [(found.start(), found.end()) for found in _NOT_CLAIMS.finditer(text)]
-    return [mention for mention in extract_values(text) if not _overlaps(mention, blocked)]
+    blocked = _Spans((found.start(), found.end()) for found in _NOT_CLAIMS.finditer(text))
+    return [mention for mention in extract_values(text) if not blocked.overlap(mention.start, mention.end)]
 
 
 def extract_values(text: str) -> list[Mention]:
@@ -419,8 +422,21 @@ def extract_values(text: str) -> list[Mention]:
     return _merge_ranges(text, chosen)
 
 
-def _overlaps(mention: Mention, spans: list[tuple[int, int]]) -> bool:
-    return any(start < mention.end and mention.start < end for start, end in spans)
+class _Spans:
+    """Character spans that answer "does any overlap this range?" in O(log n).
+
+    Texts with thousands of mentions are fine; comparing each with each would be quadratic.
+    """
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        ordered = sorted(spans)
+        self._starts = [start for start, _ in ordered]
+        self._ends_so_far = list(itertools.accumulate((end for _, end in ordered), max))
+
+    def overlap(self, start: int, end: int) -> bool:
+        """Whether a span starting before ``end`` reaches past ``start``."""
+        before = bisect.bisect_left(self._starts, end)
+        return bool(before) and self._ends_so_far[before - 1] > start
 
 
 def _merge_ranges(text: str, mentions: list[Mention]) -> list[Mention]:
@@ -459,17 +475,20 @@ def extract_names(text: str, numeric: list[Mention]) -> Iterator[Mention]:
     A sentence's first word is capitalised whatever it is, so it is dropped from a name,
     as are leading and trailing function words (``The``, ``In``) and calendar words.
     """
-    taken = [(mention.start, mention.end) for mention in numeric]
+    # Indices, not list slicing: "A A A ..." is one long name candidate, and stripping it
+    # word by word by copying would be quadratic.
+    taken = _Spans((mention.start, mention.end) for mention in numeric)
     for match in _NAME.finditer(text):
         start, words = match.start(), match["name"].split(" ")
+        first, last = 0, len(words)
         if _at_sentence_start(text, start):
-            start, words = start + len(words[0]) + 1, words[1:]
-        while words and words[0].lower() in NOT_NAMES:
-            start, words = start + len(words[0]) + 1, words[1:]
-        while words and words[-1].lower() in NOT_NAMES:
-            words = words[:-1]
-        end = start + len(" ".join(words))
-        if words and not any(s < end and start < e for s, e in taken):
+            start, first = start + len(words[0]) + 1, 1
+        while first < last and words[first].lower() in NOT_NAMES:
+            start, first = start + len(words[first]) + 1, first + 1
+        while last > first and words[last - 1].lower() in NOT_NAMES:
+            last -= 1
+        end = start + sum(len(word) + 1 for word in words[first:last]) - 1
+        if last > first and not taken.overlap(start, end):
             yield Mention(Kind.NAME, start, end, text[start:end], family="name")
 
 

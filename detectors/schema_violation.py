@@ -27,6 +27,12 @@ Design choices, stated because each trades recall for precision or cost:
   evaluated (unresolvable ``$ref``, invalid regex, invalid span schema) means "cannot
   check", never an error or a flag.
 * ``format`` is an annotation, as Draft 2020-12 defines it by default.
+* ``pattern`` and ``patternProperties`` are matched with RE2, in time linear in the text:
+  a span-supplied schema is untrusted input, and ``^(a+)+$`` against 40 characters would
+  hold Python's backtracking engine for hours. A pattern RE2 cannot read (backreferences,
+  lookarounds) matches nothing and checks nothing. A span-supplied schema combining
+  ``patternProperties`` with ``unevaluatedProperties`` (matched by code outside our reach)
+  is not checked at all; function-calling schemas hardly use either.
 * An empty answer is not checked against the output schema: with content capture off the
   span carries no text, and a missing text is not a malformed one.  Likewise tool-call
   arguments recorded as absent (``None``) are not checked; an empty string means ``{}``.
@@ -38,13 +44,14 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from itertools import islice
 from typing import Any
 
-from jsonschema import Draft202012Validator
+import re2
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rapidfuzz import fuzz, process, utils
@@ -258,9 +265,59 @@ def _check_schema(schema: Mapping[str, Any], what: str) -> None:
         raise ValueError(f"invalid JSON Schema for {what}: {exc.message}") from exc
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # an unreadable pattern is reported by us, not printed to stderr
+
+
+@functools.lru_cache(maxsize=_SPAN_SCHEMA_CACHE_SIZE)
+def _re2(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error:
+        logger.debug("pattern RE2 cannot read, not checked: %.200r", pattern)
+        return None
+
+
+def _matches(pattern: Any, text: str) -> bool:
+    compiled = _re2(pattern) if isinstance(pattern, str) else None
+    return compiled is not None and compiled.search(text) is not None
+
+
+# The keywords that match regexes, as jsonschema has them, with RE2 instead of Python's re.
+def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    readable = isinstance(pattern, str) and _re2(pattern) is not None
+    if readable and validator.is_type(instance, "string") and not _matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "object"):
+        for pattern, subschema in patterns.items():
+            for key, value in instance.items():
+                if _matches(pattern, key):
+                    yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    extras = _extra_keys(instance, schema)
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif additional is False and extras:
+        yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras))} unexpected)")
+
+
+_Validator = validators.extend(
+    Draft202012Validator,
+    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+)
+
+
 def _compile(schema: Mapping[str, Any]) -> Any:
-    """Build a validator that never fetches remote ``$ref`` targets (see module docstring)."""
-    return Draft202012Validator(schema, registry=_NO_REMOTE_REFS)
+    """Build a validator that never fetches remote ``$ref`` targets and never backtracks on ``pattern``."""
+    return _Validator(schema, registry=_NO_REMOTE_REFS)
 
 
 def _close(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -279,6 +336,8 @@ def _span_tool_validator(parameters: Mapping[str, Any]) -> Any:
     try:
         key = json.dumps(parameters, sort_keys=True, default=_jsonable)
     except (TypeError, ValueError, RecursionError):
+        return None
+    if '"patternProperties"' in key and '"unevaluatedProperties"' in key:  # see the module docstring
         return None
     return _validator_for_json(key)
 
@@ -445,7 +504,7 @@ def _extra_keys(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[
     """List keys neither declared nor matched by a pattern: what ``additionalProperties`` rejected."""
     declared = schema.get("properties", {})
     patterns = list(schema.get("patternProperties", {}))
-    return [key for key in instance if key not in declared and not any(re.search(p, key) for p in patterns)]
+    return [key for key in instance if key not in declared and not any(_matches(p, key) for p in patterns)]
 
 
 def _describe(error: ValidationError) -> tuple[ViolationKind, str]:

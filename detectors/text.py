@@ -25,7 +25,9 @@ _CITATION = re.compile(rf"\[\s*({_ID_LIST})\s*\]|【\s*({_ID_LIST})\s*】")
 _LINE = re.compile(r"[^\n\r]+")
 _LIST_MARKER = re.compile(r"\s*(?:[-*•]|\d{1,3}[.)])\s+")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_SPACE_BEFORE_PUNCTUATION = re.compile("\\s+([.,;:!?\u3002\uff0c\uff01\uff1f])")
+# Starts only where a run of spaces starts: from every position inside a long run the
+# engine would rescan the rest of it (quadratic on a sentence padded with spaces).
+_SPACE_BEFORE_PUNCTUATION = re.compile("(?<!\\s)\\s+([.,;:!?\u3002\uff0c\uff01\uff1f])")
 _SPACES = re.compile(r"\s{2,}")
 # One token per CJK character (those scripts do not separate words), else runs of word characters.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"

@@ -44,6 +44,8 @@ class AgreementStage:
         self._settings = settings
         self.rule = AgreementRule(config.rules, config.window_seconds)
         self.alerts_topic = alerts_topic
+        # Applied once, here: the alerts topics, the alerts table and every message then carry the same.
+        self._content = settings.content_policies().alerts
         self._dead_letter = dead_letter
         self.states = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
         self.findings_seen = 0  # findings records fully handled by this process
@@ -74,7 +76,7 @@ class AgreementStage:
         held = self.states.get(key)
         decision = self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time())
         if decision.alert is not None:
-            alert = decision.alert
+            alert = self._content.alert(decision.alert)
             # Acknowledged by the broker before the state says "fired"; never given up on.
             await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()

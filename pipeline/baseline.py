@@ -133,7 +133,7 @@ def calls_from_clickhouse(
 ) -> Iterator[LLMCall]:
     """LLM calls with logprobs from the ``llm_calls`` table, started at or after ``since``.
 
-    Only rows stored with ``content_mode=full`` carry logprobs.  With ``exclude_flagged``
+    Rows carry logprob numbers in every content mode (tokens in ``store`` mode only).  With ``exclude_flagged``
     calls flagged by a hallucination detector are left out, the nearest thing to
     "labelled good" the tables hold; the confidence detector's own flags do not count, or
     each recomputation would narrow the baseline around itself.
@@ -142,8 +142,7 @@ def calls_from_clickhouse(
         raise BaselineError(f"invalid database name {database!r}")
     if not _has_logprobs_column(client, database):
         raise BaselineError(
-            f"{database}.llm_calls has no {LOGPROBS_COLUMN} column: apply the schema migrations "
-            "(migration 003 adds it) and let workers store calls with content_mode=full"
+            f"{database}.llm_calls has no {LOGPROBS_COLUMN} column: apply the schema migrations (migration 003 adds it)"
         )
     conditions = [f"{LOGPROBS_COLUMN} != ''"]
     parameters: dict[str, Any] = {}
@@ -152,11 +151,11 @@ def calls_from_clickhouse(
         parameters["since"] = since
     if exclude_flagged:
         conditions.append(
-            f"(trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM {database}.findings FINAL "
+            f"(trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM {database}.findings FINAL "  # noqa: S608 - identifiers validated, values bound
             "WHERE flagged AND detector NOT IN ('confidence', 'sentinel'))"
         )
     query = (
-        "SELECT trace_id, span_id, service, span_name, convention, model, "
+        "SELECT trace_id, span_id, service, span_name, convention, model, "  # noqa: S608 - identifiers validated, values bound
         "toUnixTimestamp64Nano(start_time), toUnixTimestamp64Nano(end_time), answer, "
         f"{LOGPROBS_COLUMN} FROM {database}.llm_calls FINAL WHERE " + " AND ".join(conditions)
     )

@@ -60,7 +60,7 @@ class TansuBroker:
         """Start the process and wait until it accepts connections."""
         url = f"tcp://{self.bootstrap}"
         log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._process = subprocess.Popen(
+        self._process = subprocess.Popen(  # noqa: S603 - the wheel's own tansu binary, argument list, no shell
             [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
             stdout=log,
             stderr=subprocess.STDOUT,

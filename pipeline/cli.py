@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pipeline.secrets import install_scrubber, secret_values
 from pipeline.settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ def _settings(config_path: Path | None) -> Settings:
         level=settings.log_level.upper().replace("WARN", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    install_scrubber(secret_values(settings))  # client errors may quote a token or a DSN password
     return settings
 
 
@@ -64,19 +66,20 @@ def worker(config_path: Path | None) -> None:
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
     """Create the ClickHouse database and tables (idempotent; applies pending DDL only)."""
-    from pipeline.storage import connect
+    from pipeline.connections import redacted_dsn
     from pipeline.storage import migrate as apply_migrations
+    from pipeline.storage import open_clickhouse
 
     settings = _settings(config_path)
-    applied = apply_migrations(connect(settings.resolved_clickhouse_dsn), settings.clickhouse_database)
-    where = f"{settings.resolved_clickhouse_dsn} database {settings.clickhouse_database}"
+    applied = apply_migrations(open_clickhouse(settings), settings.clickhouse_database)
+    where = f"{redacted_dsn(settings.resolved_clickhouse_dsn)} database {settings.clickhouse_database}"
     click.echo(f"applied {', '.join(applied)} to {where}" if applied else f"{where} is up to date")
 
 
 @main.command()
 @CONFIG_OPTION
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--topic", help="Target topic (default: the worker's input topic).")
+@click.option("--topic", help="Target topic (default: the worker's input topic, or logs topic with --logs).")
 @click.option(
     "--encoding",
     type=click.Choice(["otlp_proto", "otlp_json"]),
@@ -89,26 +92,30 @@ def migrate(config_path: Path | None) -> None:
     is_flag=True,
     help="One unkeyed message per batch (collector without partition_traces_by_id).",
 )
-def replay(config_path: Path | None, path: Path, topic: str | None, encoding: str, unkeyed: bool) -> None:
+@click.option("--logs", is_flag=True, help="PATH is a logs pipeline's file (LogsData): one unkeyed message per batch.")
+def replay(config_path: Path | None, path: Path, topic: str | None, encoding: str, unkeyed: bool, logs: bool) -> None:
     """Produce an OpenTelemetry Collector file-exporter file to Kafka.
 
     PATH holds JSON lines of OTLP/JSON or length-prefixed protobuf (format detected).
     By default each trace becomes one message keyed by its hex trace id, like the
-    collector's kafka exporter with partition_traces_by_id: true.
+    collector's kafka exporter with partition_traces_by_id: true.  With --logs, PATH
+    holds log records (GenAI events carrying LLM content) for the logs topic.
     """
     from pipeline.otlp import Encoding
-    from pipeline.replay import read_file
+    from pipeline.replay import read_file, read_logs_file
     from pipeline.replay import replay as produce
 
     settings = _settings(config_path)
     stats = produce(
-        read_file(path),
+        read_logs_file(path) if logs else read_file(path),
         bootstrap=settings.kafka_bootstrap,
-        topic=topic or settings.kafka_input_topic,
+        config=settings.kafka_security.confluent_config(),
+        topic=topic or (settings.kafka_logs_topic if logs else settings.kafka_input_topic),
         encoding=Encoding(encoding),
         keyed=not unkeyed,
     )
-    click.echo(f"produced {stats.messages} messages ({stats.spans} spans, {stats.bytes} bytes) in {stats.seconds:.1f}s")
+    counted = f"{stats.log_records} log records" if logs else f"{stats.spans} spans"
+    click.echo(f"produced {stats.messages} messages ({counted}, {stats.bytes} bytes) in {stats.seconds:.1f}s")
 
 
 @main.command()
@@ -137,7 +144,7 @@ def baseline(
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
     """
     from pipeline.baseline import BaselineError, run_baseline
-    from pipeline.storage import connect
+    from pipeline.storage import open_clickhouse
 
     if (input_path is None) == (not from_clickhouse):
         raise click.UsageError("give exactly one of --input PATH or --from-clickhouse")
@@ -148,7 +155,7 @@ def baseline(
         summary = run_baseline(
             output_path,
             input_path=input_path,
-            client=connect(settings.resolved_clickhouse_dsn) if from_clickhouse else None,
+            client=open_clickhouse(settings) if from_clickhouse else None,
             database=settings.clickhouse_database,
             since=since,
             top_k=confidence.top_k,
@@ -276,9 +283,9 @@ def _labelled_scores(
     """Scores of labelled calls: the detectors run on INPUT, or the stored findings of labelled calls."""
     if input_path is None:
         from pipeline.labels import labelled_scores_from_clickhouse
-        from pipeline.storage import connect
+        from pipeline.storage import open_clickhouse
 
-        client = connect(settings.resolved_clickhouse_dsn)
+        client = open_clickhouse(settings)
         return labelled_scores_from_clickhouse(client, settings.clickhouse_database, since)
     from tqdm import tqdm
 
@@ -334,12 +341,54 @@ def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
 
 
 def _migrated_client(settings: Settings) -> Client:
-    from pipeline.storage import connect
     from pipeline.storage import migrate as apply_migrations
+    from pipeline.storage import open_clickhouse
 
-    client = connect(settings.resolved_clickhouse_dsn)
+    client = open_clickhouse(settings)
     apply_migrations(client, settings.clickhouse_database)
     return client
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option(
+    "--output", "output_path", type=click.Path(dir_okay=False, path_type=Path), help="Default: DATA_DIR/report.html."
+)
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True), default=24.0, show_default=True)
+@click.option("--service", "services", multiple=True, help="Only this service (repeatable; default: all).")
+def report(config_path: Path | None, output_path: Path | None, hours: float, services: tuple[str, ...]) -> None:
+    """Write a static HTML report of the last HOURS from ClickHouse: the dashboard panels, offline.
+
+    The same queries as the Grafana dashboard (dashboards/clickhouse/*.sql), charts as
+    inline SVG, no scripts or external files: open it in any browser or attach it.
+    """
+    from pipeline.report import report_window, write_report
+
+    settings = _settings(config_path)
+    path = output_path or settings.data_dir / "report.html"
+    write_report(_migrated_client(settings), settings.clickhouse_database, report_window(hours, services), path)
+    click.echo(f"report written to {path.resolve()}")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--timeout", "timeout_seconds", default=10.0, show_default=True, help="Seconds per network step.")
+def doctor(config_path: Path | None, timeout_seconds: float) -> None:
+    """Check the configuration, the broker, ClickHouse, the model and the alert credentials.
+
+    Reaches each with the worker's settings and permissions: creates, writes, reads and
+    deletes a scratch topic, and creates, fills, reads and drops a scratch table. Prints
+    one line per check with what to fix; exits 1 when any check failed.
+    """
+    from pipeline.doctor import run_checks
+
+    checks = run_checks(_settings(config_path), timeout_seconds)
+    for check in checks:
+        click.echo(check.line())
+    failed = [check.name for check in checks if not check.ok]
+    if failed:
+        raise click.ClickException(f"{len(failed)} check(s) failed: {', '.join(failed)}")
+    click.echo("all checks passed")
 
 
 @main.command()
@@ -363,6 +412,7 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
             f"only {outcome.messages_done} of {outcome.messages_sent} messages were processed in time"
         )
     click.echo(f"\nAll {outcome.messages_sent} messages processed. Data kept in {data_dir}/clickhouse.")
+    click.echo(f"Report: {outcome.report_path.resolve()}")
 
 
 if __name__ == "__main__":

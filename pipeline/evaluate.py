@@ -95,7 +95,7 @@ def _record(raw: dict[str, Any]) -> EvalRecord:
 def record_to_call(record: EvalRecord) -> LLMCall:
     """The LLM call a RAG app would have traced for this record."""
     return LLMCall(
-        trace_id=hashlib.md5(record.id.encode()).hexdigest(),  # stable, not a security use
+        trace_id=hashlib.md5(record.id.encode(), usedforsecurity=False).hexdigest(),  # stable, not a security use
         span_id="0" * 16,
         parent_span_id=None,
         service="eval",
@@ -147,7 +147,7 @@ def _init_process(settings: Settings) -> None:
 
 
 def _score_in_process(records: Sequence[EvalRecord]) -> list[EvalOutput]:
-    assert _process_suite is not None, "worker process not initialised"
+    assert _process_suite is not None, "worker process not initialised"  # noqa: S101 - set by the pool initializer
     return score_batch(_process_suite, records)
 
 

@@ -370,8 +370,8 @@ def _tokens(text: str) -> int:
 
 def _token_logprobs(example: Example) -> list[dict[str, Any]]:
     """OpenAI-style ``logprobs.content`` for the answer, jittered around ``confidence``."""
-    assert example.confidence is not None
-    rng = random.Random(example.name)
+    assert example.confidence is not None  # noqa: S101 - narrowing: callers pass examples with logprobs only
+    rng = random.Random(example.name)  # noqa: S311 - reproducible demo jitter, not a secret
     positions = []
     for token in re.findall(r"\s*\S+", example.answer):
         p = min(0.999, max(0.05, example.confidence + rng.uniform(-0.08, 0.08)))
@@ -826,7 +826,7 @@ def mixed_traffic(
             f"llm_spans_per_trace must be >= 0 and below spans_per_trace ({spans_per_trace}) "
             f"so every trace keeps its HTTP root span, got {llm_spans_per_trace}"
         )
-    rng = random.Random(seed)
+    rng = random.Random(seed)  # noqa: S311 - reproducible benchmark traffic, not a secret
     base_ns = time.time_ns()
     root, children = _infra_templates(base_ns)
     llm_spans = _llm_templates(base_ns)

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from detectors.base import DetectorResult, DetectorStatus
+
+# Scores live on different scales: similarities and probabilities in [0, 1], |z| up to ~10.
+SCORE_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 2.0, 3.0, 5.0, 10.0)
+# ClickHouse wants >= 1,000 rows per insert: this shows whether batches get there.
+ROW_BUCKETS = (1, 10, 50, 100, 500, 1_000, 5_000, 10_000, 50_000)
+
 SPANS = Counter("halluwatch_spans", "Spans decoded from the input topics")
 LLM_CALLS = Counter("halluwatch_llm_calls", "LLM spans normalized", ["convention"])
 FINDINGS = Counter("halluwatch_findings", "Detector results", ["detector", "status", "flagged"])
@@ -14,8 +21,51 @@ MESSAGES_DONE = Counter("halluwatch_messages_done", "Input messages fully proces
 WRITE_RETRIES = Counter("halluwatch_write_retries", "Flushes retried after a sink or broker failure")
 DETECTOR_SECONDS = Histogram("halluwatch_detector_seconds", "Detector time per batch", ["detector"])
 BATCH_SECONDS = Histogram("halluwatch_batch_seconds", "Time from batch taken to batch acked")
+BATCH_MESSAGES = Histogram("halluwatch_batch_messages", "Input messages per batch", buckets=ROW_BUCKETS)
+SCORES = Histogram(
+    "halluwatch_detector_score", "Scores of detector results (status ok)", ["detector"], buckets=SCORE_BUCKETS
+)
+CLICKHOUSE_INSERT_SECONDS = Histogram("halluwatch_clickhouse_insert_seconds", "Time per ClickHouse insert", ["table"])
+CLICKHOUSE_INSERT_ROWS = Histogram(
+    "halluwatch_clickhouse_insert_rows", "Rows per ClickHouse insert", ["table"], buckets=ROW_BUCKETS
+)
+WORKER_READY = Gauge("halluwatch_worker_ready", "1 while the worker consumes (group joined, not stopping)")
 AGREEMENT_FINDINGS = Counter("halluwatch_agreement_findings", "Findings records handled by the agreement stage")
 ALERTS = Counter("halluwatch_alerts", "Alerts fired by the agreement rule", ["rule", "route"])
 ALERT_DELIVERIES = Counter("halluwatch_alert_deliveries", "Alert delivery outcomes", ["destination", "status"])
 ALERT_DEAD_LETTERS = Counter("halluwatch_alert_dead_letters", "Alerts given up on, in the alerts dead-letter topic")
 TRACE_STATES = Gauge("halluwatch_agreement_traces", "Traces with flags held in the agreement window")
+LOG_RECORDS = Counter(
+    "halluwatch_log_records",
+    "GenAI log records by what became of them (joined, late, orphaned, redundant, evicted, over_cap)",
+    ["outcome"],
+)
+LOG_JOIN_SPANS = Counter(
+    "halluwatch_log_join_spans",
+    "LLM spans through the log join by outcome (span, logs, absent, evicted, duplicate)",
+    ["outcome"],
+)
+LOG_JOIN_ENTRIES = Gauge("halluwatch_log_join_entries", "Spans, log records and released markers held by the log join")
+CONSISTENCY_SAMPLED = Counter(
+    "halluwatch_consistency_sampled",
+    "LLM calls sent to the sampled detectors, by the risk rule that chose them",
+    ["rule"],
+)
+CONSISTENCY_SKIPPED = Counter(
+    "halluwatch_consistency_skipped",
+    "Sampled calls not judged: budget spent (requests_per_minute, tokens_per_day) or too_large",
+    ["reason"],
+)
+CONSISTENCY_PAUSED = Gauge(
+    "halluwatch_consistency_paused", "1 while sampling is paused because this budget limit is spent", ["limit"]
+)
+CONSISTENCY_DONE = Counter("halluwatch_consistency_done", "Sampled calls judged, their findings durable")
+LLM_REQUESTS = Counter("halluwatch_llm_requests", "Requests to the sampled detectors' LLM endpoint", ["outcome"])
+LLM_TOKENS = Counter("halluwatch_llm_tokens", "Tokens the LLM endpoint reported used", ["kind"])
+
+
+def count_finding(result: DetectorResult) -> None:
+    """Count one detector result by outcome, and its score when the detector ran."""
+    FINDINGS.labels(result.detector, str(result.status), str(result.flagged).lower()).inc()
+    if result.status is DetectorStatus.OK:
+        SCORES.labels(result.detector).observe(result.score)

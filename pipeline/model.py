@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -76,6 +77,15 @@ class Usage:
     output_tokens: int | None = None
 
 
+class ContentSource(StrEnum):
+    """Where an LLM call's content (messages, instructions, tool definitions) came from."""
+
+    SPAN = "span"  # the span's own attributes and events
+    LOGS = "logs"  # OpenTelemetry log records joined to the span (pipeline/log_join.py)
+    # A content-free span whose log records never came: only content-free checks can judge it.
+    ABSENT = "absent"
+
+
 @dataclass(frozen=True, slots=True)
 class LLMCall:
     """One LLM span, normalized.
@@ -104,6 +114,51 @@ class LLMCall:
     logprobs: tuple[TokenLogprob, ...] = ()
     usage: Usage = field(default_factory=Usage)
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    content_source: ContentSource = ContentSource.SPAN
+    # Fields cut to the per-call content cap (pipeline/content.py), named in every finding's evidence.
+    truncated: tuple[str, ...] = ()
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any prompt, instruction or answer (text or tool call) was captured."""
+        return bool(self.system_instructions) or any(
+            message.text or message.tool_calls for message in (*self.input_messages, *self.output_messages)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (for state tables); :meth:`from_dict` reads it back."""
+        # By hand: dataclasses.asdict deep-copies every value, 10x slower on this hot path.
+        return {
+            **_fields(self),
+            "input_messages": [_message_dict(message) for message in self.input_messages],
+            "output_messages": [_message_dict(message) for message in self.output_messages],
+            "sources": [_fields(source) for source in self.sources],
+            "tool_definitions": [_fields(tool) for tool in self.tool_definitions],
+            "logprobs": [{**_fields(t), "top": [_fields(top) for top in t.top]} for t in self.logprobs],
+            "usage": _fields(self.usage),
+            "attributes": dict(self.attributes),
+            "content_source": str(self.content_source),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LLMCall:
+        """The call :meth:`to_dict` wrote, also after a JSON round trip (lists for tuples)."""
+        return cls(
+            **{
+                **data,
+                "input_messages": tuple(_message(m) for m in data["input_messages"]),
+                "output_messages": tuple(_message(m) for m in data["output_messages"]),
+                "sources": tuple(Source(**source) for source in data["sources"]),
+                "tool_definitions": tuple(ToolDefinition(**tool) for tool in data["tool_definitions"]),
+                "logprobs": tuple(
+                    TokenLogprob(t["token"], t["logprob"], tuple(TopLogprob(**top) for top in t["top"]))
+                    for t in data["logprobs"]
+                ),
+                "usage": Usage(**data["usage"]),
+                "content_source": ContentSource(data["content_source"]),
+                "truncated": tuple(data.get("truncated", ())),
+            }
+        )
 
     @property
     def answer(self) -> str:
@@ -141,3 +196,15 @@ class LLMCall:
         prompt_parts = [self.system_instructions] if self.system_instructions else []
         prompt_parts += [m.text for m in self.input_messages if m.role in ("system", "user") and m.text]
         return "\n\n".join(prompt_parts)
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in record.__dataclass_fields__}
+
+
+def _message_dict(message: Message) -> dict[str, Any]:
+    return {**_fields(message), "tool_calls": [_fields(call) for call in message.tool_calls]}
+
+
+def _message(data: Mapping[str, Any]) -> Message:
+    return Message(**{**data, "tool_calls": tuple(ToolCall(**call) for call in data["tool_calls"])})

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, TracesData
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+_Payload = TypeVar("_Payload", bound=Message)
+# The objects of an OTLP/JSON document whose ids are hex strings.
+IdObjects = Callable[[dict[str, Any]], Iterator[dict[str, Any]]]
 
 
 class Encoding(StrEnum):
@@ -46,31 +49,47 @@ def decode_traces(value: bytes, encoding: Encoding | None = None) -> TracesData:
     with byte 0x0A.  A value starting with ``{`` is JSON; anything else is tried as
     protobuf first and as JSON (pretty-printed, leading whitespace) second.
     """
+    return decode_payload(value, encoding, TracesData(), _span_objects)
+
+
+def decode_payload(value: bytes, encoding: Encoding | None, payload: _Payload, id_objects: IdObjects) -> _Payload:
+    """Decode an OTLP ``*Data`` message (traces, logs) into the empty ``payload`` given.
+
+    ``id_objects`` yields the OTLP/JSON objects of a document whose ids are hex (spans,
+    links, log records); they are rewritten to base64 before the generic parser runs.
+    """
     if not value:
         raise UndecodableMessage("empty message value")
     if encoding is Encoding.OTLP_JSON or (encoding is None and value[:1] == b"{"):
-        return _decode_json(value)
+        return _decode_json(value, payload, id_objects)
     try:
-        return _decode_proto(value)
+        return _decode_proto(value, payload)
     except UndecodableMessage:
         if encoding is None and value.lstrip()[:1] == b"{":
-            return _decode_json(value)
+            return _decode_json(value, payload, id_objects)
         raise
 
 
-def _decode_proto(value: bytes) -> TracesData:
-    traces = TracesData()
+def _resources_field(payload: Message) -> str:
+    # Every OTLP ``*Data`` message has one field: its repeated ``resource_*`` list.
+    return str(payload.DESCRIPTOR.fields[0].name)
+
+
+def _decode_proto(value: bytes, payload: _Payload) -> _Payload:
+    name = payload.DESCRIPTOR.name
     try:
-        traces.ParseFromString(value)
+        payload.ParseFromString(value)
     except DecodeError as exc:
-        raise UndecodableMessage(f"not an OTLP protobuf TracesData: {exc}") from exc
-    if not traces.resource_spans:
+        raise UndecodableMessage(f"not an OTLP protobuf {name}: {exc}") from exc
+    resources = _resources_field(payload)
+    if not getattr(payload, resources):
         # Protobuf parsing is lenient: foreign bytes often parse as unknown fields only.
-        raise UndecodableMessage("no resource spans in a non-empty payload: not OTLP traces")
-    return traces
+        signal = name.removesuffix("Data").lower()
+        raise UndecodableMessage(f"no {resources.replace('_', ' ')} in a non-empty payload: not OTLP {signal}")
+    return payload
 
 
-def _decode_json(value: bytes) -> TracesData:
+def _decode_json(value: bytes, payload: _Payload, id_objects: IdObjects) -> _Payload:
     try:
         document = json.loads(value)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -78,16 +97,20 @@ def _decode_json(value: bytes) -> TracesData:
     if not isinstance(document, dict):
         raise UndecodableMessage("OTLP/JSON payload is not an object")
     try:
-        for resource_spans in document.get("resourceSpans", ()):
-            for scope_spans in resource_spans.get("scopeSpans", ()):
-                for span in scope_spans.get("spans", ()):
-                    _hex_ids_to_base64(span)
-                    for link in span.get("links", ()):
-                        _hex_ids_to_base64(link)
-        traces: TracesData = json_format.ParseDict(document, TracesData(), ignore_unknown_fields=True)
+        for obj in id_objects(document):
+            _hex_ids_to_base64(obj)
+        json_format.ParseDict(document, payload, ignore_unknown_fields=True)
     except (AttributeError, TypeError, ValueError, json_format.ParseError) as exc:
         raise UndecodableMessage(f"malformed OTLP/JSON: {exc}") from exc
-    return traces
+    return payload
+
+
+def _span_objects(document: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for resource_spans in document.get("resourceSpans", ()):
+        for scope_spans in resource_spans.get("scopeSpans", ()):
+            for span in scope_spans.get("spans", ()):
+                yield span
+                yield from span.get("links", ())
 
 
 def _hex_ids_to_base64(obj: dict[str, Any]) -> None:
@@ -99,13 +122,16 @@ def _hex_ids_to_base64(obj: dict[str, Any]) -> None:
 
 def encode_traces_json(traces: TracesData) -> bytes:
     """OTLP/JSON with hex ids, as the collector's file and kafka exporters write it."""
-    document = json_format.MessageToDict(traces)
-    for resource_spans in document.get("resourceSpans", ()):
-        for scope_spans in resource_spans.get("scopeSpans", ()):
-            for span in scope_spans.get("spans", ()):
-                for key in _ID_FIELDS:
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
+    return encode_payload_json(traces, _span_objects)
+
+
+def encode_payload_json(payload: Message, id_objects: IdObjects) -> bytes:
+    """OTLP/JSON of an OTLP ``*Data`` message, with the ids of ``id_objects`` in hex."""
+    document = json_format.MessageToDict(payload)
+    for obj in id_objects(document):
+        for key in _ID_FIELDS:
+            if key in obj:
+                obj[key] = base64.b64decode(obj[key]).hex()
     return json.dumps(document, separators=(",", ":")).encode()
 
 

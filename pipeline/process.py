@@ -14,6 +14,7 @@ from typing import Any
 
 from detectors.suite import DetectorSuite
 from pipeline import metrics
+from pipeline.content import DEFAULT_LIMITS, STORE_ALL, ContentLimits, ContentPolicy
 from pipeline.model import LLMCall
 from pipeline.normalize import MalformedLLMSpan, normalize_span
 from pipeline.otlp import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
@@ -70,6 +71,8 @@ class SpanBatchProcessor:
         thresholds_version: str,
         encoding: Encoding | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
+        limits: ContentLimits = DEFAULT_LIMITS,
+        content: ContentPolicy = STORE_ALL.findings,
     ) -> None:
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
@@ -77,10 +80,13 @@ class SpanBatchProcessor:
         self._thresholds_version = thresholds_version
         self._encoding = encoding
         self._max_message_bytes = max_message_bytes
+        self._limits = limits  # bounds the detectors' work per call, so per message
+        self._content = content  # of the findings records
 
     def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
         """Process a batch; never raises on input, whatever the bytes are."""
         result = BatchResult()
+        metrics.BATCH_MESSAGES.observe(len(messages))
         for message in messages:
             try:
                 self._process_message(message, result)
@@ -123,7 +129,7 @@ class SpanBatchProcessor:
                 malformed.append(f"span {span.span_id.hex()}: {exc}")
                 continue
             if call is not None:
-                result.llm_calls.append(call)
+                result.llm_calls.append(self._limits.apply(call))
                 metrics.LLM_CALLS.labels(call.convention).inc()
         result.spans += spans
         metrics.SPANS.inc(spans)
@@ -134,10 +140,8 @@ class SpanBatchProcessor:
     def _detect(self, result: BatchResult) -> None:
         for run in self._suite.run(result.llm_calls):
             for call, detector_result in zip(result.llm_calls, run.results, strict=True):
-                result.findings.append(finding_record(call, detector_result, self._thresholds_version))
-                metrics.FINDINGS.labels(
-                    run.detector, str(detector_result.status), str(detector_result.flagged).lower()
-                ).inc()
+                result.findings.append(finding_record(call, detector_result, self._thresholds_version, self._content))
+                metrics.count_finding(detector_result)
 
     @staticmethod
     def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:

@@ -1,27 +1,28 @@
 """Turning LLM calls and detector results into ClickHouse rows and Kafka records.
 
 Row identity is the record's natural key (trace, span, detector), never a random id or
-the ingest time, so a replayed message produces the very same key again.
+the ingest time, so a replayed message produces the very same key again.  Content goes
+through the table's :class:`~pipeline.content.ContentPolicy` here, before any sink sees it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 from detectors.base import DetectorResult
 from pipeline.alerting.alert import Alert, DeliveryStatus
-from pipeline.model import LLMCall
-
-ContentMode = Literal["full", "hash", "none"]
+from pipeline.content import ContentPolicy
+from pipeline.model import LLMCall, TokenLogprob
 
 LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
-    "logprob_tokens", "content_mode", "prompt", "answer", "grounding", "logprobs_json", "attributes", "ingested_at",
+    "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding", "logprobs_json",
+    "attributes", "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -47,17 +48,8 @@ def from_unix_nano(nanos: int) -> datetime:
     return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
 
 
-def stored_content(text: str, mode: ContentMode) -> str:
-    """Content as the PII mode allows it: the text, its SHA-256, or nothing."""
-    if mode == "none":
-        return ""
-    if mode == "hash" and text:
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-    return text
-
-
-def llm_call_row(call: LLMCall, content_mode: ContentMode, now: datetime) -> list[Any]:
-    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order."""
+def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[Any]:
+    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order, its content as ``content`` allows."""
     return [
         call.trace_id,
         call.span_id,
@@ -80,18 +72,26 @@ def llm_call_row(call: LLMCall, content_mode: ContentMode, now: datetime) -> lis
         len(call.tool_definitions),
         len(call.sources),
         len(call.logprobs),
-        content_mode,
-        stored_content(call.prompt, content_mode),
-        stored_content(call.answer, content_mode),
-        stored_content(call.grounding_text, content_mode),
-        _logprobs_json(call) if content_mode == "full" else "",
-        {key: str(value) for key, value in call.attributes.items()},
+        content.mode,
+        str(call.content_source),
+        content.text(call.prompt),
+        content.text(call.answer),
+        content.text(call.grounding_text),
+        _logprobs_json(call, with_tokens=content.mode == "store"),
+        {key: content.attribute(str(value)) for key, value in call.attributes.items()},
         now,
     ]
 
 
-def finding_record(call: LLMCall, result: DetectorResult, thresholds_version: str) -> dict[str, Any]:
-    """The finding as published on ``halluwatch.findings`` (JSON, key = trace id)."""
+def finding_record(
+    call: LLMCall, result: DetectorResult, thresholds_version: str, content: ContentPolicy
+) -> dict[str, Any]:
+    """The finding as written to ClickHouse and published on ``halluwatch.findings`` (JSON, key = trace id).
+
+    Its summary and evidence are as ``content`` allows; a call cut to the content cap
+    says which fields were cut in ``evidence["truncated"]``.
+    """
+    evidence = {**result.evidence, "truncated": list(call.truncated)} if call.truncated else result.evidence
     return {
         "trace_id": call.trace_id,
         "span_id": call.span_id,
@@ -106,8 +106,8 @@ def finding_record(call: LLMCall, result: DetectorResult, thresholds_version: st
         "threshold": result.threshold,
         "flagged": result.flagged,
         "severity": result.severity,
-        "summary": result.summary,
-        "evidence": result.evidence,
+        "summary": content.summary(result.summary),
+        "evidence": content.evidence(evidence),
         "span_start_time_unix_nano": call.start_time_unix_nano,
     }
 
@@ -150,18 +150,29 @@ def alert_row(
     ]
 
 
-def _logprobs_json(call: LLMCall) -> str:
-    """Logprobs in the seed's ``tokens_json`` shape (tokens are content: stored in full mode only)."""
+def _logprobs_json(call: LLMCall, *, with_tokens: bool) -> str:
+    """Logprobs in the seed's ``tokens_json`` shape.
+
+    Tokens are content, kept only in ``store`` mode; the numbers are not, and baselines
+    (``halluwatch baseline --from-clickhouse``) need nothing else.
+    """
     if not call.logprobs:
         return ""
-    return json.dumps(
-        [
-            {
-                "token": t.token,
-                "logprob": t.logprob,
-                "top_logprobs": [{"token": a.token, "logprob": a.logprob} for a in t.top],
-            }
-            for t in call.logprobs
-        ],
-        ensure_ascii=False,
-    )
+    positions = []
+    for t in call.logprobs:
+        name = _as_is if with_tokens else _placeholders(t)
+        top = [{"token": name(a.token), "logprob": a.logprob} for a in t.top]
+        positions.append({"token": name(t.token), "logprob": t.logprob, "top_logprobs": top})
+    return json.dumps(positions, ensure_ascii=False)
+
+
+def _as_is(token: str) -> str:
+    return token
+
+
+def _placeholders(position: TokenLogprob) -> Callable[[str], str]:
+    """Stand-ins for a position's tokens: equal tokens stay equal and different ones apart, as the entropy needs."""
+    names: dict[str, str] = {}
+    for alternative in position.top:
+        names.setdefault(alternative.token, f"#{len(names)}")
+    return lambda token: names.get(token, "#sampled")

@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
+from pipeline import metrics
 from pipeline.rows import TABLE_COLUMNS
 from schemas import migrations
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +43,17 @@ class SinkUnavailable(RuntimeError):
         self.retry_after_seconds = retry_after_seconds
 
 
-def connect(dsn: str) -> Client:
-    """A clickhouse-connect client for ``dsn`` (``chdb://PATH`` or ``http(s)://...``)."""
+def connect(dsn: str, **options: Any) -> Client:
+    """A clickhouse-connect client for ``dsn`` (``chdb://PATH`` or ``http(s)://...``), with client ``options``."""
     # chDB's embedded server is process-global; serialize its first open across threads.
     with _embedded_lock:
-        return clickhouse_connect.get_client(dsn=dsn)
+        return clickhouse_connect.get_client(dsn=dsn, **options)
+
+
+def open_clickhouse(settings: Settings) -> Client:
+    """A client for the configured ClickHouse, with its TLS options."""
+    dsn = settings.resolved_clickhouse_dsn
+    return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
 
 
 def migrate(client: Client, database: str) -> list[str]:
@@ -53,7 +64,7 @@ def migrate(client: Client, database: str) -> list[str]:
         "(version UInt32, name String, applied_at DateTime DEFAULT now()) "
         "ENGINE = ReplacingMergeTree ORDER BY version"
     )
-    done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}
+    done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}  # noqa: S608 - identifiers validated, values bound
     applied = []
     for migration in migrations():
         if migration.version in done:
@@ -109,7 +120,10 @@ class ClickHouseSink(Sink):
             # partial failure re-sends just the rest (and duplicates would merge anyway).
             for table, rows in self._buffers.items():
                 if rows:
+                    started = time.perf_counter()
                     self._client.insert(f"{self._database}.{table}", rows, column_names=TABLE_COLUMNS[table])
+                    metrics.CLICKHOUSE_INSERT_SECONDS.labels(table).observe(time.perf_counter() - started)
+                    metrics.CLICKHOUSE_INSERT_ROWS.labels(table).observe(len(rows))
                     self._buffers[table] = []
         except Exception as exc:  # driver errors are many types; all mean "not written"
             raise SinkUnavailable(f"ClickHouse insert failed: {exc}", self._retry_after_seconds) from exc

@@ -36,11 +36,12 @@ from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
+from pipeline.consistency_stage import ConsistencyStage
 from pipeline.otlp import Encoding
 from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
-from pipeline.storage import ClickHouseSink, Sink, connect, migrate
+from pipeline.storage import ClickHouseSink, Sink, migrate, open_clickhouse
 from pipeline.streams import PUBLISH_ACK_TIMEOUT_SECONDS, publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,10 @@ class PipelineWorker:
             thresholds.version,
             None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
             settings.max_message_bytes,
+            settings.content_limits(),
+            settings.content_policies().findings,
         )
+        self._llm_calls_content = settings.content_policies().llm_calls
         self.sink = sink or self._clickhouse_sink(settings)
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
@@ -76,7 +80,7 @@ class PipelineWorker:
 
     @staticmethod
     def _clickhouse_sink(settings: Settings) -> ClickHouseSink:
-        client = connect(settings.resolved_clickhouse_dsn)
+        client = open_clickhouse(settings)
         applied = migrate(client, settings.clickhouse_database)
         if applied:
             logger.info("applied ClickHouse migrations: %s", ", ".join(applied))
@@ -87,6 +91,7 @@ class PipelineWorker:
         app = faust.App(
             s.kafka_group_id,
             broker=faust_broker_url(s.kafka_bootstrap),
+            broker_credentials=s.kafka_security.faust_credentials(),
             store="memory://",
             autodiscover=False,
             web_enabled=False,
@@ -96,6 +101,7 @@ class PipelineWorker:
             broker_session_timeout=s.kafka_session_timeout_seconds,
             broker_rebalance_timeout=s.kafka_rebalance_timeout_seconds,
             broker_heartbeat_interval=s.kafka_heartbeat_interval_seconds,
+            broker_request_timeout=s.kafka_request_timeout_seconds,
             broker_commit_interval=s.kafka_commit_interval_seconds,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
@@ -114,6 +120,10 @@ class PipelineWorker:
             raw_topic(app, partitions, s.kafka_alerts_dlq_topic),
         )
         self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter)
+        self.consistency_topic = raw_topic(app, partitions, s.consistency.topic)
+        self.consistency = ConsistencyStage(
+            app, s, self.consistency_topic, self.findings_topic, self.store, self.dead_letter
+        )
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 
@@ -148,7 +158,7 @@ class PipelineWorker:
 
     async def _write(self, result: BatchResult) -> None:
         now = datetime.now(UTC)
-        calls = [llm_call_row(call, self.settings.content_mode, now) for call in result.llm_calls]
+        calls = [llm_call_row(call, self._llm_calls_content, now) for call in result.llm_calls]
         findings = [finding_row(record, now) for record in result.findings]
         await self.store({"llm_calls": calls, "findings": findings})
 
@@ -186,6 +196,8 @@ class PipelineWorker:
         logger.warning("dead-lettered %s/%s: %s", message.topic, message.offset, reason)
 
     async def _publish(self, result: BatchResult) -> None:
+        sampled = self.consistency.sample(result.llm_calls)  # once: a retried send must not sample again
+
         async def send_all() -> None:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
@@ -193,6 +205,8 @@ class PipelineWorker:
             for record in result.findings:
                 value = json.dumps(record, ensure_ascii=False, default=str).encode()
                 pending.append(await self.findings_topic.send(key=record["trace_id"].encode(), value=value))
+            for key, value in sampled:
+                pending.append(await self.consistency_topic.send(key=key, value=value))
             for letter in result.dead_letters:
                 pending.append(
                     await self.dlq_topic.send(
@@ -208,6 +222,7 @@ class PipelineWorker:
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""
         await self.router.close()
+        await self.consistency.close()
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)
         self.sink.close()

@@ -2,7 +2,10 @@
 
 Pure functions, no I/O. Evidence arrived over Kafka as JSON, so it is untrusted: every
 reader here tolerates missing keys and wrong types, and every text is clipped to the
-destination's limits (a message Slack rejects would be a lost alert).
+destination's limits (a message Slack rejects would be a lost alert). Content in alerts
+already follows the ``alerts`` content mode (pipeline/content.py): hashes are shown as
+they are, so they can be matched against stored rows, and text the mode dropped is shown
+as withheld, the numbers beside it kept.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.config import AlertingSettings
 
 SNIPPET_CHARS = 300  # one quoted sentence, window or value
+WITHHELD = "(text withheld by content_mode)"
 EVIDENCE_ITEMS = 5  # violations / claims / spans listed per detector
 UNGROUNDED_SENTENCES = 2  # least-similar ungrounded sentences shown, each with its best window
 DIGEST_LINES = 20  # alerts listed one per line in a digest; the rest are counted
@@ -39,6 +43,11 @@ def _snippet(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         return ""
     return f'"{_clip(" ".join(value.split()), SNIPPET_CHARS)}"'
+
+
+def _quoted(value: Any) -> str:
+    """A :func:`_snippet`, or :data:`WITHHELD` for the empty text a ``drop`` content mode leaves."""
+    return WITHHELD if value == "" else _snippet(value)
 
 
 def _word(value: Any) -> str:
@@ -72,13 +81,13 @@ def _grounding_lines(evidence: Mapping[str, Any]) -> list[str]:
     if missing:
         lines.append(f"cites source(s) the call does not have: {', '.join(missing[:EVIDENCE_ITEMS])}")
     sentences = _records(evidence.get("sentences"))
-    ungrounded = [s for s in sentences if s.get("grounded") is False and _snippet(s.get("text"))]
+    ungrounded = [s for s in sentences if s.get("grounded") is False and _quoted(s.get("text"))]
     ungrounded.sort(key=lambda s: _number(s.get("similarity")) or 0.0)  # least similar first
     for sentence in ungrounded[:UNGROUNDED_SENTENCES]:
         similarity = _number(sentence.get("similarity"))
         scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
-        lines.append(f"ungrounded sentence{scored}: {_snippet(sentence.get('text'))}")
-        window = _snippet(sentence.get("best_window"))
+        lines.append(f"ungrounded sentence{scored}: {_quoted(sentence.get('text'))}")
+        window = _quoted(sentence.get("best_window"))
         lines.append(f"best source window: {window}" if window else "no source window to compare with")
     count = _number(evidence.get("ungrounded_count"))
     total = max(int(count), len(ungrounded)) if count is not None else len(ungrounded)
@@ -86,19 +95,26 @@ def _grounding_lines(evidence: Mapping[str, Any]) -> list[str]:
 
 
 def _schema_lines(evidence: Mapping[str, Any]) -> list[str]:
-    violations = _records(evidence.get("violations"))
-    messages = [_word(v.get("message")) or _word(v.get("kind")) for v in violations]
-    messages = [message for message in messages if message]
+    messages = [message for message in map(_violation_line, _records(evidence.get("violations"))) if message]
     return messages[:EVIDENCE_ITEMS] + _more(len(messages), EVIDENCE_ITEMS, "violation(s)")
+
+
+def _violation_line(violation: Mapping[str, Any]) -> str:
+    """The violation's message, or (when the content mode withheld it) what and where it was."""
+    message = _word(violation.get("message"))
+    if message:
+        return message
+    where = [f"{name} {_word(violation.get(name))}" for name in ("tool", "path") if _word(violation.get(name))]
+    return " ".join([_word(violation.get("kind")), *where]).strip()
 
 
 def _contradiction_lines(evidence: Mapping[str, Any]) -> list[str]:
     conflicts: list[str] = []
     unsupported: list[str] = []
     for claim in _records(evidence.get("claims")):
-        said = _snippet(claim.get("text"))
+        said = _quoted(claim.get("text"))
         if said and claim.get("verdict") == "conflict":
-            other = _snippet(claim.get("context_text"))
+            other = _quoted(claim.get("context_text"))
             conflicts.append(f"answer says {said}, context says {other or 'something else'}")
         elif said and claim.get("verdict") == "unsupported":
             unsupported.append(f"answer says {said}, not found in the context")
@@ -108,7 +124,7 @@ def _contradiction_lines(evidence: Mapping[str, Any]) -> list[str]:
 
 def _confidence_lines(evidence: Mapping[str, Any]) -> list[str]:
     span = evidence.get("lowest_span")
-    text = _snippet(span.get("text")) if isinstance(span, Mapping) else ""
+    text = _quoted(span.get("text")) if isinstance(span, Mapping) else ""
     if text:
         prob = _number(span.get("mean_prob")) if isinstance(span, Mapping) else None
         scored = f" (mean token probability {prob:.3f})" if prob is not None else ""
@@ -120,11 +136,31 @@ def _confidence_lines(evidence: Mapping[str, Any]) -> list[str]:
 def _span_model_lines(evidence: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     for span in _records(evidence.get("spans")):
-        text = _snippet(span.get("text"))
+        text = _quoted(span.get("text"))
         if text:
             prob = _number(span.get("probability"))
             lines.append(f"unsupported span{f' (p={prob:.2f})' if prob is not None else ''}: {text}")
     return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "span(s)")
+
+
+def _self_consistency_lines(evidence: Mapping[str, Any]) -> list[str]:
+    pair = evidence.get("most_divergent")
+    answers = pair.get("answers") if isinstance(pair, Mapping) else None
+    if not isinstance(pair, Mapping) or not isinstance(answers, list):
+        return []
+    similarity = _number(pair.get("similarity"))
+    scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
+    return [f"least similar re-asked answer{scored}: {_quoted(answer)}" for answer in answers[:2]]
+
+
+def _claims_lines(evidence: Mapping[str, Any]) -> list[str]:
+    judged = [c for c in _records(evidence.get("claims")) if c.get("verdict") in ("contradicted", "unsupported")]
+    judged.sort(key=lambda c: c.get("verdict") != "contradicted")  # contradictions first: the stronger evidence
+    lines = []
+    for claim in judged:
+        reason = _snippet(claim.get("reason"))
+        lines.append(f"{claim['verdict']} claim: {_quoted(claim.get('claim'))}" + (f" ({reason})" if reason else ""))
+    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "claim(s)")
 
 
 _EVIDENCE: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
@@ -133,6 +169,8 @@ _EVIDENCE: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "contradiction": _contradiction_lines,
     "confidence": _confidence_lines,
     "span_model": _span_model_lines,
+    "self_consistency": _self_consistency_lines,
+    "claims": _claims_lines,
 }
 
 

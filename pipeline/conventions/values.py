@@ -17,10 +17,15 @@ they become grounding sources.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 _JSON_ERRORS = (ValueError, RecursionError)
+# A "\ud800" escape without its pair decodes to a lone surrogate, which no UTF-8 encoder
+# takes: one such answer would make every ClickHouse insert and Kafka send of its batch fail.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def text(value: Any) -> str | None:
@@ -69,9 +74,26 @@ def json_value(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
     except _JSON_ERRORS:
         return None
+    if not _SURROGATE_ESCAPE.search(value):
+        return parsed
+    try:
+        return _without_surrogates(parsed)
+    except RecursionError:  # as deep as json.loads could go, and a little deeper
+        return None
+
+
+def _without_surrogates(value: Any) -> Any:
+    """``value`` with lone surrogates in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def json_object(value: Any) -> dict[str, Any] | None:

@@ -1,50 +1,108 @@
-"""Every dashboard query runs on the real schema and returns what the data says."""
+"""Every dashboard panel query runs on the demo's data and returns the columns its panel shows."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
-from detectors.base import DetectorResult
-from pipeline.alerting.alert import Alert, DeliveryStatus, DetectorEvidence
-from pipeline.model import LLMCall, Message, ToolCall
-from pipeline.rows import alert_row, finding_record, finding_row, llm_call_row
-from pipeline.storage import ClickHouseSink, migrate
+from dashboards import Chart, QueryWindow, clickhouse_panels, expand
 
-QUERIES = (Path(__file__).parents[2] / "dashboards" / "queries.sql").read_text()
+COLUMNS = {
+    "hallucination_rate": ("time", "series", "hallucination_rate"),
+    "hallucination_by_service": (
+        "service", "model", "operation", "calls", "flagged_calls", "agreed_calls", "flag_rate", "agreement_rate",
+    ),
+    "detector_flag_rate": ("time", "series", "flag_rate"),
+    "detector_outcomes": (
+        "detector", "detector_version", "thresholds_version", "ok", "skipped", "errors", "flagged", "threshold",
+        "score_p50", "score_p90", "score_p99",
+    ),
+    "score_distribution": ("score_over_threshold", "detector", "results"),
+    "alerts_by_route_and_rule": (
+        "route", "rule", "destination", "alerts", "delivered", "retrying", "failed", "max_attempts",
+    ),
+    "alerts_over_time": ("time", "series", "alerts"),
+    "top_ungrounded_sentences": (
+        "ungrounded_sentence", "occurrences", "min_similarity", "best_source_window", "source_id", "services",
+        "trace_id",
+    ),
+    "schema_violations_by_tool": ("tool", "kind", "violations", "calls", "example"),
+    "consistency_scores": ("time", "series", "mean_score"),
+    "detector_latency": ("detector", "findings", "p50_seconds", "p99_seconds", "max_seconds"),
+    "pipeline_lag": ("time", "series", "lag_seconds"),
+    "latest_flagged": ("time", "service", "model", "operation", "detector", "summary", "trace_id", "answer"),
+    "llm_traffic": (
+        "convention", "provider", "model", "content_source", "calls", "input_tokens", "output_tokens",
+        "avg_duration_ms",
+    ),
+}  # fmt: skip
 
 
-def test_dashboard_queries_run(clickhouse):
-    client, database = clickhouse
-    migrate(client, database)
+def _window(*services: str) -> QueryWindow:
     now = datetime.now(UTC)
-    call = LLMCall(
-        trace_id="ab" * 16, span_id="cd" * 8, parent_span_id=None, service="svc", span_name="chat",
-        start_time_unix_nano=int(now.timestamp() * 1e9), end_time_unix_nano=int(now.timestamp() * 1e9) + 1,
-        convention="gen_ai", model="m", operation="chat",
-        output_messages=(Message("assistant", "", (ToolCall("search_documents", "{}"),)),),
-    )  # fmt: skip
-    evidence = {"violations": [{"kind": "unknown_tool", "tool": "search_documents", "message": "not defined"}]}
-    result = DetectorResult("schema_violation", "1", 1.0, True, 0.5, severity=4, summary="bad", evidence=evidence)
-    sink = ClickHouseSink(client, database)
-    sink.add("llm_calls", [llm_call_row(call, "full", now)])
-    sink.add("findings", [finding_row(finding_record(call, result, "v1"), now)])
-    alert = Alert(
-        trace_id=call.trace_id, rule="two-detectors", route="slack", severity=4, service="svc", model="m",
-        operation="chat", detectors=(DetectorEvidence("schema_violation", 1.0, 0.5, 4, "bad"),), created_at=now,
-    )  # fmt: skip
-    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.RETRYING, 1, "503", now)])
-    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.DELIVERED, 2, "", now)])
-    sink.add("alerts", [alert_row(alert, "slack:#c", DeliveryStatus.RETRYING, 1, "503", now)])  # a late repeat
-    sink.flush()
-    outputs = {}
-    for query in QUERIES.split("\n;\n"):
-        name = query.split("-- name: ", 1)[1].split(" ", 1)[0]
-        outputs[name] = client.query(query.replace("halluwatch.", f"{database}.")).result_rows
-    assert outputs["flag_rate_by_service_model_operation"][0][1:] == ("svc", "m", "chat", 1, 1, 1.0)
-    assert outputs["schema_violations_by_tool"] == [("search_documents", "unknown_tool", 1, "not defined")]
-    assert outputs["latest_flagged"][0][5] == "bad"
-    assert outputs["llm_traffic_by_convention"][0][:4] == ("gen_ai", "", "m", 1)
-    # The final status outranks retries, whatever order the rows were written in.
-    assert outputs["alerts_by_route_and_rule"] == [("slack", "two-detectors", "slack:#c", 1, 1, 0, 0, 2)]
-    assert outputs["detector_health"][0][:7] == ("schema_violation", "1", "v1", 1, 0, 0, 1)
+    return QueryWindow(now - timedelta(hours=1), now, 300, services)
+
+
+def _rows(client, sql: str) -> list[dict[str, object]]:
+    result = client.query(sql)
+    return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
+
+
+def test_every_panel_returns_its_columns_and_the_demo_findings(demo_database):
+    client, database = demo_database
+    assert {p.name for p in clickhouse_panels()} == set(COLUMNS)
+    out = {}
+    for panel in clickhouse_panels():
+        sql = expand(panel.query, _window(), database)
+        # DESCRIBE names the result columns even when the panel has no rows (consistency scores).
+        columns = tuple(row[0] for row in client.query(f"DESCRIBE TABLE ({sql})").result_rows)
+        assert columns == COLUMNS[panel.name], panel.name
+        out[panel.name] = _rows(client, sql)
+        if panel.chart is Chart.TIMESERIES:
+            assert all(isinstance(row["time"], datetime) for row in out[panel.name]), panel.name
+
+    rate = {row["series"]: row["hallucination_rate"] for row in out["hallucination_rate"]}
+    assert rate["order-intake / gpt-4o-mini / extract_order"] > 0 and all(0 <= r <= 1 for r in rate.values())
+    by_service = {row["service"]: row for row in out["hallucination_by_service"]}
+    assert by_service["order-intake"]["agreed_calls"] >= 1 and by_service["hr-assistant"]["agreed_calls"] >= 1
+    assert by_service["travel-guide"]["agreed_calls"] == 0 and by_service["travel-guide"]["flagged_calls"] >= 1
+    assert {"schema_violation", "grounding", "contradiction"} <= {r["series"] for r in out["detector_flag_rate"]}
+    outcomes = {row["detector"]: row for row in out["detector_outcomes"]}
+    assert outcomes["schema_violation"]["flagged"] >= 1
+    assert outcomes["confidence"]["ok"] == 0  # the demo has no logprobs baseline
+    assert outcomes["confidence"]["score_p50"] is None  # nothing judged: no quantile, not NaN
+    buckets = {(r["detector"], r["score_over_threshold"]) for r in out["score_distribution"]}
+    assert ("schema_violation", "2.0") in buckets  # flagged, far over its threshold
+    assert all(0.0 <= float(bucket) <= 2.0 for _, bucket in buckets)
+    assert {(r["route"], r["rule"]) for r in out["alerts_by_route_and_rule"]} == {
+        ("page", "grounding-and-schema"), ("slack", "two-detectors"),
+    }  # fmt: skip
+    assert {r["series"] for r in out["alerts_over_time"]} == {"page / grounding-and-schema", "slack / two-detectors"}
+    ungrounded = out["top_ungrounded_sentences"]
+    assert ungrounded and all(r["min_similarity"] < 1 and r["trace_id"] for r in ungrounded)
+    violations = {(r["tool"], r["kind"]) for r in out["schema_violations_by_tool"]}
+    assert ("search_documents", "unknown_tool") in violations
+    assert ("(answer of extract_order)", "output_truncated") in violations
+    assert out["consistency_scores"] == []  # no LLM endpoint in the demo
+    latency = {row["detector"]: row for row in out["detector_latency"]}
+    assert latency.keys() >= {"grounding", "schema_violation"}
+    assert all(0 <= r["p50_seconds"] <= r["p99_seconds"] <= r["max_seconds"] for r in latency.values())
+    assert {r["series"] for r in out["pipeline_lag"]} == {"p50", "p99", "max"}
+    assert any("search_docs" in r["summary"] for r in out["latest_flagged"])
+    assert sum(r["calls"] for r in out["llm_traffic"]) == sum(r["calls"] for r in out["hallucination_by_service"])
+
+
+def test_service_variable_filters_every_panel(demo_database):
+    client, database = demo_database
+    panels = {panel.name: panel.query for panel in clickhouse_panels()}
+
+    def rows(name: str, *services: str) -> list[dict[str, object]]:
+        return _rows(client, expand(panels[name], _window(*services), database))
+
+    for name in panels:
+        assert rows(name, "no-such-service") == [], f"{name} ignores the service variable"
+        for row in rows(name, "order-intake"):
+            assert row.get("service", "order-intake") == "order-intake", name
+            assert row.get("services", "order-intake") == "order-intake", name
+    assert {row["series"].split(" / ")[0] for row in rows("hallucination_rate", "order-intake")} == {"order-intake"}
+    assert [row["rule"] for row in rows("alerts_by_route_and_rule", "order-intake")] == ["grounding-and-schema"]
+    assert len(rows("hallucination_by_service", "order-intake", "hr-assistant")) == 2

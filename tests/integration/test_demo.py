@@ -28,6 +28,10 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert "did you mean 'search_docs'" in out
     assert "truncated" in out
     assert f"All {len(EXAMPLES) + 1} messages processed" in out
+    # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
+    report = Path(out.rsplit("Report: ", 1)[1].strip())
+    assert report == (tmp_path / "demo" / "report.html").resolve()
+    assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="2"' in report.read_text()
     # No Slack or pager configured: alerts print to the log, and the summary lists them.
     alert_lines = out.split("Alerts (two or more detectors agreed on the trace):\n", 1)[1].split("Flagged by one")[0]
     assert "[hr-assistant answer_question]" in alert_lines and "two-detectors -> slack (delivered)" in alert_lines

@@ -6,10 +6,13 @@ import json
 import logging
 from datetime import UTC, datetime, timedelta
 
+from pydantic import SecretStr
+
 from detectors.base import DetectorResult, DetectorStatus
+from pipeline.content import STORE_ALL, ContentPolicy
 from pipeline.labelled import DetectorScore, LabelledScores
 from pipeline.labels import Label, export_for_labelling, import_labels, labelled_scores_from_clickhouse, read_label_file
-from pipeline.rows import ContentMode, finding_record, finding_row, llm_call_row
+from pipeline.rows import finding_record, finding_row, llm_call_row
 from pipeline.storage import ClickHouseSink, migrate
 from tests.calls import make_llm_call
 
@@ -21,7 +24,7 @@ def span(n: int) -> str:
     return f"{n:016x}"
 
 
-def store(client, database, n, findings, *, started=NOW - timedelta(hours=1), content_mode: ContentMode = "full"):
+def store(client, database, n, findings, *, started=NOW - timedelta(hours=1), content=STORE_ALL.llm_calls):
     """Write LLM call ``n`` and its findings: (detector, score[, status]) with threshold 0.5.
 
     With threshold 0.5 a score is its own threshold-relative score, so score 0.3 is in bin 1 of 5.
@@ -32,7 +35,7 @@ def store(client, database, n, findings, *, started=NOW - timedelta(hours=1), co
         operation="chat", start_time_unix_nano=nanos, end_time_unix_nano=nanos + 1,
     )  # fmt: skip
     sink = ClickHouseSink(client, database)
-    sink.add("llm_calls", [llm_call_row(call, content_mode, NOW)])
+    sink.add("llm_calls", [llm_call_row(call, content, NOW)])
     for detector, score, *status in findings:
         result = DetectorResult(
             detector,
@@ -43,7 +46,7 @@ def store(client, database, n, findings, *, started=NOW - timedelta(hours=1), co
             status=DetectorStatus(*status or ["ok"]),
             summary=f"{detector} said",
         )
-        sink.add("findings", [finding_row(finding_record(call, result, "v1"), NOW)])
+        sink.add("findings", [finding_row(finding_record(call, result, "v1", STORE_ALL.findings), NOW)])
     sink.flush()
 
 
@@ -66,7 +69,8 @@ def test_export_is_a_stratified_sample_of_unlabelled_recent_calls(clickhouse, tm
     for n in range(6):  # bin 0
         store(client, database, n, [("grounding", 0.05 + n / 100)])
     store(client, database, 10, [("grounding", 0.3), ("sentinel", 0.95)])  # bin 1: the sentinel does not count
-    store(client, database, 20, [("grounding", 0.5), ("schema_violation", 0.0, "skipped")], content_mode="hash")
+    hashed = ContentPolicy("hash", SecretStr("k"))
+    store(client, database, 20, [("grounding", 0.5), ("schema_violation", 0.0, "skipped")], content=hashed)
     for n in range(40, 43):  # bin 4
         store(client, database, n, [("grounding", 0.7), ("contradiction", 0.9)])
     store(client, database, 90, [("grounding", 0.0, "skipped")])  # nothing to calibrate on
@@ -84,7 +88,7 @@ def test_export_is_a_stratified_sample_of_unlabelled_recent_calls(clickhouse, tm
     by_span = {line["span_id"]: line for line in lines}
     assert by_span[span(40)] == {
         "trace_id": TRACE, "span_id": span(40), "start_time": (NOW - timedelta(hours=1)).isoformat(),
-        "service": "svc", "model": "m", "operation": "chat", "content_mode": "full",
+        "service": "svc", "model": "m", "operation": "chat", "content_mode": "store",
         "prompt": "question 40", "grounding": "question 40", "answer": "answer 40",
         "detectors": {
             "contradiction": {"status": "ok", "score": 0.9, "threshold": 0.5, "flagged": True,
@@ -93,7 +97,7 @@ def test_export_is_a_stratified_sample_of_unlabelled_recent_calls(clickhouse, tm
         },
         "label": None, "labeller": None, "note": "",
     }  # fmt: skip
-    assert by_span[span(20)]["answer"].startswith("sha256:")
+    assert by_span[span(20)]["answer"].startswith("hmac-sha256:")
     assert by_span[span(20)]["detectors"]["schema_violation"]["status"] == "skipped"
 
     again = tmp_path / "again.jsonl"

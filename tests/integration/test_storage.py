@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from pydantic import SecretStr
+
 from detectors.base import DetectorResult, DetectorStatus
+from pipeline.content import STORE_ALL, ContentPolicy
 from pipeline.model import LLMCall, Message, Usage
 from pipeline.rows import finding_record, finding_row, llm_call_row
 from pipeline.storage import ClickHouseSink, migrate
 from schemas import migrations
+
+HASHED = ContentPolicy("hash", SecretStr("test-key"))
 
 CALL = LLMCall(
     trace_id="ab" * 16,
@@ -46,15 +51,15 @@ def test_sink_writes_and_replayed_rows_collapse(clickhouse):
     sink = ClickHouseSink(client, database)
     for _ in range(3):  # the same batch delivered three times (at-least-once)
         now = datetime.now(UTC)
-        sink.add("llm_calls", [llm_call_row(CALL, "hash", now)])
-        sink.add("findings", [finding_row(finding_record(CALL, RESULT, "v1"), now)])
+        sink.add("llm_calls", [llm_call_row(CALL, HASHED, now)])
+        sink.add("findings", [finding_row(finding_record(CALL, RESULT, "v1", STORE_ALL.findings), now)])
         sink.flush()
     rows = client.query(
         f"SELECT prompt, attributes, duration_ms, input_tokens FROM {database}.llm_calls FINAL"
     ).result_rows
     assert len(rows) == 1
     prompt, attributes, duration_ms, input_tokens = rows[0]
-    assert prompt.startswith("sha256:") and "secret" not in prompt
+    assert prompt.startswith("hmac-sha256:") and "secret" not in prompt
     assert attributes == {"deployment.environment": "prod", "retries": "2"}
     assert (duration_ms, input_tokens) == (250.0, 10)
     findings = client.query(
@@ -63,7 +68,7 @@ def test_sink_writes_and_replayed_rows_collapse(clickhouse):
     assert findings == [("schema_violation", True, 4, "v1", '{"violations": [1]}')]
 
 
-def test_logprobs_are_stored_in_full_mode_only(clickhouse):
+def test_logprob_tokens_are_stored_in_store_mode_only(clickhouse):
     from dataclasses import replace
 
     from pipeline.model import TokenLogprob, TopLogprob
@@ -74,10 +79,12 @@ def test_logprobs_are_stored_in_full_mode_only(clickhouse):
     other = replace(with_logprobs, span_id="ef" * 8)
     sink = ClickHouseSink(client, database)
     now = datetime.now(UTC)
-    sink.add("llm_calls", [llm_call_row(with_logprobs, "full", now), llm_call_row(other, "hash", now)])
+    sink.add("llm_calls", [llm_call_row(with_logprobs, STORE_ALL.llm_calls, now), llm_call_row(other, HASHED, now)])
     sink.flush()
     rows = dict(client.query(f"SELECT span_id, logprobs_json FROM {database}.llm_calls FINAL").result_rows)
     assert json.loads(rows["cd" * 8]) == [
         {"token": "Paris", "logprob": -0.1, "top_logprobs": [{"token": "Paris", "logprob": -0.1}]}
     ]
-    assert rows["ef" * 8] == ""
+    assert json.loads(rows["ef" * 8]) == [  # the numbers stay: baselines need nothing else
+        {"token": "#0", "logprob": -0.1, "top_logprobs": [{"token": "#0", "logprob": -0.1}]}
+    ]

@@ -1,0 +1,25 @@
+-- title: Calls, flags and agreement by service / model / operation
+-- chart: table
+-- description: Per service, model and operation: LLM calls checked, calls one or more hallucination detectors flagged, and calls two or more flagged (the agreement the alert rules build on).
+SELECT
+    call_service AS service,
+    call_model AS model,
+    call_operation AS operation,
+    count() AS calls,
+    countIf(flagging_detectors >= 1) AS flagged_calls,
+    countIf(flagging_detectors >= 2) AS agreed_calls,
+    round(flagged_calls / calls, 4) AS flag_rate,
+    round(agreed_calls / calls, 4) AS agreement_rate
+FROM
+(
+    SELECT
+        any(service) AS call_service,
+        any(model) AS call_model,
+        any(operation) AS call_operation,
+        uniqExactIf(detector, flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS flagging_detectors
+    FROM halluwatch.findings FINAL
+    WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    GROUP BY trace_id, span_id
+)
+GROUP BY service, model, operation
+ORDER BY flag_rate DESC, calls DESC

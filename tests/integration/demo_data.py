@@ -1,0 +1,71 @@
+"""The demo's data in a test's ClickHouse database, without a broker or a worker process.
+
+The example traces `halluwatch demo` replays (plus its garbage message) go through the
+worker's real batch processor and detectors with the demo's settings; the rows are
+written with the worker's row builders and the alerts decided by the real agreement
+rule, delivered to the console destination as the demo does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from detectors.registry import build_suite
+from detectors.thresholds import load_thresholds
+from pipeline.agreement import AgreementRule
+from pipeline.alerting.alert import DeliveryStatus
+from pipeline.demo import GARBAGE_MESSAGE, demo_settings
+from pipeline.examples import example_traces
+from pipeline.process import InboundMessage, SpanBatchProcessor
+from pipeline.rows import alert_row, finding_row, llm_call_row
+from pipeline.storage import ClickHouseSink, migrate
+
+
+def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:
+    settings = demo_settings(data_dir, "127.0.0.1:9")
+    migrate(client, database)
+    thresholds = load_thresholds(settings.thresholds_file)
+    suite = build_suite(settings, thresholds)
+    suite.start()
+    try:
+        processor = SpanBatchProcessor(
+            suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(),
+            settings.content_policies().findings,
+        )  # fmt: skip
+        messages = [
+            InboundMessage(key, value, "otlp_spans", 0, offset) for offset, (key, value) in enumerate(demo_messages())
+        ]
+        result = processor.process(messages)
+    finally:
+        suite.close()
+    now = datetime.now(UTC)
+    policies = settings.content_policies()
+    sink = ClickHouseSink(client, database)
+    sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now) for call in result.llm_calls])
+    sink.add("findings", [finding_row(record, now) for record in result.findings])
+    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for record in result.findings:
+        # As the agreement stage reads them: the JSON the worker publishes on halluwatch.findings.
+        by_trace[record["trace_id"]].append(json.loads(json.dumps(record, default=str)))
+    for findings in by_trace.values():
+        alert = rule.apply(None, findings, time.time()).alert
+        if alert is not None:
+            sink.add("alerts", [alert_row(alert, "console", DeliveryStatus.DELIVERED, 1, "", now)])
+    sink.flush()
+
+
+def demo_messages() -> list[tuple[bytes | None, bytes]]:
+    """What the demo produces: each example trace keyed by its hex trace id, then the garbage message."""
+    keyed: list[tuple[bytes | None, bytes]] = [
+        (trace.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), trace.SerializeToString())
+        for trace in example_traces()
+    ]
+    return [*keyed, (None, GARBAGE_MESSAGE)]

@@ -1,0 +1,131 @@
+"""The deployment files: the compose file is valid Compose, and says what the worker relies on.
+
+No Docker engine here: the compose file is checked against the Compose Specification's
+JSON schema (compose-spec.json, as vendored in the check-jsonschema package), and the
+collector, Prometheus, Grafana and .env files for the keys and names the pipeline needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from dashboards.grafana import CLICKHOUSE_DATASOURCE, PROMETHEUS_DATASOURCE
+from pipeline.health import HEALTH_PATH
+from pipeline.settings import Settings, load_settings
+
+ROOT = Path(__file__).parents[2]
+INFRA = ROOT / "infra"
+
+
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return _yaml(INFRA / "docker-compose.yml")
+
+
+def test_compose_file_follows_the_compose_specification(compose):
+    schema_file = resources.files("check_jsonschema.builtin_schemas.vendor") / "compose-spec.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    # Releases vendor it as draft-07 (spelt without "#", which jsonschema does not look up) or 2020-12.
+    draft = jsonschema.Draft202012Validator if "2020-12" in schema["$schema"] else jsonschema.Draft7Validator
+    validator = draft(schema)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(compose)]
+    assert not errors, "\n".join(errors)
+    # The check has teeth: a misspelt key is refused.
+    broken = {**compose, "services": {**compose["services"], "kafka": {**compose["services"]["kafka"], "imgae": "x"}}}
+    assert not validator.is_valid(broken)
+
+
+def test_images_are_pinned_and_start_order_uses_health(compose):
+    services = compose["services"]
+    assert {"kafka", "otel-collector", "clickhouse", "migrate", "worker", "grafana"} <= set(services)
+    for name, service in services.items():
+        image = service["image"]
+        if "build" not in service:
+            tag = image.rsplit(":", 1)[1] if ":" in image else ""
+            assert re.fullmatch(r"v?\d+\.\d+\.\d+(\.\d+)?", tag), f"{name}: {image} is not pinned to a version"
+        for dependency, condition in service.get("depends_on", {}).items():
+            target = services[dependency]
+            if condition["condition"] == "service_healthy":
+                assert "test" in target.get("healthcheck", {}), f"{name} waits on {dependency}'s missing health check"
+            elif condition["condition"] == "service_completed_successfully":
+                assert target.get("restart") == "no", f"{dependency} must be a one-shot job"
+    assert services["kafka"]["image"].startswith("apache/kafka:")
+    assert "broker,controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]  # KRaft, no ZooKeeper
+    assert services["migrate"]["command"] == ["halluwatch", "migrate"]
+    worker = services["worker"]
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+    assert HEALTH_PATH in " ".join(worker["healthcheck"]["test"])
+    assert any(volume.endswith(":/models") for volume in worker["volumes"])
+    assert "grafana-clickhouse-datasource" in services["grafana"]["environment"]["GF_INSTALL_PLUGINS"]
+
+
+def test_worker_environment_is_valid_settings(compose, monkeypatch):
+    environment = dict(compose["services"]["worker"]["environment"])
+    environment["HALLUWATCH_CLICKHOUSE_DSN"] = "http://halluwatch:secret@clickhouse:8123"  # compose interpolates it
+    for name, value in environment.items():
+        monkeypatch.setenv(name, str(value))
+    settings = load_settings()
+    assert settings.kafka_bootstrap == "kafka:9092"
+    assert settings.kafka_input_topic == "otlp_spans" and settings.kafka_logs_topic == "otlp_logs"
+    assert settings.metrics_port == 9464 and settings.metrics_host == "0.0.0.0"
+    assert settings.resolved_clickhouse_dsn.startswith("http://")
+    port = re.search(r"127\.0\.0\.1:(\d+)/healthz", " ".join(compose["services"]["worker"]["healthcheck"]["test"]))
+    assert port and int(port.group(1)) == settings.metrics_port
+
+
+def test_collector_exports_traces_and_logs_to_the_topics_the_worker_reads():
+    config = _yaml(INFRA / "otel-collector.yaml")
+    kafka = config["exporters"]["kafka"]
+    defaults = Settings()
+    assert kafka["traces"] == {"topic": defaults.kafka_input_topic, "encoding": "otlp_proto"}
+    assert kafka["logs"] == {"topic": defaults.kafka_logs_topic, "encoding": "otlp_proto"}
+    assert kafka["partition_traces_by_id"] is True
+    assert kafka["brokers"] == ["kafka:9092"]
+    assert kafka["producer"]["max_message_bytes"] <= defaults.max_message_bytes
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"].endswith(":4317") and protocols["http"]["endpoint"].endswith(":4318")
+    pipelines = config["service"]["pipelines"]
+    for signal in ("traces", "logs"):
+        assert pipelines[signal]["receivers"] == ["otlp"] and "kafka" in pipelines[signal]["exporters"]
+        assert set(pipelines[signal]["processors"]) <= set(config["processors"])
+    assert set(config["service"]["extensions"]) <= set(config["extensions"])
+
+
+def test_grafana_provisioning_matches_the_dashboards(compose):
+    datasources = _yaml(INFRA / "grafana/provisioning/datasources/halluwatch.yaml")["datasources"]
+    assert {(d["type"], d["uid"]) for d in datasources} == {
+        (CLICKHOUSE_DATASOURCE["type"], CLICKHOUSE_DATASOURCE["uid"]),
+        (PROMETHEUS_DATASOURCE["type"], PROMETHEUS_DATASOURCE["uid"]),
+    }
+    provider = _yaml(INFRA / "grafana/provisioning/dashboards/halluwatch.yaml")["providers"][0]
+    mounts = dict(volume.split(":")[:2] for volume in compose["services"]["grafana"]["volumes"])
+    assert mounts["../dashboards/grafana"] == provider["options"]["path"]
+    assert (INFRA / "../dashboards/grafana/halluwatch.json").is_file()
+    scrape = _yaml(INFRA / "prometheus.yml")["scrape_configs"][0]["dns_sd_configs"][0]
+    assert scrape["names"] == ["worker"] and scrape["port"] == 9464
+
+
+def test_env_example_names_only_real_settings():
+    names = re.findall(r"^#? ?(HALLUWATCH_\w+)=", (INFRA / ".env.example").read_text(encoding="utf-8"), re.M)
+    assert "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN" in names and "HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY" in names
+    for name in names:
+        model: type[BaseModel] = Settings
+        *parents, leaf = name.removeprefix("HALLUWATCH_").lower().split("__")
+        for part in parents:
+            annotation = model.model_fields[part].annotation
+            assert isinstance(annotation, type) and issubclass(annotation, BaseModel), name
+            model = annotation
+        assert leaf in model.model_fields, f"{name} is not a setting"

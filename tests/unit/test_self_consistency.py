@@ -1,0 +1,138 @@
+"""Self-consistency with the real embedding model and the real openai library against a local server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from pydantic import SecretStr
+
+from detectors.base import DetectorResult, DetectorStatus
+from detectors.chat import USAGE_KEY
+from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
+from detectors.self_consistency import SelfConsistencyConfig, SelfConsistencyDetector, replay_messages
+from pipeline.alerting.alert import DetectorEvidence
+from pipeline.alerting.render import evidence_lines
+from pipeline.consistency_config import LLMEndpointConfig
+from pipeline.llm_client import LLMClient
+from pipeline.model import Message, ToolCall
+from tests.calls import make_llm_call
+from tests.openai_server import CHAT_PATH, OpenAIServer
+
+pytestmark = pytest.mark.usefixtures("exported_model")
+
+QUESTION = "When was the Eiffel Tower built?"
+ANSWER = "The Eiffel Tower was built between 1887 and 1889."
+CONSISTENT = [
+    "The Eiffel Tower was built between 1887 and 1889.",
+    "It was built from 1887 to 1889.",
+    "Construction of the Eiffel Tower took place between 1887 and 1889.",
+    "The Eiffel Tower was constructed between 1887 and 1889 for the World's Fair.",
+]
+DIVERGENT = [
+    "The Eiffel Tower was built between 1887 and 1889.",
+    "Bananas are rich in potassium and grow in tropical climates.",
+    "I cannot help with questions about train timetables.",
+    "Quantum computers use qubits that can be in superposition.",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(EmbeddingConfig())
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer(ANSWER) as server:
+        yield server
+
+
+def evaluate(server: OpenAIServer, embedder: Embedder, call=None, threshold: float = 0.35) -> DetectorResult:
+    async def run() -> DetectorResult:
+        client = LLMClient(LLMEndpointConfig(base_url=server.base_url, api_key=SecretStr("test")))
+        with ThreadPoolExecutor(1) as pool:
+
+            async def embed(texts: Sequence[str]) -> Vectors:
+                return await asyncio.get_running_loop().run_in_executor(pool, embedder.encode, list(texts))
+
+            detector = SelfConsistencyDetector(SelfConsistencyConfig(), threshold, client, embed)
+            try:
+                return await detector.evaluate(call or make_llm_call(ANSWER, QUESTION, model="gpt-4o-mini"))
+            finally:
+                await client.close()
+
+    return asyncio.run(run())
+
+
+def test_consistent_answers_are_not_flagged(server: OpenAIServer, embedder: Embedder) -> None:
+    server.answer(*CONSISTENT)
+    result = evaluate(server, embedder)
+    assert result.status is DetectorStatus.OK and not result.flagged and result.severity == 0
+    assert result.evidence["mean_similarity"] > 0.75
+    assert result.score == pytest.approx(1 - result.evidence["mean_similarity"], abs=1e-3)
+    assert result.evidence["answer_similarity"] > 0.75
+    assert result.evidence[USAGE_KEY]["requests"] == 4 and result.evidence[USAGE_KEY]["tokens"] > 0
+    requests = server.requests(CHAT_PATH)
+    assert len(requests) == 4
+    assert all(r.body["temperature"] == 0.7 and r.body["model"] == "gpt-4o-mini" for r in requests)
+    assert all(r.body["messages"] == [{"role": "user", "content": QUESTION}] for r in requests)
+
+
+def test_divergent_answers_are_flagged_with_the_most_divergent_pair(server: OpenAIServer, embedder: Embedder) -> None:
+    server.answer(*DIVERGENT)
+    result = evaluate(server, embedder)
+    assert result.flagged and result.severity == 2
+    assert result.evidence["mean_similarity"] < 0.3
+    pair = result.evidence["most_divergent"]
+    assert set(pair["answers"]) <= set(DIVERGENT) and len(set(pair["answers"])) == 2
+    vectors = embedder.encode(DIVERGENT)
+    similarities = {(a, b): float(vectors[i] @ vectors[j]) for i, a in enumerate(DIVERGENT) for j, b in
+                    enumerate(DIVERGENT) if i < j}  # fmt: skip
+    assert pair["similarity"] == pytest.approx(min(similarities.values()), abs=1e-3)
+    assert "diverge" in result.summary
+
+
+def test_identical_answers_score_zero(server: OpenAIServer, embedder: Embedder) -> None:
+    result = evaluate(server, embedder)  # the default answer, four times
+    assert result.score == pytest.approx(0.0, abs=1e-3) and not result.flagged
+
+
+def test_calls_with_nothing_to_ask_or_compare_are_skipped(server: OpenAIServer, embedder: Embedder) -> None:
+    no_user = make_llm_call(ANSWER, "", system_instructions="Be brief.", model="m")
+    tool_only = make_llm_call("", QUESTION, output_messages=(Message("assistant", "", (ToolCall("search"),)),))
+    for call in (no_user, tool_only):
+        result = evaluate(server, embedder, call)
+        assert result.status is DetectorStatus.SKIPPED and not result.flagged
+    assert server.requests(CHAT_PATH) == []
+
+
+def test_tool_turns_are_replayed_as_text() -> None:
+    call = make_llm_call(
+        ANSWER,
+        system_instructions="You answer travel questions.",
+        input_messages=(
+            Message("user", QUESTION),
+            Message("assistant", "", (ToolCall("search_docs", '{"q": "eiffel"}', "call_1"),)),
+            Message("tool", "Built 1887-1889.", tool_call_id="call_1"),
+        ),
+    )
+    assert replay_messages(call) == [
+        {"role": "system", "content": "You answer travel questions."},
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": '\n[called search_docs({"q": "eiffel"})]'},
+        {"role": "user", "content": "[tool result]\nBuilt 1887-1889."},
+    ]
+
+
+def test_alerts_show_the_most_divergent_answers(server: OpenAIServer, embedder: Embedder) -> None:
+    server.answer(*DIVERGENT)
+    result = evaluate(server, embedder)
+    d = DetectorEvidence("self_consistency", result.score, 0.35, 2, result.summary, evidence=result.evidence)
+    first, second = evidence_lines(d)
+    assert first.startswith("least similar re-asked answer (similarity ") and second.startswith("least similar")
+    assert {line.split(": ", 1)[1].strip('"') for line in (first, second)} == set(
+        result.evidence["most_divergent"]["answers"]
+    )
