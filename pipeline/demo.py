@@ -2,8 +2,9 @@
 
 Starts an embedded Tansu broker, migrates an embedded ClickHouse (chDB) under
 ``.halluwatch/demo``, runs the worker in this process, replays the built-in example
-traces (plus one garbage message, to show the dead-letter path), waits until every
-message is durably processed and every alert routed, prints what the detectors found
+traces (plus one garbage message, to show the dead-letter path, and one call whose
+content travels only in GenAI log records, to show the log join), waits until every
+message is durably processed, every log-joined call judged and every alert routed, prints what the detectors found
 and which traces alerted (no Slack or pager configured: alerts print to the log), writes
 the HTML report (``halluwatch report``) next to the data, and stops cleanly.
 """
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +24,9 @@ from confluent_kafka import Producer
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.broker import TansuBroker
-from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
+from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_log_event_telemetry, example_traces
 from pipeline.otlp import Encoding
-from pipeline.replay import replay
+from pipeline.replay import Payload, ReplayStats, replay
 from pipeline.report import report_window, write_report
 from pipeline.runner import faust_worker
 from pipeline.settings import Settings, load_settings
@@ -98,23 +100,29 @@ async def _replay_and_summarize(
     pipeline_worker: PipelineWorker, settings: Settings, timeout_seconds: float
 ) -> DemoOutcome:
     loop = asyncio.get_running_loop()
-    traces = example_traces()
-    stats = await loop.run_in_executor(
-        None,
-        lambda: replay(
-            traces,
+    event_traces, event_logs = example_log_event_telemetry()
+    traces = example_traces() + event_traces
+
+    def send(payloads: Sequence[Payload], topic: str, keyed: bool) -> ReplayStats:
+        return replay(
+            payloads,
             bootstrap=settings.kafka_bootstrap,
-            topic=settings.kafka_input_topic,
+            topic=topic,
             encoding=Encoding.OTLP_PROTO,
-            keyed=True,
+            keyed=keyed,
             progress=False,
-        ),
-    )
+        )
+
+    stats = await loop.run_in_executor(None, send, traces, settings.kafka_input_topic, True)
+    log_stats = await loop.run_in_executor(None, send, [event_logs], settings.kafka_logs_topic, False)
     await loop.run_in_executor(None, _send_garbage, settings)
     sent = stats.messages + 1
-    click.echo(f"replayed {len(traces)} example traces ({stats.spans} spans) and 1 garbage message")
+    click.echo(
+        f"replayed {len(traces)} example traces ({stats.spans} spans), {log_stats.log_records} GenAI log "
+        "records and 1 garbage message"
+    )
     deadline = loop.time() + timeout_seconds
-    while not _settled(pipeline_worker, sent) and loop.time() < deadline:
+    while not _settled(pipeline_worker, sent, log_stats.messages) and loop.time() < deadline:
         await asyncio.sleep(0.2)
     summary = await loop.run_in_executor(None, summarize, settings)
     report_path = await loop.run_in_executor(None, _write_report, settings)
@@ -128,10 +136,12 @@ def _write_report(settings: Settings) -> Path:
     return write_report(client, settings.clickhouse_database, report_window(hours=24), path)
 
 
-def _settled(worker: PipelineWorker, sent: int) -> bool:
-    """Every message processed, every finding seen by the agreement stage, every alert routed."""
+def _settled(worker: PipelineWorker, sent: int, logs_sent: int) -> bool:
+    """Every message processed, every held call released, every finding seen, every alert routed."""
     return (
         worker.messages_done >= sent
+        and worker.log_join.logs_messages_done >= logs_sent
+        and worker.log_join.calls_released >= worker.log_join.calls_held
         and worker.agreement.findings_seen >= worker.findings_published
         and worker.router.alerts_seen >= worker.agreement.alerts_published
     )
@@ -147,11 +157,12 @@ def summarize(settings: Settings) -> str:
     """A human summary of what is in ClickHouse: calls per convention, findings, flags."""
     client = connect(settings.resolved_clickhouse_dsn)
     db = settings.clickhouse_database
-    lines = ["", "LLM calls by convention:"]
-    for convention, calls in client.query(
-        f"SELECT convention, count() FROM {db}.llm_calls FINAL GROUP BY convention ORDER BY convention"  # noqa: S608 - identifiers validated, values bound
+    lines = ["", "LLM calls by convention (and where their content came from):"]
+    for convention, source, calls in client.query(
+        f"SELECT convention, content_source, count() FROM {db}.llm_calls FINAL "  # noqa: S608 - identifiers validated, values bound
+        "GROUP BY convention, content_source ORDER BY convention, content_source"
     ).result_rows:
-        lines.append(f"  {convention:<14} {calls}")
+        lines.append(f"  {convention:<14} {calls:>3}  content: {source}")
     lines.append("Findings by detector (flagged / ok / skipped / error):")
     for detector, flagged, ok, skipped, errors in client.query(
         f"SELECT detector, countIf(flagged), countIf(status = 'ok'), countIf(status = 'skipped'), "  # noqa: S608 - identifiers validated, values bound

@@ -24,8 +24,13 @@ from enum import StrEnum
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry._logs import Logger
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, TracesData
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -42,6 +47,8 @@ class Convention(StrEnum):
     OPENLLMETRY = "openllmetry"  # Traceloop <= 0.52 flat gen_ai.prompt.N.* layout
     OPENINFERENCE = "openinference"  # Arize OpenInference
     SEED = "seed"  # the hand-written convention of seed 000 (llm.* span names)
+    # openai-v2's default mode: a content-free GenAI span, the content in GenAI event log records
+    GENAI_EVENTS = "genai-events"
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,8 +340,23 @@ EXAMPLES: tuple[Example, ...] = (
 )
 """The demo set: one row per trace, in the order :func:`example_traces` returns them."""
 
+LOG_EVENT_EXAMPLES: tuple[Example, ...] = (
+    Example(
+        "genai_events_rag_invented_policy",
+        Convention.GENAI_EVENTS,
+        "hr-assistant",
+        "Can I carry over my unused vacation days?",
+        "Yes, you can carry over up to 15 unused vacation days [2]. Any other remaining days are "
+        "paid out at 150% of your daily rate, as the compensation handbook explains [3].",
+        sources=_VACATION,
+        hallucinated=True,
+    ),
+)
+"""Calls whose content travels only in log records (:func:`example_log_event_telemetry`)."""
+
 _SCOPES = {
     Convention.GENAI: "opentelemetry.instrumentation.openai_v2",
+    Convention.GENAI_EVENTS: "opentelemetry.instrumentation.openai_v2",
     Convention.OPENLLMETRY: "opentelemetry.instrumentation.openai.v1",
     Convention.OPENINFERENCE: "openinference.instrumentation.openai",
     Convention.SEED: "halluwatch.examples",
@@ -543,8 +565,33 @@ def _seed_llm(example: Example) -> tuple[str, SpanKind, Attributes]:
     return f"llm.{example.operation}", SpanKind.INTERNAL, attributes
 
 
+_GENAI_CONTENT_ATTRIBUTES = (
+    "gen_ai.system_instructions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.definitions",
+)
+
+
+def _genai_events_llm(example: Example) -> tuple[str, SpanKind, Attributes]:
+    """The GenAI span without its content, which :func:`_log_events` writes instead."""
+    name, kind, attributes = _genai_llm(example)
+    return name, kind, {key: value for key, value in attributes.items() if key not in _GENAI_CONTENT_ATTRIBUTES}
+
+
+def _log_events(example: Example) -> list[tuple[str, dict[str, Any]]]:
+    """(event name, body) of the records openai-v2 logs for a call in its default mode."""
+    choice = {"role": "assistant", "content": example.answer}
+    return [
+        ("gen_ai.system.message", {"content": _system_prompt(example)}),
+        ("gen_ai.user.message", {"content": _user_prompt(example)}),
+        ("gen_ai.choice", {"index": 0, "finish_reason": example.finish_reason, "message": choice}),
+    ]
+
+
 _LLM_WRITERS = {
     Convention.GENAI: _genai_llm,
+    Convention.GENAI_EVENTS: _genai_events_llm,
     Convention.OPENLLMETRY: _openllmetry_llm,
     Convention.OPENINFERENCE: _openinference_llm,
     Convention.SEED: _seed_llm,
@@ -600,23 +647,41 @@ def _route(example: Example) -> str:
 
 
 class _Recorder:
-    """Records traces with a private SDK pipeline (the global tracer provider is never set)."""
+    """Records traces and logs with private SDK pipelines (the global providers are never set)."""
 
     def __init__(self) -> None:
         self._exporter = InMemorySpanExporter()
-        self._providers: dict[str, TracerProvider] = {}
+        self._log_exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+        self._providers: dict[str, tuple[TracerProvider, LoggerProvider]] = {}
 
-    def tracer(self, service: str, scope: str) -> trace.Tracer:
-        """Return a tracer of ``scope`` whose spans carry ``service`` as their resource."""
-        provider = self._providers.get(service)
-        if provider is None:
+    def _providers_of(self, service: str) -> tuple[TracerProvider, LoggerProvider]:
+        if service not in self._providers:
             resource = Resource.create(
                 {"service.name": service, "service.version": "1.4.2", "deployment.environment.name": "demo"}
             )
-            provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-            provider.add_span_processor(SimpleSpanProcessor(self._exporter))
-            self._providers[service] = provider
-        return provider.get_tracer(scope)
+            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+            tracer_provider.add_span_processor(SimpleSpanProcessor(self._exporter))
+            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+            logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self._log_exporter))
+            self._providers[service] = (tracer_provider, logger_provider)
+        return self._providers[service]
+
+    def tracer(self, service: str, scope: str) -> trace.Tracer:
+        """Return a tracer of ``scope`` whose spans carry ``service`` as their resource."""
+        return self._providers_of(service)[0].get_tracer(scope)
+
+    def logger(self, service: str, scope: str) -> Logger:
+        """Return a logger of ``scope`` whose records carry ``service`` as their resource."""
+        return self._providers_of(service)[1].get_logger(scope)
+
+    def collect_logs(self) -> LogsData:
+        """Every log record since the last call, as one OTLP ``LogsData``."""
+        request = encode_logs(self._log_exporter.get_finished_logs())
+        self._log_exporter.clear()
+        # ExportLogsServiceRequest and LogsData are wire-identical (field 1, ResourceLogs).
+        logs = LogsData()
+        logs.ParseFromString(request.SerializeToString())
+        return logs
 
     def collect(self) -> TracesData:
         """Everything recorded since the last call, as one OTLP ``TracesData``."""
@@ -669,12 +734,19 @@ def _record_example(recorder: _Recorder, example: Example, start_ns: int) -> Non
         else:
             retriever = recorder.tracer(example.service, "opentelemetry.instrumentation.psycopg")
         _span(retriever, _retrieval(example), root, start_ns + 5 * _MS, 30 * _MS)
-    _span(llm, _LLM_WRITERS[example.convention](example), root, start_ns + (10 + retrieval_ms) * _MS, llm_ms * _MS)
+    llm_start_ns = start_ns + (10 + retrieval_ms) * _MS
+    llm_span = _span(llm, _LLM_WRITERS[example.convention](example), root, llm_start_ns, llm_ms * _MS)
+    if example.convention is Convention.GENAI_EVENTS:
+        logger = recorder.logger(example.service, _SCOPES[example.convention])
+        in_call = trace.set_span_in_context(llm_span)
+        for name, body in _log_events(example):
+            logger.emit(timestamp=llm_start_ns, context=in_call, event_name=name, body=body)
     root.end(end_time=start_ns + (20 + retrieval_ms + llm_ms) * _MS)
 
 
-def _recorded(examples: Sequence[Example], start_ns: int) -> list[TracesData]:
-    recorder = _Recorder()
+def _recorded(examples: Sequence[Example], start_ns: int, recorder: _Recorder | None = None) -> list[TracesData]:
+    """One ``TracesData`` per example, a second apart from ``start_ns``."""
+    recorder = recorder or _Recorder()
     traces = []
     for i, example in enumerate(examples):
         _record_example(recorder, example, start_ns + i * 1_000 * _MS)
@@ -685,6 +757,13 @@ def _recorded(examples: Sequence[Example], start_ns: int) -> list[TracesData]:
 def example_traces() -> list[TracesData]:
     """Record the demo set: one ``TracesData`` per row of :data:`EXAMPLES`, a second apart, ending now."""
     return _recorded(EXAMPLES, time.time_ns() - len(EXAMPLES) * 1_000 * _MS)
+
+
+def example_log_event_telemetry() -> tuple[list[TracesData], LogsData]:
+    """Record :data:`LOG_EVENT_EXAMPLES`, ending now: one ``TracesData`` per row, and all their log records."""
+    recorder = _Recorder()
+    traces = _recorded(LOG_EVENT_EXAMPLES, time.time_ns() - len(LOG_EVENT_EXAMPLES) * 1_000 * _MS, recorder)
+    return traces, recorder.collect_logs()
 
 
 # --- mixed traffic for the benchmarks ---------------------------------------------------------

@@ -84,7 +84,13 @@ class SpanBatchProcessor:
         self._content = content  # of the findings records
 
     def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
-        """Process a batch; never raises on input, whatever the bytes are."""
+        """Normalize and detect a batch; never raises on input, whatever the bytes are."""
+        result = self.normalize(messages)
+        self.detect(result)
+        return result
+
+    def normalize(self, messages: Sequence[InboundMessage]) -> BatchResult:
+        """Decode and normalize a batch, without detection (content may still be on its way in logs)."""
         result = BatchResult()
         metrics.BATCH_MESSAGES.observe(len(messages))
         for message in messages:
@@ -93,7 +99,6 @@ class SpanBatchProcessor:
             except Exception as exc:  # a bug must not stop the stream; keep the evidence
                 logger.exception("unexpected error processing %s/%s", message.topic, message.offset)
                 self._dead_letter(result, message, "internal_error", f"{type(exc).__name__}: {exc}")
-        self._detect(result)
         return result
 
     def _process_message(self, message: InboundMessage, result: BatchResult) -> None:
@@ -137,7 +142,14 @@ class SpanBatchProcessor:
             # The good spans of the message were kept; the message goes to the DLQ for the rest.
             self._dead_letter(result, message, "malformed_span", "; ".join(malformed))
 
-    def _detect(self, result: BatchResult) -> None:
+    def detect_joined(self, calls: Sequence[LLMCall]) -> BatchResult:
+        """Detect calls whose content the log join merged in (bounded like span content)."""
+        result = BatchResult(llm_calls=[self._limits.apply(call) for call in calls])
+        self.detect(result)
+        return result
+
+    def detect(self, result: BatchResult) -> None:
+        """Run the detectors on the batch's LLM calls, adding their finding records."""
         for run in self._suite.run(result.llm_calls):
             for call, detector_result in zip(result.llm_calls, run.results, strict=True):
                 result.findings.append(finding_record(call, detector_result, self._thresholds_version, self._content))

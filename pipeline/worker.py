@@ -1,11 +1,15 @@
 """The faust-streaming worker: the spans, agreement and alert stages of SPEC §2 in one app.
 
-The spans stage lives here; the agreement stage (:mod:`pipeline.agreement_stage`) and
-the alert router (:mod:`pipeline.alert_router`) register their own agents and tables
-on the same app and share its ClickHouse sink and dead-letter topic.
+The spans stage lives here; the agreement stage (:mod:`pipeline.agreement_stage`), the
+alert router (:mod:`pipeline.alert_router`), the sampled-detector stage
+(:mod:`pipeline.consistency_stage`) and the log join (:mod:`pipeline.log_join_stage`)
+register their own agents and tables on the same app and share its ClickHouse sink and
+dead-letter topic.
 
-Spans stage, per batch (``take_events``): decode, normalize and detect in the detector pool (never
-on the event loop, so heartbeats keep flowing); write to ClickHouse; publish findings,
+Spans stage, per batch (``take_events``): decode and normalize in the detector pool (never
+on the event loop, so heartbeats keep flowing); hand LLM calls without content to the log
+join, which detects them once their GenAI log records came or their window closed; detect
+the rest; write to ClickHouse; publish findings,
 re-keyed traces and dead letters and wait for the broker's acknowledgement; only then
 ack the events, which lets faust commit their offsets.  A crash anywhere before the ack
 re-delivers the batch, and the idempotent tables absorb the repeat.
@@ -37,6 +41,8 @@ from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
 from pipeline.consistency_stage import ConsistencyStage
+from pipeline.log_join_stage import LogJoinStage
+from pipeline.model import LLMCall
 from pipeline.otlp import Encoding
 from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.rows import finding_row, llm_call_row
@@ -124,6 +130,7 @@ class PipelineWorker:
         self.consistency = ConsistencyStage(
             app, s, self.consistency_topic, self.findings_topic, self.store, self.dead_letter
         )
+        self.log_join = LogJoinStage(app, s, self._detect_joined, self.dead_letter)
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 
@@ -147,7 +154,10 @@ class PipelineWorker:
         messages = [
             InboundMessage(m.key, m.value or b"", m.topic, m.partition, m.offset) for m in (e.message for e in events)
         ]
-        result = await loop.run_in_executor(self._detector_pool, self.processor.process, messages)
+        result = await loop.run_in_executor(self._detector_pool, self.processor.normalize, messages)
+        # Calls without content wait for their GenAI log records; the join detects them later.
+        result.llm_calls = await self.log_join.offer_spans(result.llm_calls)
+        await loop.run_in_executor(self._detector_pool, self.processor.detect, result)
         await self._write(result)
         await self._publish(result)
         for event in events:
@@ -155,6 +165,13 @@ class PipelineWorker:
         self.messages_done += len(events)
         metrics.MESSAGES_DONE.inc(len(events))
         metrics.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    async def _detect_joined(self, calls: Sequence[LLMCall]) -> None:
+        """Detect, write and publish calls the log join released; returns once they are durable."""
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._detector_pool, self.processor.detect_joined, calls)
+        await self._write(result)
+        await self._publish(result)
 
     async def _write(self, result: BatchResult) -> None:
         now = datetime.now(UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.examples import EXAMPLES
+from pipeline.examples import EXAMPLES, LOG_EVENT_EXAMPLES
 
 # Worker and demo processes load the embedding model from the session's export cache.
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -27,7 +27,10 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert any("contradiction: answer says 1950" in line for line in flagged_lines)
     assert "did you mean 'search_docs'" in out
     assert "truncated" in out
-    assert f"All {len(EXAMPLES) + 1} messages processed" in out
+    assert f"All {len(EXAMPLES) + len(LOG_EVENT_EXAMPLES) + 1} messages processed" in out
+    # The call whose content came only in GenAI log records was joined and judged like the others.
+    assert f"gen_ai           {len(LOG_EVENT_EXAMPLES)}  content: logs" in out
+    assert any("[hr-assistant chat]" in line and "contradiction: answer says 15" in line for line in flagged_lines)
     # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
     report = Path(out.rsplit("Report: ", 1)[1].strip())
     assert report == (tmp_path / "demo" / "report.html").resolve()
@@ -37,5 +40,5 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert "[hr-assistant answer_question]" in alert_lines and "two-detectors -> slack (delivered)" in alert_lines
     assert "[order-intake extract_order]" in alert_lines and "grounding-and-schema -> page" in alert_lines
     single = out.split("Flagged by one detector only (recorded, not alerted):\n", 1)[1]
-    assert "[travel-guide chat]" in single and "hr-assistant" not in single
+    assert "[travel-guide chat]" in single and "[hr-assistant answer_question]" not in single
     assert "agree on hr-assistant answer_question" in completed.stderr  # the console route's log line

@@ -11,8 +11,10 @@ from pipeline.examples import (
     _TOOL_DEFINITIONS,
     EXAMPLE_OUTPUT_SCHEMAS,
     EXAMPLES,
+    LOG_EVENT_EXAMPLES,
     Convention,
     Example,
+    example_log_event_telemetry,
     example_traces,
     mixed_traffic,
 )
@@ -69,6 +71,26 @@ def llm_span(example: Example, traces: TracesData) -> dict[str, object]:
     return found[0]
 
 
+def test_log_event_examples_carry_their_content_only_in_log_records_of_the_llm_span():
+    traces, logs = example_log_event_telemetry()
+    records = [r for resource in logs.resource_logs for scope in resource.scope_logs for r in scope.log_records]
+    for example, payload in zip(LOG_EVENT_EXAMPLES, traces, strict=True):
+        attrs = llm_span(example, payload)
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert not any(key in attrs for key in ("gen_ai.input.messages", "gen_ai.output.messages"))
+        (span,) = (sc.span for sc in iter_spans(payload) if is_llm(sc.span))
+        mine = [record for record in records if record.span_id == span.span_id]
+        assert all(record.trace_id == span.trace_id for record in mine)
+        assert [record.event_name for record in mine] == [
+            "gen_ai.system.message",
+            "gen_ai.user.message",
+            "gen_ai.choice",
+        ]
+        choice = mine[-1].body.kvlist_value.values
+        message = next(kv.value for kv in choice if kv.key == "message").kvlist_value.values
+        assert next(kv.value.string_value for kv in message if kv.key == "content") == example.answer
+
+
 def test_one_trace_per_example_with_a_single_root(traces):
     assert len(traces) == len(EXAMPLES)
     trace_ids = set()
@@ -85,7 +107,7 @@ def test_one_trace_per_example_with_a_single_root(traces):
 
 
 def test_every_convention_is_covered_with_its_attribute_keys(traces):
-    assert set(Counter(e.convention for e in EXAMPLES)) == set(Convention)
+    assert set(Counter(e.convention for e in EXAMPLES + LOG_EVENT_EXAMPLES)) == set(Convention)
     for example, payload in zip(EXAMPLES, traces, strict=True):
         attrs = llm_span(example, payload)
         assert set(CONVENTION_KEYS[example.convention]) <= attrs.keys(), example.name
