@@ -62,6 +62,12 @@ CONSISTENCY_PAUSED = Gauge(
 CONSISTENCY_DONE = Counter("halluwatch_consistency_done", "Sampled calls judged, their findings durable")
 LLM_REQUESTS = Counter("halluwatch_llm_requests", "Requests to the sampled detectors' LLM endpoint", ["outcome"])
 LLM_TOKENS = Counter("halluwatch_llm_tokens", "Tokens the LLM endpoint reported used", ["kind"])
+FINDINGS_EXPORTED = Counter(
+    "halluwatch_findings_exported",
+    "Findings sent as OTLP evaluation events: sent, failed (endpoint refused or unreachable), dropped (queue full),"
+    " invalid",
+    ["outcome"],
+)
 
 
 def count_finding(result: DetectorResult) -> None:

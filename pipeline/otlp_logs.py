@@ -24,6 +24,9 @@ from pipeline.otlp import Encoding, any_value, attributes, decode_payload, encod
 GENAI_PREFIX = "gen_ai."
 # Where SDKs older than the ``event_name`` field (OTLP 1.5) put the event name.
 _EVENT_NAME_ATTRIBUTE = "event.name"
+# An evaluator's verdict on a call, not its content: halluwatch's own findings come back as these
+# (pipeline/finding_export.py) when they are sent through the collector that feeds the logs topic.
+EVALUATION_RESULT_EVENT = "gen_ai.evaluation.result"
 
 SpanKey = tuple[str, str]  # (hex trace id, hex span id)
 
@@ -95,7 +98,7 @@ def _genai_record(record: LogRecord) -> GenAIRecord | None:
         (kv.value.string_value for kv in record.attributes if kv.key == _EVENT_NAME_ATTRIBUTE), ""
     )
     if event_name:
-        if not event_name.startswith(GENAI_PREFIX):
+        if not event_name.startswith(GENAI_PREFIX) or event_name == EVALUATION_RESULT_EVENT:
             return None
     elif not any(kv.key.startswith(GENAI_PREFIX) for kv in record.attributes):
         return None

@@ -137,6 +137,14 @@ class Settings(BaseSettings):
     baselines_file: Path | None = None
     metrics_port: int | None = Field(default=None, ge=0, le=65535)  # None: no /metrics endpoint
     metrics_host: str = "127.0.0.1"
+    # Findings back to the trace UI (pipeline/finding_export.py): each finding as an OTLP
+    # gen_ai.evaluation.result log record parented to the evaluated span, POSTed to this OTLP/HTTP
+    # logs URL (e.g. http://otel-collector:4318/v1/logs). Empty: off. Best effort, never blocking.
+    findings_otlp_endpoint: str = Field(default="", pattern=r"^(https?://\S+)?$")
+    # Sent with every request (authentication: {authorization: "Basic ..."}); secrets, never logged.
+    findings_otlp_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    findings_otlp_timeout_seconds: float = Field(default=10.0, gt=0)  # per batch sent, retries included
+    findings_otlp_only_flagged: bool = True  # False: every finding, ok, skipped and error ones too
     log_level: Literal["debug", "info", "warn", "error"] = "info"
 
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)

@@ -41,6 +41,7 @@ from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
 from pipeline.consistency_stage import ConsistencyStage
+from pipeline.finding_export import FindingExporter
 from pipeline.log_join_stage import LogJoinStage
 from pipeline.model import LLMCall
 from pipeline.otlp import Encoding
@@ -80,6 +81,7 @@ class PipelineWorker:
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
+        self.finding_export = FindingExporter.from_settings(settings)  # None: findings_otlp_endpoint unset
         self.messages_done = 0  # input messages durably processed by this process
         self.findings_published = 0  # findings records this process published (and the broker acked)
         self.app = self._build_app()
@@ -235,6 +237,8 @@ class PipelineWorker:
 
         await retrying("Kafka publish", send_all, self.settings.write_retry_max_seconds)
         self.findings_published += len(result.findings)
+        if self.finding_export:  # fire and forget: queued for the exporter's thread
+            self.finding_export.emit(result.findings)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""
@@ -244,3 +248,5 @@ class PipelineWorker:
         self._sink_pool.shutdown(wait=True)
         self.sink.close()
         self.suite.close()
+        if self.finding_export:
+            await asyncio.to_thread(self.finding_export.shutdown)

@@ -37,8 +37,9 @@ PAGERDUTY_PATH = "/v2/enqueue"
 class Request:
     """One request as the server saw it.
 
-    ``headers`` has lower-case names; ``body`` is parsed JSON, a dict of form fields, or
-    the raw text; ``received_at`` is ``time.monotonic()`` when the request arrived.
+    ``headers`` has lower-case names; ``body`` is parsed JSON, a dict of form fields, the
+    raw bytes of a protobuf body (OTLP/HTTP), or the raw text; ``received_at`` is
+    ``time.monotonic()`` when the request arrived.
     """
 
     method: str
@@ -70,6 +71,8 @@ def _not_found(request: Request) -> Reply:
 
 
 def _parse_body(raw: bytes, content_type: str) -> Any:
+    if "protobuf" in content_type:
+        return raw
     text = raw.decode("utf-8", errors="replace")
     if "json" in content_type:
         return json.loads(text) if text else None
