@@ -6,6 +6,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
 from detectors.suite import DetectorSuite
+from pipeline.content import ContentLimits
 from pipeline.examples import example_traces, mixed_traffic
 from pipeline.model import LLMCall
 from pipeline.otlp import encode_traces_json, iter_spans
@@ -104,3 +105,14 @@ def test_attributes_of_unexpected_types_do_not_raise():
             kv.value.int_value = 7  # an int where JSON strings belong
     result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process([_keyed(trace)])
     assert len(result.llm_calls) + len(result.dead_letters) == 1
+
+
+def test_calls_the_log_join_completes_are_bounded_and_detected_like_span_calls():
+    processor = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v", limits=ContentLimits(max_call_chars=40))
+    normalized = processor.normalize([_keyed(example_traces()[0])])
+    assert normalized.llm_calls and not normalized.findings  # normalize alone never detects
+
+    joined = processor.detect_joined(normalized.llm_calls)
+    (call,) = joined.llm_calls
+    assert sum(len(m.text) for m in call.output_messages) <= 40 and "output_messages" in call.truncated
+    assert [(f["span_id"], f["detector"]) for f in joined.findings] == [(call.span_id, "fixed")]
