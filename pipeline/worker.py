@@ -41,6 +41,7 @@ from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
 from pipeline.consistency_stage import ConsistencyStage
+from pipeline.faust_fixes import seek_uncommitted_to_start
 from pipeline.finding_export import FindingExporter
 from pipeline.log_join_stage import LogJoinStage
 from pipeline.model import LLMCall
@@ -133,6 +134,7 @@ class PipelineWorker:
             app, s, self.consistency_topic, self.findings_topic, self.store, self.dead_letter
         )
         self.log_join = LogJoinStage(app, s, self._detect_joined, self.dead_letter)
+        seek_uncommitted_to_start(app)
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 
