@@ -1,45 +1,82 @@
-"""Work-around for a faust-streaming 0.15 consumer defect that silently skips stream records.
+"""A watchdog for a faust-streaming 0.15 consumer defect that silently skips stream records.
 
-faust takes a batch of records from aiokafka and hands them to the streams one by one; when a
-rebalance or a table recovery stops the flow or pauses partitions meanwhile, it drops the
-records it has not handed on yet, although aiokafka's position has already moved past them.
-faust counts on its recovery to seek every stream partition back to the committed offset,
-which re-delivers them — but it skips partitions that have no committed offset yet (a new
-group, or a partition nobody has finished a batch of).  On those, the dropped records are
-never read again: the worker waits forever short of the end of the partition, and once newer
-records are processed and committed over the hole, they are lost for good.  (Seen with a
-worker restarted mid-stream: one partition of four was never read again.)
+faust takes a batch of records from aiokafka and hands them to the streams one at a time;
+when a rebalance or a table recovery stops the flow or pauses partitions meanwhile, it drops
+the records it has not handed on yet, although aiokafka's position has already moved past
+them.  faust counts on seeking back to the committed offsets afterwards, but that seek can
+come before the drop, and skips partitions with nothing committed.  Then the skipped records
+are never read again: the worker waits forever short of the end of the partition, and once
+newer records are processed and committed over the hole, they are lost.  (Seen with workers
+restarted mid-stream: one partition of four never read again, aiokafka at its end.)
 
-:func:`seek_uncommitted_to_start` makes the recovery's seek complete: after faust's own, each
-stream partition without a committed offset is sought to its start, as the worker's
-``consumer_auto_offset_reset="earliest"`` means.  Records read twice this way are absorbed by
-the idempotent tables, as every at-least-once redelivery is.
+:class:`SkippedRecordsWatchdog` looks for exactly that state — a stream partition whose
+aiokafka position is past the next record faust delivered, with nothing of it in flight and
+no progress between two looks — and seeks it back to its committed offset (its start when
+nothing is committed), so faust reads the hole again.  Records read twice are absorbed by the
+idempotent tables, as every at-least-once redelivery is.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import faust
+from faust.types import TP
+
+from pipeline import metrics
 
 logger = logging.getLogger(__name__)
 
 
-def seek_uncommitted_to_start(app: faust.App) -> None:
-    """After every recovery seek of ``app``'s consumer, seek uncommitted stream partitions to their start."""
-    consumer = app.consumer
-    seek_to_committed = consumer.perform_seek
+class SkippedRecordsWatchdog:
+    """Every ``interval_seconds``, re-reads stream partitions whose fetched records faust never delivered."""
 
-    async def perform_seek() -> None:
-        await seek_to_committed()
-        # faust keeps what perform_seek found in _committed_offset (None: nothing committed);
-        # the ConsumerT interface does not declare it.
-        committed = consumer._committed_offset  # type: ignore[attr-defined]
-        changelogs = app.tables.changelog_topics  # the recovery positions those itself
-        uncommitted = [tp for tp in consumer.assignment() if tp.topic not in changelogs and committed.get(tp) is None]
-        for tp in uncommitted:
-            await consumer.seek(tp, 0)
-        if uncommitted:
-            logger.info("reading %d stream partitions without a committed offset from their start", len(uncommitted))
+    def __init__(self, app: faust.App, interval_seconds: float) -> None:
+        self._app = app
+        self._last_look: dict[TP, tuple[int, int]] = {}  # (position, next offset faust delivers)
+        app.timer(interval_seconds)(self._look)
 
-    consumer.perform_seek = perform_seek  # type: ignore[method-assign]
+    async def _look(self) -> None:
+        app = self._app
+        consumer: Any = app.consumer  # the state read here is faust's, not in its ConsumerT interface
+        if app.rebalancing or not consumer.flow_active:
+            self._last_look.clear()  # positions move while faust seeks; judge only a settled consumer
+            return
+        changelogs = app.tables.changelog_topics  # table recovery positions those itself
+        in_flight = {message.tp for message in list(consumer._unacked_messages)}
+        for tp in consumer.assignment():
+            if tp.topic in changelogs or tp in in_flight:
+                self._last_look.pop(tp, None)
+                continue
+            position = await consumer.position(tp)
+            if position is None:
+                continue
+            committed = consumer._committed_offset.get(tp) or 0
+            next_delivered = max(_after_read(consumer, tp, committed), committed)
+            look = (position, next_delivered)
+            stuck = position > next_delivered and self._last_look.get(tp) == look
+            self._last_look[tp] = look
+            if stuck:
+                await self._reread(consumer, tp, committed, position - next_delivered)
+
+    async def _reread(self, consumer: Any, tp: TP, offset: int, skipped: int) -> None:
+        logger.warning(
+            "%s[%d]: %d fetched records were never delivered (faust-streaming defect); re-reading from offset %d",
+            tp.topic,
+            tp.partition,
+            skipped,
+            offset,
+        )
+        metrics.SKIPPED_RECORDS_REREAD.inc()
+        self._last_look.pop(tp, None)
+        await consumer.seek(tp, offset)
+
+
+def _after_read(consumer: Any, tp: TP, committed: int) -> int:
+    """The offset after the last record faust delivered of ``tp`` (as far as its state tells)."""
+    read: int | None = consumer._read_offset.get(tp)
+    # After a seek, faust's read offset is the sought offset, not a delivered record.
+    if read is None or (read == committed and read not in consumer._acked_index[tp]):
+        return committed
+    return read + 1

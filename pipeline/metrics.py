@@ -19,6 +19,9 @@ REKEYED = Counter("halluwatch_rekeyed_messages", "Per-trace messages split off u
 ROWS_WRITTEN = Counter("halluwatch_rows_written", "Rows durably written to ClickHouse", ["table"])
 MESSAGES_DONE = Counter("halluwatch_messages_done", "Input messages fully processed and acked")
 WRITE_RETRIES = Counter("halluwatch_write_retries", "Flushes retried after a sink or broker failure")
+SKIPPED_RECORDS_REREAD = Counter(
+    "halluwatch_skipped_records_reread", "Partitions re-read because faust fetched records it never delivered"
+)
 DETECTOR_SECONDS = Histogram("halluwatch_detector_seconds", "Detector time per batch", ["detector"])
 BATCH_SECONDS = Histogram("halluwatch_batch_seconds", "Time from batch taken to batch acked")
 BATCH_MESSAGES = Histogram("halluwatch_batch_messages", "Input messages per batch", buckets=ROW_BUCKETS)

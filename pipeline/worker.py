@@ -41,7 +41,7 @@ from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
 from pipeline.consistency_stage import ConsistencyStage
-from pipeline.faust_fixes import seek_uncommitted_to_start
+from pipeline.faust_fixes import SkippedRecordsWatchdog
 from pipeline.finding_export import FindingExporter
 from pipeline.log_join_stage import LogJoinStage
 from pipeline.model import LLMCall
@@ -53,6 +53,9 @@ from pipeline.storage import ClickHouseSink, Sink, migrate, open_clickhouse
 from pipeline.streams import PUBLISH_ACK_TIMEOUT_SECONDS, publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
+
+# How often to look for stream records faust fetched and never delivered (two looks to act).
+SKIPPED_RECORDS_LOOK_SECONDS = 2.0
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -134,7 +137,7 @@ class PipelineWorker:
             app, s, self.consistency_topic, self.findings_topic, self.store, self.dead_letter
         )
         self.log_join = LogJoinStage(app, s, self._detect_joined, self.dead_letter)
-        seek_uncommitted_to_start(app)
+        SkippedRecordsWatchdog(app, SKIPPED_RECORDS_LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 
