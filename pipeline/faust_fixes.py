@@ -9,10 +9,11 @@ are never read again: the worker waits forever short of the end of the partition
 newer records are processed and committed over the hole, they are lost.  (Seen with workers
 restarted mid-stream: one partition of four never read again, aiokafka at its end.)
 
-:class:`SkippedRecordsWatchdog` looks for exactly that state — a stream partition whose
-aiokafka position is past the next record faust delivered, with nothing of it in flight and
-no progress between two looks — and seeks it back to its committed offset (its start when
-nothing is committed), so faust reads the hole again.  Records read twice are absorbed by the
+:class:`SkippedRecordsWatchdog` looks for exactly that state — a stream partition with
+nothing of it in flight, no progress between two looks, and a hole: aiokafka's position past
+the next record faust delivered, or acked records that start after the committed offset —
+and seeks it back to its committed offset (its start when nothing is committed), so faust
+reads the hole again.  Records read twice are absorbed by the
 idempotent tables, as every at-least-once redelivery is.
 """
 
@@ -34,7 +35,7 @@ class SkippedRecordsWatchdog:
 
     def __init__(self, app: faust.App, interval_seconds: float) -> None:
         self._app = app
-        self._last_look: dict[TP, tuple[int, int]] = {}  # (position, next offset faust delivers)
+        self._last_look: dict[TP, tuple[int, int, int]] = {}  # position, next delivered, first acked
         app.timer(interval_seconds)(self._look)
 
     async def _look(self) -> None:
@@ -54,18 +55,21 @@ class SkippedRecordsWatchdog:
                 continue
             committed = consumer._committed_offset.get(tp) or 0
             next_delivered = max(_after_read(consumer, tp, committed), committed)
-            look = (position, next_delivered)
-            stuck = position > next_delivered and self._last_look.get(tp) == look
+            acked: list[int] = consumer._acked.get(tp) or []
+            # Records after the last delivered one, or before the first acked one, never came.
+            first_acked = min(acked, default=committed)
+            look = (position, next_delivered, first_acked)
+            hole = position > next_delivered or first_acked > committed
+            stuck = hole and self._last_look.get(tp) == look
             self._last_look[tp] = look
             if stuck:
-                await self._reread(consumer, tp, committed, position - next_delivered)
+                await self._reread(consumer, tp, committed)
 
-    async def _reread(self, consumer: Any, tp: TP, offset: int, skipped: int) -> None:
+    async def _reread(self, consumer: Any, tp: TP, offset: int) -> None:
         logger.warning(
-            "%s[%d]: %d fetched records were never delivered (faust-streaming defect); re-reading from offset %d",
+            "%s[%d]: fetched records were never delivered (faust-streaming defect); re-reading from offset %d",
             tp.topic,
             tp.partition,
-            skipped,
             offset,
         )
         metrics.SKIPPED_RECORDS_REREAD.inc()

@@ -32,6 +32,7 @@ class Consumer:
     flow_active: bool = True
     _committed_offset: dict[TP, int | None] = field(default_factory=dict)
     _read_offset: dict[TP, int | None] = field(default_factory=dict)
+    _acked: defaultdict[TP, list[int]] = field(default_factory=lambda: defaultdict(list))
     _acked_index: defaultdict[TP, set[int]] = field(default_factory=lambda: defaultdict(set))
     _unacked_messages: set[Any] = field(default_factory=set)
     seeks: list[tuple[TP, int]] = field(default_factory=list)
@@ -88,6 +89,7 @@ def test_a_partition_never_committed_is_read_again_from_its_start():
 
 def test_records_delivered_up_to_the_position_are_left_alone():
     consumer = Consumer({SPANS: 200}, _committed_offset={SPANS: 150}, _read_offset={SPANS: 199})
+    consumer._acked[SPANS] = list(range(150, 200))
     consumer._acked_index[SPANS].update(range(150, 200))
     assert looks(watched(consumer)) == []
 
@@ -115,3 +117,11 @@ def test_nothing_is_judged_while_rebalancing_or_on_changelogs():
     assert looks(app) == []
     app.rebalancing = False
     assert looks(app) == [(SPANS, 0)]  # the changelog partition is the recovery's business
+
+
+def test_a_hole_before_the_first_acked_record_is_read_again():
+    # Offsets 5..20 were dropped, 21..382 delivered and acked: faust can never commit past 5.
+    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    consumer._acked[SPANS] = list(range(21, 383))
+    consumer._acked_index[SPANS].update(range(21, 383))
+    assert looks(watched(consumer)) == [(SPANS, 5)]
