@@ -1,24 +1,31 @@
-"""A watchdog for a faust-streaming 0.15 consumer defect that silently skips stream records.
+"""Work-arounds for faust-streaming 0.15 consumer defects that skip, then lose, stream records.
 
 faust takes a batch of records from aiokafka and hands them to the streams one at a time;
 when a rebalance or a table recovery stops the flow or pauses partitions meanwhile, it drops
 the records it has not handed on yet, although aiokafka's position has already moved past
-them.  faust counts on seeking back to the committed offsets afterwards, but that seek can
-come before the drop, and skips partitions with nothing committed.  Then the skipped records
-are never read again: the worker waits forever short of the end of the partition, and once
-newer records are processed and committed over the hole, they are lost.  (Seen with workers
-restarted mid-stream: one partition of four never read again, aiokafka at its end.)
+them.  It counts on seeking back to the committed offsets afterwards, but that seek can come
+before the drop, and skips partitions with nothing committed.  Worse, its commit bookkeeping
+then commits over the hole: it takes the jump in offsets for a gap of offsets that do not
+exist (as in compacted or transactional topics), it lets the first acked record of a never
+committed partition start the run to commit, and it allows one missing record at the head of
+the run.  (Seen with workers restarted mid-stream: a partition never read again, and LLM
+spans missing from ClickHouse although every offset was committed.)
 
-:class:`SkippedRecordsWatchdog` looks for exactly that state — a stream partition with
-nothing of it in flight, no progress between two looks, and a hole: aiokafka's position past
-the next record faust delivered, or acked records that start after the committed offset —
-and seeks it back to its committed offset (its start when nothing is committed), so faust
-reads the hole again.  Records read twice are absorbed by the
-idempotent tables, as every at-least-once redelivery is.
+:func:`commit_only_contiguous` replaces that bookkeeping on the app's consumer: every stream
+partition starts from a known offset (its committed one, or its earliest), and a commit covers
+only the run of acked records that starts there — a hole holds the commit back.  Our topics are
+neither compacted nor transactional, so their offsets have no real gaps.
+
+:class:`SkippedRecordsWatchdog` then finds the held-back partitions — nothing of them in
+flight, no progress between two looks, and records after the committed offset that never came
+(aiokafka's position past the next record faust delivered, or acked records starting after the
+committed offset) — and seeks them back to the committed offset, so faust reads the hole again.
+Records read twice are absorbed by the idempotent tables, as every at-least-once redelivery is.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 from typing import Any
 
@@ -28,6 +35,49 @@ from faust.types import TP
 from pipeline import metrics
 
 logger = logging.getLogger(__name__)
+
+
+def commit_only_contiguous(app: faust.App) -> None:
+    """Make ``app``'s consumer commit only runs of acked records that start at the committed offset."""
+    consumer: Any = app.consumer  # faust's bookkeeping is not part of its ConsumerT interface
+    seek_to_committed = consumer.perform_seek
+
+    async def perform_seek() -> None:
+        await seek_to_committed()
+        # faust leaves never committed partitions where aiokafka happens to be, with no start.
+        changelogs = app.tables.changelog_topics  # table recovery positions those itself
+        uncommitted = [
+            tp
+            for tp in consumer.assignment()
+            if tp.topic not in changelogs and (consumer._committed_offset.get(tp) or -1) < 0
+        ]
+        if uncommitted:
+            for tp, offset in (await consumer.earliest_offsets(*uncommitted)).items():
+                await consumer.seek(tp, offset)
+                consumer._committed_offset[tp] = offset
+
+    def new_offset(tp: TP) -> int | None:
+        acked: list[int] = consumer._acked[tp]
+        committed: int | None = consumer._committed_offset[tp]
+        if not acked or committed is None:
+            return None
+        acked.sort()
+        del acked[: bisect.bisect_left(acked, committed)]  # acked before a seek back: committed since
+        run_end = committed
+        while run_end - committed < len(acked) and acked[run_end - committed] == run_end:
+            run_end += 1
+        if run_end == committed:
+            return None  # the record at the committed offset is not acked (yet, or it never came)
+        del acked[: run_end - committed]
+        consumer._acked_index[tp].difference_update(range(committed, run_end))
+        return run_end
+
+    async def no_gaps(tp: TP, offset_from: int, offset_to: int) -> None:
+        """A jump in offsets on our topics is records faust dropped, never offsets that do not exist."""
+
+    consumer.perform_seek = perform_seek
+    consumer._new_offset = new_offset
+    consumer._add_gap = no_gaps
 
 
 class SkippedRecordsWatchdog:

@@ -41,7 +41,7 @@ from pipeline import metrics
 from pipeline.agreement_stage import AgreementStage
 from pipeline.alert_router import AlertRouter
 from pipeline.consistency_stage import ConsistencyStage
-from pipeline.faust_fixes import SkippedRecordsWatchdog
+from pipeline.faust_fixes import SkippedRecordsWatchdog, commit_only_contiguous
 from pipeline.finding_export import FindingExporter
 from pipeline.log_join_stage import LogJoinStage
 from pipeline.model import LLMCall
@@ -137,6 +137,7 @@ class PipelineWorker:
             app, s, self.consistency_topic, self.findings_topic, self.store, self.dead_letter
         )
         self.log_join = LogJoinStage(app, s, self._detect_joined, self.dead_letter)
+        commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, SKIPPED_RECORDS_LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
         return app

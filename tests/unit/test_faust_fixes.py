@@ -1,4 +1,4 @@
-"""The skipped-records watchdog acts only on a settled partition with a hole nobody will fill.
+"""Commits never pass a record that was not acked; the watchdog re-reads holes nobody will fill.
 
 The consumer here is a stand-in holding the few pieces of faust state the watchdog reads;
 tests/integration/test_crash_recovery.py is where the real defect showed (and no longer does).
@@ -15,7 +15,7 @@ from typing import Any
 
 from faust.types import TP
 
-from pipeline.faust_fixes import SkippedRecordsWatchdog
+from pipeline.faust_fixes import SkippedRecordsWatchdog, commit_only_contiguous
 
 SPANS = TP("spans", 0)
 CHANGELOG = TP("app-table-changelog", 0)
@@ -42,6 +42,12 @@ class Consumer:
 
     async def position(self, tp: TP) -> int:
         return self.positions[tp]
+
+    async def perform_seek(self) -> None:
+        self.seeks.append((SPANS, -1))  # faust's own seek; committed offsets are set by the test
+
+    async def earliest_offsets(self, *tps: TP) -> dict[TP, int]:
+        return dict.fromkeys(tps, 3)  # as after retention deleted the first records
 
     async def seek(self, tp: TP, offset: int) -> None:
         self.seeks.append((tp, offset))
@@ -125,3 +131,35 @@ def test_a_hole_before_the_first_acked_record_is_read_again():
     consumer._acked[SPANS] = list(range(21, 383))
     consumer._acked_index[SPANS].update(range(21, 383))
     assert looks(watched(consumer)) == [(SPANS, 5)]
+
+
+def contiguous(committed: int | None, acked: list[int]) -> tuple[Consumer, int | None]:
+    consumer = Consumer({SPANS: 100}, _committed_offset={SPANS: committed})
+    consumer._acked[SPANS] = list(acked)
+    consumer._acked_index[SPANS].update(acked)
+    commit_only_contiguous(App(consumer))  # type: ignore[arg-type]
+    return consumer, consumer._new_offset(SPANS)  # type: ignore[attr-defined]
+
+
+def test_a_commit_covers_only_the_acked_run_from_the_committed_offset():
+    consumer, offset = contiguous(5, [7, 5, 6, 9, 10])
+    assert offset == 8 and consumer._acked[SPANS] == [9, 10] and consumer._acked_index[SPANS] == {9, 10}
+
+
+def test_a_missing_record_at_the_committed_offset_holds_the_commit_back():
+    # faust 0.15 commits 11 here, over record 5 that never came.
+    assert contiguous(5, [6, 7, 8, 9, 10])[1] is None
+    assert contiguous(None, [21, 22])[1] is None  # no known start: nothing to commit
+
+
+def test_acks_from_before_a_seek_back_are_dropped_once_committed():
+    consumer, offset = contiguous(5, [2, 3, 5, 6])
+    assert offset == 7 and consumer._acked[SPANS] == []
+
+
+def test_never_committed_stream_partitions_start_at_their_earliest_offset():
+    consumer = Consumer({SPANS: 50, CHANGELOG: 9}, _committed_offset={SPANS: None, CHANGELOG: None})
+    commit_only_contiguous(App(consumer))  # type: ignore[arg-type]
+    asyncio.run(consumer.perform_seek())
+    assert consumer.seeks == [(SPANS, -1), (SPANS, 3)]  # faust's seek, then ours; not the changelog
+    assert consumer._committed_offset[SPANS] == 3 and consumer._committed_offset[CHANGELOG] is None
