@@ -63,7 +63,6 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
         kafka_rebalance_timeout_seconds=3.0,
         kafka_heartbeat_interval_seconds=1.0,
         kafka_commit_interval_seconds=0.5,
-        kafka_request_timeout_seconds=8.0,  # the embedded broker now and then leaves a fetch unanswered
         log_level="warn",
         detectors={"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
     )

@@ -109,7 +109,8 @@ class SkippedRecordsWatchdog:
             # Records after the last delivered one, or before the first acked one, never came.
             first_acked = min(acked, default=committed)
             look = (position, next_delivered, first_acked)
-            hole = position > next_delivered or first_acked > committed
+            # Right after a seek, position == committed: the hole is being read again.
+            hole = position > committed and (position > next_delivered or first_acked > committed)
             stuck = hole and self._last_look.get(tp) == look
             self._last_look[tp] = look
             if stuck:

@@ -38,6 +38,7 @@ class WorkerProcess:
         self.dlq_topic = f"{prefix}-dlq"
         self.alerts_topic = f"{prefix}-alerts"
         self.alerts_dlq_topic = f"{prefix}-alerts-dlq"
+        self.logs_topic = f"{prefix}-logs"
         self.data_dir = data_dir
         self.metrics_port = free_port()
         self.log_path = data_dir / "worker.log"
@@ -52,6 +53,9 @@ class WorkerProcess:
             "HALLUWATCH_KAFKA_ALERTS_TOPIC": self.alerts_topic,
             "HALLUWATCH_KAFKA_ALERTS_RETRY_TOPIC": f"{prefix}-alerts-retry",
             "HALLUWATCH_KAFKA_ALERTS_DLQ_TOPIC": self.alerts_dlq_topic,
+            "HALLUWATCH_KAFKA_LOGS_TOPIC": self.logs_topic,
+            "HALLUWATCH_KAFKA_LOG_JOIN_TOPIC": f"{prefix}-log-join",
+            "HALLUWATCH_CONSISTENCY__TOPIC": f"{prefix}-consistency",
             "HALLUWATCH_KAFKA_TOPIC_PARTITIONS": "2",
             "HALLUWATCH_KAFKA_SESSION_TIMEOUT_SECONDS": "6",
             "HALLUWATCH_KAFKA_REBALANCE_TIMEOUT_SECONDS": "3",
@@ -114,7 +118,15 @@ class WorkerProcess:
             if self.metric(name) >= at_least:
                 return
             time.sleep(0.2)
+        self.dump_stacks()
         raise AssertionError(f"{name} stayed below {at_least} ({self.metric(name)}); log:\n{self.log()}")
+
+    def dump_stacks(self) -> None:
+        """Have a stuck worker log the stacks of its threads and asyncio tasks (faust's SIGUSR1)."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(3)
 
     def query(self, sql: str) -> list[tuple[object, ...]]:
         """Query the worker's ClickHouse; only once the worker stopped (chDB locks its directory)."""
@@ -153,6 +165,17 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
         return sum(max(tp.offset, 0) for tp in consumer.committed(partitions, timeout=10))
     finally:
         consumer.close()
+
+
+def wait_until_committed(bootstrap: str, group: str, topic: str, expected: int, timeout_seconds: float = 90) -> None:
+    """Wait until ``group`` committed ``expected`` messages of ``topic``: all durably processed.
+
+    (A worker's messages_done counts redeliveries too, so it can pass a total early.)
+    """
+    deadline = time.monotonic() + timeout_seconds
+    while (committed := committed_total(bootstrap, group, topic)) < expected:
+        assert time.monotonic() < deadline, f"{group} committed {committed} of {expected} {topic} messages"
+        time.sleep(0.5)
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.broker import TansuBroker
 from pipeline.examples import mixed_traffic
-from tests.integration.support import WorkerProcess, committed_total, produce
+from tests.integration.support import WorkerProcess, committed_total, produce, wait_until_committed
 
 # Worker and demo processes load the embedding model from the session's export cache.
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -36,8 +36,8 @@ def test_stop_mid_stream_and_restart(
 
     second = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **settings).start()
     second.wait_for("halluwatch_messages_done_total", lag_after_kill)
+    wait_until_committed(tansu.bootstrap, second.group, second.input_topic, TRACES)
     assert second.stop() == 0, second.log()
-    assert committed_total(tansu.bootstrap, second.group, second.input_topic) == TRACES
 
     expected_calls = {(t.hex(), s.hex()) for t, s in _llm_span_ids(traces)}
     stored = set(second.query("SELECT trace_id, span_id FROM halluwatch.llm_calls FINAL"))
