@@ -41,27 +41,38 @@ def free_port() -> int:
 
 
 class TansuBroker:
-    """A Tansu broker process on loopback; a context manager that always stops it."""
+    """A Tansu broker process on loopback; a context manager that always stops it.
 
-    def __init__(self, port: int | None = None, start_timeout_seconds: float = 20.0, log_path: Path | None = None):
+    ``advertised_port``: the port the broker tells clients to use, when something (a proxy)
+    forwards it to ``port``; by default ``port`` itself.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        start_timeout_seconds: float = 20.0,
+        log_path: Path | None = None,
+        advertised_port: int | None = None,
+    ):
         if start_timeout_seconds <= 0:
             raise ValueError(f"start_timeout_seconds must be positive, got {start_timeout_seconds}")
         self.port = port or free_port()
+        self.advertised_port = advertised_port or self.port
         self._start_timeout_seconds = start_timeout_seconds
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap(self) -> str:
-        """The ``host:port`` clients connect to."""
-        return f"127.0.0.1:{self.port}"
+        """The ``host:port`` clients connect to (the advertised one)."""
+        return f"127.0.0.1:{self.advertised_port}"
 
     def start(self) -> TansuBroker:
         """Start the process and wait until it accepts connections."""
-        url = f"tcp://{self.bootstrap}"
+        listener, advertised = (f"tcp://127.0.0.1:{port}" for port in (self.port, self.advertised_port))
         log = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
         self._process = subprocess.Popen(  # noqa: S603 - the wheel's own tansu binary, argument list, no shell
-            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url],
+            [str(tansu_binary()), "broker", "--listener-url", listener, "--advertised-listener-url", advertised],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -70,11 +81,11 @@ class TansuBroker:
             if self._process.poll() is not None:
                 raise BrokerStartError(f"Tansu exited with code {self._process.returncode} on port {self.port}")
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                logger.info("Tansu broker listening on %s", self.bootstrap)
+                logger.info("Tansu broker listening on 127.0.0.1:%d, advertised as %s", self.port, self.bootstrap)
                 return self
             time.sleep(0.1)
         self.stop()
-        raise BrokerStartError(f"Tansu did not listen on {self.bootstrap} within {self._start_timeout_seconds}s")
+        raise BrokerStartError(f"Tansu did not listen on port {self.port} within {self._start_timeout_seconds}s")
 
     def stop(self) -> None:
         """Terminate the broker (kill if it does not exit promptly)."""

@@ -58,8 +58,12 @@ def worker(config_path: Path | None) -> None:
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
     from pipeline.runner import run_worker
+    from pipeline.storage import ClickHouseUnreachable
 
-    run_worker(_settings(config_path))
+    try:
+        run_worker(_settings(config_path))
+    except ClickHouseUnreachable as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()

@@ -101,6 +101,12 @@ class Settings(BaseSettings):
     log_join_max_records_per_span: int = Field(default=256, ge=1)
     kafka_topic_partitions: int = Field(default=8, ge=1)
     kafka_max_poll_records: int = Field(default=500, ge=1)
+    # Back-pressure bounds, what a worker holds ahead of processing while ClickHouse or the
+    # broker is down: records fetched but not yet taken, per stream (faust's
+    # stream_buffer_maxsize; consumption of a partition pauses when its stream is full), and
+    # bytes fetched per partition (aiokafka's max_partition_fetch_bytes).
+    kafka_max_buffered_messages: int = Field(default=4096, ge=1)
+    kafka_max_fetch_bytes: int = Field(default=1024**2, ge=1024)
     kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
     kafka_rebalance_timeout_seconds: float = Field(default=30.0, gt=0)
     kafka_heartbeat_interval_seconds: float = Field(default=3.0, gt=0)
@@ -113,6 +119,9 @@ class Settings(BaseSettings):
     # Empty: embedded chDB under data_dir/clickhouse. A secret: it may hold the password.
     clickhouse_dsn: SecretStr = SecretStr("")
     clickhouse_tls: ClickHouseTLS = Field(default_factory=ClickHouseTLS)
+    # How long a starting worker waits for ClickHouse (connect and migrate, retried with backoff)
+    # before it exits with an error: long enough to ride out a restart, short enough to notice.
+    clickhouse_startup_wait_seconds: float = Field(default=120.0, ge=0)
     # Kafka SASL/TLS (secret: HALLUWATCH_KAFKA_SECURITY__SASL_PASSWORD).
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     # An identifier: it is interpolated into SQL (ClickHouse takes no parameters for names).

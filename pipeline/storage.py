@@ -23,6 +23,7 @@ import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 
 from pipeline import metrics
+from pipeline.connections import redacted_dsn
 from pipeline.rows import TABLE_COLUMNS
 from schemas import migrations
 
@@ -33,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 MIGRATIONS_TABLE = "schema_migrations"
 _embedded_lock = threading.Lock()
+
+
+class ClickHouseUnreachable(RuntimeError):
+    """ClickHouse could not be reached and migrated within the start-up wait."""
 
 
 class SinkUnavailable(RuntimeError):
@@ -54,6 +59,42 @@ def open_clickhouse(settings: Settings) -> Client:
     """A client for the configured ClickHouse, with its TLS options."""
     dsn = settings.resolved_clickhouse_dsn
     return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+
+
+def open_migrated(settings: Settings) -> Client:
+    """A client for the configured ClickHouse with pending migrations applied, waiting for it to come up.
+
+    A worker may start while ClickHouse restarts: connecting and migrating are retried with
+    backoff (up to ``write_retry_max_seconds`` apart), each failure logged, for
+    ``clickhouse_startup_wait_seconds``; then :class:`ClickHouseUnreachable` says where and why,
+    rather than a worker that looks alive but never consumes.
+    """
+    where = f"ClickHouse at {redacted_dsn(settings.resolved_clickhouse_dsn)}"
+    deadline = time.monotonic() + settings.clickhouse_startup_wait_seconds
+    delay = 0.5
+    while True:
+        try:
+            return _open_and_migrate(settings)
+        except Exception as exc:  # driver errors are many types; all mean "not ready"
+            if time.monotonic() + delay > deadline:
+                raise ClickHouseUnreachable(
+                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s: {exc}"
+                ) from exc
+            logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, exc)
+        time.sleep(delay)
+        delay = min(delay * 2, settings.write_retry_max_seconds)
+
+
+def _open_and_migrate(settings: Settings) -> Client:
+    client = open_clickhouse(settings)
+    try:
+        applied = migrate(client, settings.clickhouse_database)
+    except BaseException:
+        client.close()
+        raise
+    if applied:
+        logger.info("applied ClickHouse migrations: %s", ", ".join(applied))
+    return client
 
 
 def migrate(client: Client, database: str) -> list[str]:

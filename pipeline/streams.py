@@ -95,17 +95,43 @@ async def publish(
     """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
 
     async def send() -> None:
-        sent = await topic.send(key=key, value=value, headers=headers)
-        await asyncio.wait_for(sent, PUBLISH_ACK_TIMEOUT_SECONDS)
+        await wait_acknowledged([await topic.send(key=key, value=value, headers=headers)])
 
     await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
+
+
+async def wait_acknowledged(sends: Sequence[Awaitable[Any]]) -> None:
+    """Wait for the broker's acknowledgement of ``sends``; TimeoutError after PUBLISH_ACK_TIMEOUT_SECONDS.
+
+    Sends still pending then are left to finish, not cancelled: faust logs a traceback for
+    every cancelled send, and the caller's retry sends them again anyway.
+    """
+    futures = [asyncio.ensure_future(send) for send in sends]
+    if not futures:
+        return
+    done, pending = await asyncio.wait(futures, timeout=PUBLISH_ACK_TIMEOUT_SECONDS)
+    for future in pending:
+        future.add_done_callback(_retrieve_outcome)
+    for future in done:
+        future.result()  # the first failed send raises
+    if pending:
+        raise TimeoutError(
+            f"{len(pending)} of {len(futures)} sends unacknowledged after {PUBLISH_ACK_TIMEOUT_SECONDS:g}s"
+        )
+
+
+def _retrieve_outcome(future: asyncio.Future[Any]) -> None:
+    """Mark an abandoned send's outcome as seen, so asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 async def retrying(what: str, operation: Callable[[], Awaitable[None]], max_delay_seconds: float) -> None:
     """Run ``operation`` until it succeeds, backing off; the caller's batch stays unacked meanwhile.
 
-    Holding the batch is the backpressure: the agent stops taking events, so memory
-    stays bounded by one batch while ClickHouse or the broker is down.
+    Holding the batch is the backpressure: the agent stops taking events, and once its
+    stream buffer is full (``kafka_max_buffered_messages``) faust stops fetching, so memory
+    stays bounded while ClickHouse or the broker is down.
     """
     delay = 0.5
     while True:

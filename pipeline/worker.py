@@ -49,8 +49,8 @@ from pipeline.otlp import Encoding
 from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
-from pipeline.storage import ClickHouseSink, Sink, migrate, open_clickhouse
-from pipeline.streams import PUBLISH_ACK_TIMEOUT_SECONDS, publish, raw_topic, retrying
+from pipeline.storage import ClickHouseSink, Sink, open_migrated
+from pipeline.streams import publish, raw_topic, retrying, wait_acknowledged
 
 logger = logging.getLogger(__name__)
 
@@ -92,11 +92,7 @@ class PipelineWorker:
 
     @staticmethod
     def _clickhouse_sink(settings: Settings) -> ClickHouseSink:
-        client = open_clickhouse(settings)
-        applied = migrate(client, settings.clickhouse_database)
-        if applied:
-            logger.info("applied ClickHouse migrations: %s", ", ".join(applied))
-        return ClickHouseSink(client, settings.clickhouse_database)
+        return ClickHouseSink(open_migrated(settings), settings.clickhouse_database)
 
     def _build_app(self) -> faust.App:
         s = self.settings
@@ -110,6 +106,8 @@ class PipelineWorker:
             datadir=str(s.data_dir / "faust"),
             topic_partitions=s.kafka_topic_partitions,
             broker_max_poll_records=s.kafka_max_poll_records,
+            stream_buffer_maxsize=s.kafka_max_buffered_messages,
+            consumer_max_fetch_size=s.kafka_max_fetch_bytes,
             broker_session_timeout=s.kafka_session_timeout_seconds,
             broker_rebalance_timeout=s.kafka_rebalance_timeout_seconds,
             broker_heartbeat_interval=s.kafka_heartbeat_interval_seconds,
@@ -239,7 +237,7 @@ class PipelineWorker:
                     )
                 )
                 logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
-            await asyncio.wait_for(asyncio.gather(*pending), PUBLISH_ACK_TIMEOUT_SECONDS)
+            await wait_acknowledged(pending)
 
         await retrying("Kafka publish", send_all, self.settings.write_retry_max_seconds)
         self.findings_published += len(result.findings)

@@ -157,12 +157,17 @@ def committed_total(bootstrap: str, group: str, topic: str) -> int:
     good.  (Tansu's high watermarks lag behind multi-record batches, so lag is not
     measured against them.)
     """
+    return sum(committed_offsets(bootstrap, group, topic).values())
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """``group``'s committed offset per partition of ``topic`` (0 where nothing is committed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         partitions = [
             TopicPartition(topic, p) for p in consumer.list_topics(topic, timeout=10).topics[topic].partitions
         ]
-        return sum(max(tp.offset, 0) for tp in consumer.committed(partitions, timeout=10))
+        return {tp.partition: max(tp.offset, 0) for tp in consumer.committed(partitions, timeout=10)}
     finally:
         consumer.close()
 
