@@ -33,8 +33,12 @@ import faust
 from faust.types import TP
 
 from pipeline import metrics
+from pipeline.streams import BATCHES
 
 logger = logging.getLogger(__name__)
+
+# Looks in a row without any batch activity after which unprocessed records count as stuck.
+_IDLE_LOOKS = 3
 
 
 def commit_only_contiguous(app: faust.App) -> None:
@@ -86,24 +90,39 @@ class SkippedRecordsWatchdog:
     def __init__(self, app: faust.App, interval_seconds: float) -> None:
         self._app = app
         self._last_look: dict[TP, tuple[int, int, int]] = {}  # position, next delivered, first acked
+        self._batches_finished = BATCHES.finished
+        self._idle_looks = 0  # looks in a row with no stage batch in progress or finished
         app.timer(interval_seconds)(self._look)
 
     async def _look(self) -> None:
         app = self._app
         consumer: Any = app.consumer  # the state read here is faust's, not in its ConsumerT interface
+        idle = BATCHES.in_progress == 0 and BATCHES.finished == self._batches_finished
+        self._batches_finished = BATCHES.finished
+        self._idle_looks = self._idle_looks + 1 if idle else 0
         if app.rebalancing or not consumer.flow_active:
             self._last_look.clear()  # positions move while faust seeks; judge only a settled consumer
+            self._idle_looks = 0
             return
         changelogs = app.tables.changelog_topics  # table recovery positions those itself
         in_flight = {message.tp for message in list(consumer._unacked_messages)}
+        # A worker idle this long has committed all it processed: records past a partition's
+        # committed offset are then stuck somewhere in faust, whatever its state says.
+        long_idle = self._idle_looks >= _IDLE_LOOKS
         for tp in consumer.assignment():
-            if tp.topic in changelogs or tp in in_flight:
-                self._last_look.pop(tp, None)
+            if tp.topic in changelogs:
                 continue
             position = await consumer.position(tp)
             if position is None:
                 continue
             committed = consumer._committed_offset.get(tp) or 0
+            if long_idle and position > committed:
+                await self._reread(consumer, tp, committed)
+                self._idle_looks = 0
+                continue
+            if tp in in_flight:
+                self._last_look.pop(tp, None)
+                continue
             next_delivered = max(_after_read(consumer, tp, committed), committed)
             acked: list[int] = consumer._acked.get(tp) or []
             # Records after the last delivered one, or before the first acked one, never came.

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import faust
@@ -69,6 +70,28 @@ def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
     return table
 
 
+class BatchActivity:
+    """How many stage batches are being worked on, and how many finished: tells an idle worker."""
+
+    def __init__(self) -> None:
+        self.in_progress = 0
+        self.finished = 0
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Count the batch worked on inside the block."""
+        self.in_progress += 1
+        try:
+            yield
+        finally:
+            self.in_progress -= 1
+            self.finished += 1
+
+
+BATCHES = BatchActivity()
+"""Every stage's batches in this process (:mod:`pipeline.faust_fixes` acts only on an idle worker)."""
+
+
 async def durable_batches(stream: StreamT[bytes], max_events: int, within: float) -> AsyncIterator[list[EventT[bytes]]]:
     """``take_events`` batches whose offsets are committed only once the caller's loop body finished.
 
@@ -80,7 +103,8 @@ async def durable_batches(stream: StreamT[bytes], max_events: int, within: float
     async for events in stream.take_events(max_events, within=within):  # type: ignore[attr-defined]
         for event in events:
             event.message.incref()
-        yield events
+        with BATCHES.batch():
+            yield events
         for event in events:
             await stream.ack(event)
 

@@ -50,7 +50,7 @@ from pipeline.process import BatchResult, DeadLetter, InboundMessage, SpanBatchP
 from pipeline.rows import finding_row, llm_call_row
 from pipeline.settings import Settings
 from pipeline.storage import ClickHouseSink, Sink, open_migrated
-from pipeline.streams import publish, raw_topic, retrying, wait_acknowledged
+from pipeline.streams import BATCHES, publish, raw_topic, retrying, wait_acknowledged
 
 logger = logging.getLogger(__name__)
 
@@ -146,13 +146,17 @@ class PipelineWorker:
         async for events in batches:
             for event in events:
                 event.message.incref()  # released in _handle once durable (see module doc)
-            batch = asyncio.ensure_future(self._handle(stream, events))
+            batch = asyncio.ensure_future(self._handle_counted(stream, events))
             try:
                 await asyncio.shield(batch)
             except asyncio.CancelledError:
                 # Shutting down: finish the batch in hand so its offsets can be committed.
                 await batch
                 raise
+
+    async def _handle_counted(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
+        with BATCHES.batch():
+            await self._handle(stream, events)
 
     async def _handle(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
         started = time.perf_counter()

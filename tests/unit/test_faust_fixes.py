@@ -16,6 +16,7 @@ from typing import Any
 from faust.types import TP
 
 from pipeline.faust_fixes import SkippedRecordsWatchdog, commit_only_contiguous
+from pipeline.streams import BATCHES
 
 SPANS = TP("spans", 0)
 CHANGELOG = TP("app-table-changelog", 0)
@@ -163,3 +164,20 @@ def test_never_committed_stream_partitions_start_at_their_earliest_offset():
     asyncio.run(consumer.perform_seek())
     assert consumer.seeks == [(SPANS, -1), (SPANS, 3)]  # faust's seek, then ours; not the changelog
     assert consumer._committed_offset[SPANS] == 3 and consumer._committed_offset[CHANGELOG] is None
+
+
+def test_an_idle_worker_rereads_records_stuck_past_the_committed_offset_whatever_faust_says():
+    # faust tracks a message of the partition that never reached a stream: "in flight" forever.
+    stuck = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    stuck._unacked_messages.add(Message(SPANS))
+    app = watched(stuck)
+    assert looks(app, 2) == []
+    assert looks(app, 1) == [(SPANS, 5)]  # the third look without any batch activity
+
+
+def test_a_batch_in_progress_is_never_taken_for_a_stuck_worker():
+    busy = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    busy._unacked_messages.add(Message(SPANS))  # e.g. the batch held while ClickHouse is down
+    app = watched(busy)
+    with BATCHES.batch():
+        assert looks(app, 5) == []
