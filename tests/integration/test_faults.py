@@ -146,7 +146,7 @@ def test_sigkill_at_random_points_then_restart(tansu: TansuBroker, topic_prefix:
         committed.append(committed_total(tansu.bootstrap, worker.group, worker.input_topic))
         assert committed[-1] >= committed[-2], "committed offsets went back"
         rounds.append(f"kill at {point}: {done:.0f} done, {committed[-1]} of {sent} committed")
-    assert committed[-1] < sent, "the last kill must leave work behind"
+    # A kill may land after its round's work is all done; the drain always gets the last chunk.
 
     final = WorkerProcess(tansu.bootstrap, topic_prefix, data_dir, **SMALL_BATCHES).start()
     sent += produce(tansu.bootstrap, final.input_topic, chunks[-1])
