@@ -32,11 +32,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.embeddings import default_cache_dir
-from pipeline.alert_router import ROUTER_BATCH, ROUTER_BATCH_SECONDS
 from pipeline.alerting.config import default_routes
-from pipeline.broker import TansuBroker
-from pipeline.examples import EXAMPLES, example_traces
-from pipeline.settings import Settings
+from pipeline.alerting.stage import ROUTER_BATCH, ROUTER_BATCH_SECONDS
+from pipeline.config.settings import Settings
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.integration.support import WorkerProcess, consume_all, produce
 from tests.servers import SLACK_POST_PATH, AlertingServer
 

@@ -1,7 +1,7 @@
 """Cost of the sampled detectors: per sampled trace, and on the spans stage's hot path.
 
 1. **Per sampled trace**: the demo examples' LLM calls with a text answer and some context are
-   judged one after another by a real :class:`~pipeline.consistency_stage.ConsistencyStage`
+   judged one after another by a real :class:`~pipeline.sampled.stage.ConsistencyStage`
    (real openai library, real embedder) against the local OpenAI-compatible server of
    tests/openai_server.py, run in a child process that answers after ``--llm-latency``
    seconds: requests and tokens per call (as the endpoint reports them: four characters a
@@ -35,14 +35,14 @@ import faust
 
 from detectors.chat import USAGE_KEY
 from detectors.claims import EXTRACT_INSTRUCTIONS
+from detectors.llm_call import LLMCall
 from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
-from pipeline.consistency_stage import ConsistencyStage
-from pipeline.examples import example_traces, mixed_traffic
-from pipeline.model import LLMCall
-from pipeline.process import InboundMessage, SpanBatchProcessor
-from pipeline.settings import Settings
-from pipeline.streams import raw_topic
+from pipeline.config.settings import Settings
+from pipeline.sampled.stage import ConsistencyStage
+from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.stream.plumbing import raw_topic
+from pipeline.tools.example_traces import example_traces, mixed_traffic
 from tests.openai_server import OpenAIServer
 from tests.servers import Request
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from detectors.llm_call import LLMCall
 from detectors.registry import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
-from pipeline.evaluate import read_records, record_to_call
-from pipeline.model import LLMCall
-from pipeline.settings import load_settings
+from pipeline.config.settings import load_settings
+from pipeline.offline.evaluate import read_records, record_to_call
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth" / "ragtruth.jsonl"
 

@@ -1,7 +1,7 @@
 """Grounding detector: speed per core (warm/cold caches, int8/fp32, vs a naive baseline) and AUROC.
 
 Everything runs on one thread (``threads=1``), so rates are per core.  Inputs are the
-shared RAGTruth records as the worker would see them (``pipeline.evaluate.record_to_call``),
+shared RAGTruth records as the worker would see them (``pipeline.offline.evaluate.record_to_call``),
 in batches of ``--batch`` calls.
 
 * warm: the same calls again after one pass, so source windows are cached; answer sentences
@@ -30,10 +30,10 @@ import numpy as np
 
 from detectors.embeddings import Embedder, EmbeddingConfig
 from detectors.grounding import GroundingConfig, GroundingDetector
+from detectors.llm_call import LLMCall
 from detectors.text import split_sentences
-from pipeline.evaluate import read_records, record_to_call
-from pipeline.model import LLMCall
-from pipeline.scoring import auroc, best_f1_threshold
+from pipeline.offline.eval_metrics import auroc, best_f1_threshold
+from pipeline.offline.evaluate import read_records, record_to_call
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUALITY_SETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice")

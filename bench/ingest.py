@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import mixed_traffic
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import mixed_traffic
 from tests.integration.support import WorkerProcess, produce
 
 

@@ -1,4 +1,4 @@
-"""Cost of the log join (pipeline/log_join.py): CPU per operation and memory per 1k in-flight spans.
+"""Cost of the log join (pipeline/log_join/join.py): CPU per operation and memory per 1k in-flight spans.
 
 Spans and records are made once by the real OpenTelemetry SDK (an openai-v2-style
 content-free ``chat`` span with a system, a user and a choice record, decoded and
@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.log_join import JoinConfig, LogJoin
-from pipeline.model import LLMCall
-from pipeline.normalize import normalize_span
-from pipeline.otlp import decode_traces, iter_spans
-from pipeline.otlp_logs import GenAIRecord, decode_logs, genai_records
+from detectors.llm_call import LLMCall
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
+from pipeline.ingest.otlp_traces import decode_traces, iter_spans
+from pipeline.log_join.join import JoinConfig, LogJoin
 from tests.genai_logs import Telemetry, deprecated_events
 
 T0 = 1_800_000_000.0

@@ -18,9 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
-from pipeline.examples import mixed_traffic
-from pipeline.process import InboundMessage, SpanBatchProcessor
-from pipeline.settings import Settings
+from pipeline.config.settings import Settings
+from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.tools.example_traces import mixed_traffic
 
 
 def main() -> None:

@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tqdm import tqdm
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
-from pipeline.agreement import AgreementRule
-from pipeline.evaluate import EvalOutput, EvalRecord, compare_alerting, evaluate, read_records
-from pipeline.scoring import all_positive_f1, auroc, binary_metrics, span_overlap
-from pipeline.settings import load_settings
+from pipeline.agreement.rules import AgreementRule
+from pipeline.config.settings import load_settings
+from pipeline.offline.eval_metrics import all_positive_f1, auroc, binary_metrics, span_overlap
+from pipeline.offline.evaluate import EvalOutput, EvalRecord, compare_alerting, evaluate, read_records
 
 DATASETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice", "halueval_general")
 ANCHORS = """Anchors (published, not measured here): LettuceDetect-large 79.2 % and -base 76.8 % example-level

@@ -1,6 +1,6 @@
 """The detector contract (SPEC §4).
 
-A detector is a small, pure unit: a batch of :class:`~pipeline.model.LLMCall` in, one
+A detector is a small, pure unit: a batch of :class:`~detectors.llm_call.LLMCall` in, one
 :class:`DetectorResult` per call out.  It must never raise into the stream and must
 never do I/O on the event loop: the worker calls :func:`run_detector` from its
 detector pool, which turns any exception into ``status=error`` results.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from pipeline.model import LLMCall
+from detectors.llm_call import LLMCall
 
 logger = logging.getLogger(__name__)
 

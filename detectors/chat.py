@@ -1,6 +1,6 @@
 """The chat-model interface of the sampled detectors (self-consistency, claims).
 
-Detectors depend on this protocol only; :mod:`pipeline.llm_client` implements it with
+Detectors depend on this protocol only; :mod:`pipeline.sampled.llm_client` implements it with
 the ``openai`` library against any OpenAI-compatible endpoint.
 """
 

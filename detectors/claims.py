@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
 from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
-from pipeline.model import LLMCall
+from detectors.llm_call import LLMCall
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _EVIDENCE_CHARS = 300

@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from pipeline.model import LLMCall, TokenLogprob
+from detectors.llm_call import LLMCall, TokenLogprob
 
 DEFAULT_TOP_K = 5
 DEFAULT_MIN_TOKENS = 5

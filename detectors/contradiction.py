@@ -53,8 +53,8 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.llm_call import LLMCall
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
-from pipeline.model import LLMCall
 
 logger = logging.getLogger(__name__)
 

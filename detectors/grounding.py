@@ -52,8 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.embeddings import Embedder
+from detectors.llm_call import LLMCall, Source
 from detectors.text import Sentence, parse_citations, split_sentences, words
-from pipeline.model import LLMCall, Source
 
 logger = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from detectors.sentinel import SentinelDetector
 from detectors.span_model import build_span_model_detector
 from detectors.suite import DetectorSuite
 from detectors.thresholds import Thresholds
-from pipeline.baseline import load_baselines
+from pipeline.offline.baseline import load_baselines
 
 if TYPE_CHECKING:
-    from pipeline.settings import Settings
+    from pipeline.config.settings import Settings
 
 
 def build_suite(settings: Settings, thresholds: Thresholds) -> DetectorSuite:

@@ -58,7 +58,7 @@ from rapidfuzz import fuzz, process, utils
 from referencing import Registry
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
-from pipeline.model import LLMCall, ToolCall
+from detectors.llm_call import LLMCall, ToolCall
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
 from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.embeddings import Vectors
-from pipeline.model import LLMCall
+from detectors.llm_call import LLMCall
 
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised rows, off the event loop
 

@@ -56,7 +56,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
-from pipeline.model import LLMCall
+from detectors.llm_call import LLMCall
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
 FACTUAL = "factual"

@@ -44,8 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tokenizers import Encoding
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.llm_call import LLMCall
 from detectors.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
-from pipeline.model import LLMCall
 
 MAX_SPANS = 20  # per call in the evidence, so rows stay small
 TOKENIZER_FILE = "tokenizer.json"

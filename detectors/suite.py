@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from detectors.llm_call import LLMCall
 from detectors.sentinel import needs_fact_check
 from pipeline import metrics
-from pipeline.model import LLMCall
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pipeline.secrets import install_scrubber, secret_values
-from pipeline.settings import ConfigError, Settings, load_settings
+from pipeline.config.secrets import install_scrubber, secret_values
+from pipeline.config.settings import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
-    from pipeline.labelled import LabelledScores
+    from pipeline.offline.scored_calls import LabelledScores
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -57,8 +57,8 @@ def worker(config_path: Path | None) -> None:
     llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
-    from pipeline.runner import run_worker
-    from pipeline.storage import ClickHouseUnreachable
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable
+    from pipeline.stream.runner import run_worker
 
     try:
         run_worker(_settings(config_path))
@@ -70,9 +70,9 @@ def worker(config_path: Path | None) -> None:
 @CONFIG_OPTION
 def migrate(config_path: Path | None) -> None:
     """Create the ClickHouse database and tables (idempotent; applies pending DDL only)."""
-    from pipeline.connections import redacted_dsn
-    from pipeline.storage import migrate as apply_migrations
-    from pipeline.storage import open_clickhouse
+    from pipeline.config.connections import redacted_dsn
+    from pipeline.sinks.clickhouse import migrate as apply_migrations
+    from pipeline.sinks.clickhouse import open_clickhouse
 
     settings = _settings(config_path)
     applied = apply_migrations(open_clickhouse(settings), settings.clickhouse_database)
@@ -105,9 +105,9 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
     collector's kafka exporter with partition_traces_by_id: true.  With --logs, PATH
     holds log records (GenAI events carrying LLM content) for the logs topic.
     """
-    from pipeline.otlp import Encoding
-    from pipeline.replay import read_file, read_logs_file
-    from pipeline.replay import replay as produce
+    from pipeline.ingest.otlp_traces import Encoding
+    from pipeline.tools.replay import read_file, read_logs_file
+    from pipeline.tools.replay import replay as produce
 
     settings = _settings(config_path)
     stats = produce(
@@ -147,8 +147,8 @@ def baseline(
     Writes a versioned YAML file (default DATA_DIR/baselines.yaml); point
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
     """
-    from pipeline.baseline import BaselineError, run_baseline
-    from pipeline.storage import open_clickhouse
+    from pipeline.offline.baseline import BaselineError, run_baseline
+    from pipeline.sinks.clickhouse import open_clickhouse
 
     if (input_path is None) == (not from_clickhouse):
         raise click.UsageError("give exactly one of --input PATH or --from-clickhouse")
@@ -192,8 +192,8 @@ def evaluate(
 
     from tqdm import tqdm
 
-    from pipeline.agreement import AgreementRule
-    from pipeline.evaluate import EvalInputError, evaluate, read_records, report
+    from pipeline.agreement.rules import AgreementRule
+    from pipeline.offline.evaluate import EvalInputError, evaluate, read_records, report
 
     settings = _settings(config_path)
     try:
@@ -251,9 +251,9 @@ def calibrate(
     Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log and stamp its version.
     """
     from detectors.thresholds import load_thresholds
-    from pipeline.agreement import AgreementRule
-    from pipeline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
-    from pipeline.calibration_plots import write_plots
+    from pipeline.agreement.rules import AgreementRule
+    from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
+    from pipeline.offline.calibration_plots import write_plots
 
     if diff_paths:
         click.echo(diff_thresholds(*diff_paths))
@@ -286,15 +286,15 @@ def _labelled_scores(
 ) -> list[LabelledScores]:
     """Scores of labelled calls: the detectors run on INPUT, or the stored findings of labelled calls."""
     if input_path is None:
-        from pipeline.labels import labelled_scores_from_clickhouse
-        from pipeline.storage import open_clickhouse
+        from pipeline.offline.human_labels import labelled_scores_from_clickhouse
+        from pipeline.sinks.clickhouse import open_clickhouse
 
         client = open_clickhouse(settings)
         return labelled_scores_from_clickhouse(client, settings.clickhouse_database, since)
     from tqdm import tqdm
 
-    from pipeline.calibrate import labelled_from_eval
-    from pipeline.evaluate import evaluate, read_records
+    from pipeline.offline.calibrate import labelled_from_eval
+    from pipeline.offline.evaluate import evaluate, read_records
 
     records = list(read_records(input_path))
     outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
@@ -318,7 +318,7 @@ def label_export(config_path: Path | None, output_path: Path, limit: int, since:
     Fill each line's "label" with true/false (or "hallucinated"/"ok") and feed the file to
     `halluwatch label import`.
     """
-    from pipeline.labels import export_for_labelling
+    from pipeline.offline.human_labels import export_for_labelling
 
     settings = _settings(config_path)
     client = _migrated_client(settings)
@@ -332,7 +332,7 @@ def label_export(config_path: Path | None, output_path: Path, limit: int, since:
 @click.option("--labeller", default="unknown", show_default=True, help="For lines that do not name one.")
 def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
     """Load a labelled JSONL file into the ClickHouse labels table (idempotent)."""
-    from pipeline.labels import LabelFileError, import_labels, read_label_file
+    from pipeline.offline.human_labels import LabelFileError, import_labels, read_label_file
 
     settings = _settings(config_path)
     try:
@@ -345,8 +345,8 @@ def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
 
 
 def _migrated_client(settings: Settings) -> Client:
-    from pipeline.storage import migrate as apply_migrations
-    from pipeline.storage import open_clickhouse
+    from pipeline.sinks.clickhouse import migrate as apply_migrations
+    from pipeline.sinks.clickhouse import open_clickhouse
 
     client = open_clickhouse(settings)
     apply_migrations(client, settings.clickhouse_database)
@@ -366,7 +366,7 @@ def report(config_path: Path | None, output_path: Path | None, hours: float, ser
     The same queries as the Grafana dashboard (dashboards/clickhouse/*.sql), charts as
     inline SVG, no scripts or external files: open it in any browser or attach it.
     """
-    from pipeline.report import report_window, write_report
+    from pipeline.tools.report import report_window, write_report
 
     settings = _settings(config_path)
     path = output_path or settings.data_dir / "report.html"
@@ -384,7 +384,7 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     deletes a scratch topic, and creates, fills, reads and drops a scratch table. Prints
     one line per check with what to fix; exits 1 when any check failed.
     """
-    from pipeline.doctor import run_checks
+    from pipeline.tools.doctor import run_checks
 
     checks = run_checks(_settings(config_path), timeout_seconds)
     for check in checks:
@@ -406,7 +406,7 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
 @click.option("--timeout", "timeout_seconds", default=120.0, show_default=True, help="Seconds to wait.")
 def demo(data_dir: Path, timeout_seconds: float) -> None:
     """Run everything on this machine: embedded broker and ClickHouse, worker, example traces."""
-    from pipeline.demo import run_demo
+    from pipeline.tools.demo import run_demo
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     outcome = run_demo(data_dir, timeout_seconds)

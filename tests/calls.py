@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.model import LLMCall, Message, Source
+from detectors.llm_call import LLMCall, Message, Source
 
 
 def make_llm_call(answer: str = "", prompt: str = "", sources: Sequence[Source] = (), **fields: Any) -> LLMCall:

@@ -14,8 +14,8 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from detectors.embeddings import MODEL_CACHE_ENV, Embedder, EmbeddingConfig
-from pipeline.broker import TansuBroker
-from pipeline.storage import connect
+from pipeline.sinks.clickhouse import connect
+from pipeline.tools.demo_broker import TansuBroker
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,7 +2,7 @@
 
 The dispatcher sends, applies each route's rate limit (alerts over it go out as one
 digest message, never dropped), and turns every failure into an outcome: retry in so
-many seconds, or give up.  The alert router (:mod:`pipeline.alert_router`) acts on the
+many seconds, or give up.  The alert router (:mod:`pipeline.alerting.stage`) acts on the
 outcomes with topics and tables; keeping the two apart makes the delivery policy
 testable against plain local HTTP servers.
 """

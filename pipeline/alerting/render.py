@@ -3,7 +3,7 @@
 Pure functions, no I/O. Evidence arrived over Kafka as JSON, so it is untrusted: every
 reader here tolerates missing keys and wrong types, and every text is clipped to the
 destination's limits (a message Slack rejects would be a lost alert). Content in alerts
-already follows the ``alerts`` content mode (pipeline/content.py): hashes are shown as
+already follows the ``alerts`` content mode (pipeline/config/content_policy.py): hashes are shown as
 they are, so they can be matched against stored rows, and text the mode dropped is shown
 as withheld, the numbers beside it kept.
 """

@@ -19,13 +19,13 @@ from clickhouse_connect.driver.client import Client
 
 from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
-from pipeline.agreement import AgreementRule
+from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.alert import DeliveryStatus
-from pipeline.demo import GARBAGE_MESSAGE, demo_settings
-from pipeline.examples import example_traces
-from pipeline.process import InboundMessage, SpanBatchProcessor
-from pipeline.rows import alert_row, finding_row, llm_call_row
-from pipeline.storage import ClickHouseSink, migrate
+from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.rows import alert_row, finding_row, llm_call_row
+from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings
+from pipeline.tools.example_traces import example_traces
 
 
 def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:

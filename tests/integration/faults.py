@@ -29,7 +29,7 @@ import chdb
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.agreement import counts_toward_agreement
+from pipeline.agreement.rules import counts_toward_agreement
 from pipeline.alerting.config import AlertingSettings
 
 # The attribute prefixes that make a span an LLM call, in the conventions the examples use.

@@ -25,13 +25,13 @@ from confluent_kafka import Producer
 from faust.types import Message
 from faust.worker import Worker
 
-from pipeline.log_join_stage import LogJoinStage
-from pipeline.model import LLMCall
-from pipeline.normalize import normalize_span
-from pipeline.otlp import Encoding, decode_traces, iter_spans
-from pipeline.replay import read_logs_file, replay
-from pipeline.settings import load_settings
-from pipeline.worker import faust_broker_url
+from detectors.llm_call import LLMCall
+from pipeline.config.settings import load_settings
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_traces import Encoding, decode_traces, iter_spans
+from pipeline.log_join.stage import LogJoinStage
+from pipeline.stream.worker import faust_broker_url
+from pipeline.tools.replay import read_logs_file, replay
 
 GARBAGE = b"\x00\xffnot OTLP logs"
 WAIT_SECONDS = 60.0

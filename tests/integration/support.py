@@ -13,7 +13,7 @@ from pathlib import Path
 import clickhouse_connect
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
-from pipeline.broker import free_port
+from pipeline.tools.demo_broker import free_port
 
 _started: list[subprocess.Popen[bytes]] = []
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
 from tests.integration.support import WorkerProcess, consume_all, produce
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply, Request
 

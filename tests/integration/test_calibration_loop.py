@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import EXAMPLES, example_traces
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.integration.support import WorkerProcess, produce
 from tests.integration.test_cli import halluwatch
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import example_traces
-from pipeline.otlp import decode_traces
-from pipeline.replay import write_json_lines, write_proto
+from pipeline.ingest.otlp_traces import decode_traces
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import example_traces
+from pipeline.tools.replay import write_json_lines, write_proto
 from tests.integration.support import consume_all
 
 # Worker and demo processes load the embedding model from the session's export cache.
@@ -69,9 +69,9 @@ def test_replay_produces_both_file_exporter_formats(tansu: TansuBroker, topic_pr
 def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):
     from detectors.registry import build_suite
     from detectors.thresholds import load_thresholds
-    from pipeline.normalize import normalize_span
-    from pipeline.otlp import iter_spans
-    from pipeline.settings import load_settings
+    from pipeline.config.settings import load_settings
+    from pipeline.ingest.normalize import normalize_span
+    from pipeline.ingest.otlp_traces import iter_spans
 
     traces = example_traces()
     write_json_lines(tmp_path / "good.jsonl", traces)

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from pipeline.broker import TansuBroker
-from pipeline.sampling import trace_sampled
+from pipeline.sampled.sampling import trace_sampled
+from pipeline.tools.demo_broker import TansuBroker
 from tests.integration.support import WorkerProcess, consume_all, produce
 from tests.openai_server import CHAT_PATH, OpenAIServer
 

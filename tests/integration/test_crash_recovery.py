@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import mixed_traffic
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import mixed_traffic
 from tests.integration.faults import assert_stored_exactly_once, keyed_messages
 from tests.integration.support import WorkerProcess, committed_total, produce, wait_until_committed
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.examples import EXAMPLES, LOG_EVENT_EXAMPLES
+from pipeline.tools.example_traces import EXAMPLES, LOG_EVENT_EXAMPLES
 
 # Worker and demo processes load the embedding model from the session's export cache.
 pytestmark = pytest.mark.usefixtures("exported_model")

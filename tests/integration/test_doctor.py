@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.broker import TansuBroker, free_port
+from pipeline.tools.demo_broker import TansuBroker, free_port
 from tests.servers import SLACK_API_PREFIX, AlertingServer
 
 # Secret values no output may show.

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from pipeline.broker import TansuBroker
+from pipeline.tools.demo_broker import TansuBroker
 from tests.integration.support import WorkerProcess, committed_total, consume_all, produce
 
 # Worker and demo processes load the embedding model from the session's export cache.

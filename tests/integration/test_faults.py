@@ -21,8 +21,8 @@ from clickhouse_connect.driver.client import Client
 from confluent_kafka import Message
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.broker import TansuBroker, free_port
-from pipeline.examples import mixed_traffic
+from pipeline.tools.demo_broker import TansuBroker, free_port
+from pipeline.tools.example_traces import mixed_traffic
 from tests.integration.faults import (
     Alerted,
     ClickHouseFault,

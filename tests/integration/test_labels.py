@@ -9,11 +9,17 @@ from datetime import UTC, datetime, timedelta
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from pipeline.content import STORE_ALL, ContentPolicy
-from pipeline.labelled import DetectorScore, LabelledScores
-from pipeline.labels import Label, export_for_labelling, import_labels, labelled_scores_from_clickhouse, read_label_file
-from pipeline.rows import finding_record, finding_row, llm_call_row
-from pipeline.storage import ClickHouseSink, migrate
+from pipeline.config.content_policy import STORE_ALL, ContentPolicy
+from pipeline.offline.human_labels import (
+    Label,
+    export_for_labelling,
+    import_labels,
+    labelled_scores_from_clickhouse,
+    read_label_file,
+)
+from pipeline.offline.scored_calls import DetectorScore, LabelledScores
+from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from tests.calls import make_llm_call
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -164,7 +170,7 @@ def test_newest_label_per_labeller_then_majority(clickhouse, caplog):
     rows = client.query(f"SELECT label, source FROM {database}.labels FINAL WHERE span_id = '{span(1)}'").result_rows
     assert rows == [(False, "corrected")]
 
-    with caplog.at_level(logging.WARNING, logger="pipeline.labels"):
+    with caplog.at_level(logging.WARNING, logger="pipeline.offline.human_labels"):
         scores = labelled_scores_from_clickhouse(client, database)
     assert [(s.id.split(":")[1], s.hallucinated) for s in scores] == [
         (span(1), False),

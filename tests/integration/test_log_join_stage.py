@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 
-from pipeline.broker import TansuBroker
-from pipeline.model import ContentSource, LLMCall, Message
-from pipeline.replay import write_json_lines
+from detectors.llm_call import ContentSource, LLMCall, Message
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.replay import write_json_lines
 from tests.genai_logs import ANSWER, QUESTION, Telemetry, deprecated_events, details_event
 
 pytestmark = pytest.mark.integration

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.examples import example_traces
-from pipeline.otlp import Encoding, decode_traces, iter_spans
-from pipeline.replay import replay
+from pipeline.ingest.otlp_traces import Encoding, decode_traces, iter_spans
+from pipeline.tools.example_traces import example_traces
+from pipeline.tools.replay import replay
 from tests.integration.support import consume_all
 
 

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from dashboards import Chart, clickhouse_panels
-from pipeline.report import report_window, write_report
+from pipeline.tools.report import report_window, write_report
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -16,8 +16,8 @@ import pytest
 import yaml
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.broker import TansuBroker
-from pipeline.examples import EXAMPLE_OUTPUT_SCHEMAS, example_traces
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
 from tests.integration.support import WorkerProcess, consume_all, produce
 from tests.servers import AlertingServer
 

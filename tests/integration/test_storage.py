@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from pipeline.content import STORE_ALL, ContentPolicy
-from pipeline.model import LLMCall, Message, Usage
-from pipeline.rows import finding_record, finding_row, llm_call_row
-from pipeline.storage import ClickHouseSink, migrate
+from detectors.llm_call import LLMCall, Message, Usage
+from pipeline.config.content_policy import STORE_ALL, ContentPolicy
+from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from schemas import migrations
 
 HASHED = ContentPolicy("hash", SecretStr("test-key"))
@@ -71,7 +71,7 @@ def test_sink_writes_and_replayed_rows_collapse(clickhouse):
 def test_logprob_tokens_are_stored_in_store_mode_only(clickhouse):
     from dataclasses import replace
 
-    from pipeline.model import TokenLogprob, TopLogprob
+    from detectors.llm_call import TokenLogprob, TopLogprob
 
     client, database = clickhouse
     migrate(client, database)

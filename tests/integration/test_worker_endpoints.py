@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards import prometheus_panels
-from pipeline.broker import TansuBroker
+from pipeline.tools.demo_broker import TansuBroker
 from tests.integration.demo_data import demo_messages
 from tests.integration.support import WorkerProcess, produce
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.examples import example_traces
-from pipeline.process import InboundMessage
-from pipeline.settings import load_settings
-from pipeline.storage import Sink, SinkUnavailable
-from pipeline.worker import PipelineWorker
+from pipeline.config.settings import load_settings
+from pipeline.sinks.clickhouse import Sink, SinkUnavailable
+from pipeline.spans.processor import InboundMessage
+from pipeline.stream.worker import PipelineWorker
+from pipeline.tools.example_traces import example_traces
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from pipeline.otlp import Encoding, SpanContext, decode_traces, iter_spans
+from pipeline.ingest.otlp_traces import Encoding, SpanContext, decode_traces, iter_spans
 
 Capture = Callable[..., list[SpanContext]]
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pipeline.agreement import AgreementRule, TraceState, counts_toward_agreement
+from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
 from pipeline.alerting.config import AlertingSettings, AlertRule, default_rules
 
 TRACE = "ab" * 16

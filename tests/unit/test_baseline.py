@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from detectors.confidence import ModelBaseline
-from pipeline.baseline import (
+from detectors.llm_call import LLMCall, TokenLogprob, TopLogprob
+from pipeline.offline.baseline import (
     BaselineError,
     baselines_from_entropies,
     calls_from_clickhouse,
@@ -27,9 +28,8 @@ from pipeline.baseline import (
     run_baseline,
     write_baselines,
 )
-from pipeline.examples import example_traces
-from pipeline.model import LLMCall, TokenLogprob, TopLogprob
-from pipeline.replay import write_json_lines
+from pipeline.tools.example_traces import example_traces
+from pipeline.tools.replay import write_json_lines
 from tests.calls import make_llm_call
 
 

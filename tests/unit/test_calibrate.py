@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from detectors.thresholds import Thresholds, load_thresholds
-from pipeline.agreement import AgreementRule
+from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.config import AlertRule
-from pipeline.calibrate import (
+from pipeline.offline.calibrate import (
     CalibrationError,
     OperatingPoint,
     calibrate,
@@ -27,9 +27,9 @@ from pipeline.calibrate import (
     sweep,
     write_thresholds,
 )
-from pipeline.calibration_plots import write_plots
-from pipeline.evaluate import EvalOutput, EvalRecord
-from pipeline.labelled import DetectorScore, LabelledScores
+from pipeline.offline.calibration_plots import write_plots
+from pipeline.offline.evaluate import EvalOutput, EvalRecord
+from pipeline.offline.scored_calls import DetectorScore, LabelledScores
 
 TWO_DETECTORS = AgreementRule([AlertRule(name="two", route="slack")], window_seconds=600)
 CURRENT = Thresholds("builtin-test", {"a": 0.5, "b": 0.5, "sentinel": 0.3, "unseen": 0.4})

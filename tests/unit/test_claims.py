@@ -20,11 +20,11 @@ from detectors.claims import (
     parse_json_object,
     parse_verdicts,
 )
+from detectors.llm_call import LLMCall, Source
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
-from pipeline.consistency_config import LLMEndpointConfig
-from pipeline.llm_client import LLMClient
-from pipeline.model import LLMCall, Source
+from pipeline.sampled.config import LLMEndpointConfig
+from pipeline.sampled.llm_client import LLMClient
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer
 

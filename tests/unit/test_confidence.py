@@ -16,7 +16,7 @@ from detectors.confidence import (
     mean_entropy,
     position_entropy,
 )
-from pipeline.model import LLMCall, TokenLogprob, TopLogprob
+from detectors.llm_call import LLMCall, TokenLogprob, TopLogprob
 from tests.calls import make_llm_call
 
 

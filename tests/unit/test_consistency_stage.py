@@ -16,11 +16,11 @@ from faust.types import Message
 from prometheus_client import REGISTRY
 
 from detectors.base import DetectorResult, DetectorStatus
-from pipeline.consistency_stage import ConsistencyStage
-from pipeline.llm_client import Budget
-from pipeline.model import LLMCall, Source
-from pipeline.settings import Settings
-from pipeline.streams import raw_topic
+from detectors.llm_call import LLMCall, Source
+from pipeline.config.settings import Settings
+from pipeline.sampled.llm_client import Budget
+from pipeline.sampled.stage import ConsistencyStage
+from pipeline.stream.plumbing import raw_topic
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer
 

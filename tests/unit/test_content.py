@@ -11,13 +11,20 @@ from pydantic import SecretStr
 
 from detectors.base import DetectorResult
 from detectors.confidence import position_entropy
+from detectors.llm_call import LLMCall, Message, Source, TokenLogprob, TopLogprob
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.render import WITHHELD, console_text, pagerduty_event, slack_blocks
-from pipeline.content import HASH_PREFIX, ContentLimits, ContentPolicies, ContentPolicy, luhn_valid, redact
-from pipeline.model import LLMCall, Message, Source, TokenLogprob, TopLogprob
-from pipeline.rows import LLM_CALL_COLUMNS, finding_record, finding_row, llm_call_row
-from pipeline.settings import ConfigError, load_settings
+from pipeline.config.content_policy import (
+    HASH_PREFIX,
+    ContentLimits,
+    ContentPolicies,
+    ContentPolicy,
+    luhn_valid,
+    redact,
+)
+from pipeline.config.settings import ConfigError, load_settings
+from pipeline.sinks.rows import LLM_CALL_COLUMNS, finding_record, finding_row, llm_call_row
 
 KEY = SecretStr("unit-test-key")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from pipeline.connections import ClickHouseTLS, KafkaSecurity, redacted_dsn
-from pipeline.secrets import MASK, install_scrubber, scrub, secret_values
-from pipeline.settings import SECRETS_DIR_ENV, ConfigError, load_settings
+from pipeline.config.connections import ClickHouseTLS, KafkaSecurity, redacted_dsn
+from pipeline.config.secrets import MASK, install_scrubber, scrub, secret_values
+from pipeline.config.settings import SECRETS_DIR_ENV, ConfigError, load_settings
 
 CANARIES = {
     "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN": "xoxb-canary-7f3a9c",

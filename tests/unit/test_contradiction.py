@@ -7,8 +7,8 @@ from pydantic import ValidationError
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.contradiction import ContradictionConfig, ContradictionDetector
+from detectors.llm_call import LLMCall, Source
 from detectors.quantities import Kind, extract_claims, extract_names, extract_values
-from pipeline.model import LLMCall, Source
 from tests.calls import make_llm_call
 
 EIFFEL_CONTEXT = '{"name": "Eiffel Tower", "built": "1887-1889", "height": "330 meters", "location": "Paris, France"}'

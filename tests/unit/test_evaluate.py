@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from detectors.base import Detector, DetectorResult
+from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
-from pipeline.agreement import AgreementRule
+from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.config import AlertRule
-from pipeline.evaluate import (
+from pipeline.offline.evaluate import (
     EvalInputError,
     EvalOutput,
     agreement_report,
@@ -19,7 +20,6 @@ from pipeline.evaluate import (
     report,
     score_batch,
 )
-from pipeline.model import LLMCall
 
 
 class AnswerHas(Detector):

@@ -7,7 +7,8 @@ import jsonschema
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from pipeline.examples import (
+from pipeline.ingest.otlp_traces import attributes, iter_spans
+from pipeline.tools.example_traces import (
     _TOOL_DEFINITIONS,
     EXAMPLE_OUTPUT_SCHEMAS,
     EXAMPLES,
@@ -18,7 +19,6 @@ from pipeline.examples import (
     example_traces,
     mixed_traffic,
 )
-from pipeline.otlp import attributes, iter_spans
 
 # Attribute keys (or key prefixes ending in ".") each convention's LLM span must carry.
 CONVENTION_KEYS = {

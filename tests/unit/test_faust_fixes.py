@@ -15,8 +15,8 @@ from typing import Any
 
 from faust.types import TP
 
-from pipeline.faust_fixes import SkippedRecordsWatchdog, commit_only_contiguous
-from pipeline.streams import BATCHES
+from pipeline.stream.dropped_records import SkippedRecordsWatchdog, commit_only_contiguous
+from pipeline.stream.plumbing import BATCHES
 
 SPANS = TP("spans", 0)
 CHANGELOG = TP("app-table-changelog", 0)

@@ -13,10 +13,10 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, SeverityNumber
 from prometheus_client import REGISTRY
 
-from pipeline.finding_export import FindingExporter
-from pipeline.otlp_logs import EVALUATION_RESULT_EVENT, decode_logs, genai_records
-from pipeline.secrets import secret_values
-from pipeline.settings import ConfigError, load_settings
+from pipeline.config.secrets import secret_values
+from pipeline.config.settings import ConfigError, load_settings
+from pipeline.ingest.otlp_logs import EVALUATION_RESULT_EVENT, decode_logs, genai_records
+from pipeline.sinks.findings_otlp import FindingExporter
 from tests.servers import Reply, Request, ScriptedServer
 
 LOGS_PATH = "/v1/logs"
@@ -28,7 +28,7 @@ Exporters = Callable[..., FindingExporter]
 
 
 def finding(**overrides: Any) -> dict[str, Any]:
-    """A findings record as pipeline.rows.finding_record makes it."""
+    """A findings record as pipeline.sinks.rows.finding_record makes it."""
     record = {
         "trace_id": TRACE_ID,
         "span_id": SPAN_ID,

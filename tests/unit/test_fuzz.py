@@ -30,11 +30,11 @@ from detectors.schema_violation import SchemaViolationConfig, SchemaViolationDet
 from detectors.sentinel import SentinelConfig, SentinelDetector
 from detectors.suite import DetectorSuite
 from detectors.text import parse_citations, split_sentences
-from pipeline.content import STORE_ALL, ContentLimits, redact
-from pipeline.examples import example_traces
-from pipeline.otlp import encode_traces_json
-from pipeline.process import BatchResult, InboundMessage, SpanBatchProcessor
-from pipeline.rows import finding_row, llm_call_row
+from pipeline.config.content_policy import STORE_ALL, ContentLimits, redact
+from pipeline.ingest.otlp_traces import encode_traces_json
+from pipeline.sinks.rows import finding_row, llm_call_row
+from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.tools.example_traces import example_traces
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_CALL_CHARS = 20_000

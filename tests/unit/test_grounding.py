@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from detectors.base import DetectorStatus, run_detector
 from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
 from detectors.grounding import CONTEXT_SOURCE_ID, GroundingConfig, GroundingDetector
-from pipeline.model import LLMCall, Source
+from detectors.llm_call import LLMCall, Source
 from tests.calls import make_llm_call
 
 PARAGRAPH = (

@@ -19,8 +19,8 @@ import yaml
 from pydantic import BaseModel
 
 from dashboards.grafana import CLICKHOUSE_DATASOURCE, PROMETHEUS_DATASOURCE
-from pipeline.health import HEALTH_PATH
-from pipeline.settings import Settings, load_settings
+from pipeline.config.settings import Settings, load_settings
+from pipeline.stream.health import HEALTH_PATH
 
 ROOT = Path(__file__).parents[2]
 INFRA = ROOT / "infra"

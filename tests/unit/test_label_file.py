@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.labels import MAX_ERRORS, Label, LabelFileError, read_label_file
+from pipeline.offline.human_labels import MAX_ERRORS, Label, LabelFileError, read_label_file
 
 TRACE = "ab" * 16
 SPAN = "cd" * 8

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from pipeline.conventions.log_events import is_complete, log_content, merge_log_content
-from pipeline.model import ContentSource, LLMCall, Message, Source, ToolCall
-from pipeline.normalize import normalize_span
-from pipeline.otlp import decode_traces, iter_spans
-from pipeline.otlp_logs import GenAIRecord, decode_logs, genai_records
+from detectors.llm_call import ContentSource, LLMCall, Message, Source, ToolCall
+from pipeline.ingest.conventions.log_events import is_complete, log_content, merge_log_content
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
+from pipeline.ingest.otlp_traces import decode_traces, iter_spans
 from tests.genai_logs import ANSWER, QUESTION, SYSTEM, Telemetry, deprecated_events, details_event
 
 WEATHER_CALL = {

@@ -8,9 +8,7 @@ from dataclasses import replace
 import pytest
 from prometheus_client import REGISTRY
 
-from pipeline.conventions.log_events import merge_log_content
-from pipeline.log_join import JoinConfig, LogJoin, Outcome, Release
-from pipeline.model import (
+from detectors.llm_call import (
     ContentSource,
     LLMCall,
     Message,
@@ -20,10 +18,12 @@ from pipeline.model import (
     TopLogprob,
     Usage,
 )
-from pipeline.normalize import normalize_span
-from pipeline.otlp import decode_traces, iter_spans
-from pipeline.otlp_logs import GenAIRecord, decode_logs, genai_records
-from pipeline.settings import Settings
+from pipeline.config.settings import Settings
+from pipeline.ingest.conventions.log_events import merge_log_content
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
+from pipeline.ingest.otlp_traces import decode_traces, iter_spans
+from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
 from tests.genai_logs import ANSWER, QUESTION, Telemetry, deprecated_events, details_event
 
 CONFIG = JoinConfig(window_seconds=5.0, max_entries=1000, max_age_seconds=60.0, max_records_per_span=16)

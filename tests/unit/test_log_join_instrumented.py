@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.log_join import JoinConfig, LogJoin, Outcome, Release
-from pipeline.model import ContentSource, LLMCall, Source, ToolCall
-from pipeline.normalize import normalize_span
-from pipeline.otlp import decode_traces, iter_spans
-from pipeline.otlp_logs import decode_logs, encode_logs_json, genai_records
+from detectors.llm_call import ContentSource, LLMCall, Source, ToolCall
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json, genai_records
+from pipeline.ingest.otlp_traces import decode_traces, iter_spans
+from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
 from tests.instrumented import fake_openai
 from tests.instrumented.run_instrumented import TOOL_RESULT
 

@@ -10,10 +10,10 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.trace import Tracer
 
-from pipeline import normalize
-from pipeline.model import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
-from pipeline.normalize import MalformedLLMSpan, normalize_span
-from pipeline.otlp import SpanContext
+from detectors.llm_call import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
+from pipeline.ingest import normalize
+from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
+from pipeline.ingest.otlp_traces import SpanContext
 from tests.unit.conftest import Capture
 
 Event = tuple[str, Mapping[str, Any]]

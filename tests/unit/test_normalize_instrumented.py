@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.model import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
-from pipeline.normalize import normalize_span
+from detectors.llm_call import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
+from pipeline.ingest.normalize import normalize_span
 from tests.instrumented import fake_openai
 from tests.instrumented.run_instrumented import TOOL_RESULT
 from tests.unit.conftest import decode

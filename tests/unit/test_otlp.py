@@ -5,7 +5,7 @@ import json
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.otlp import (
+from pipeline.ingest.otlp_traces import (
     Encoding,
     UndecodableMessage,
     any_value,

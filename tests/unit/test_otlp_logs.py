@@ -8,9 +8,9 @@ import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 
-from pipeline.otlp import Encoding, UndecodableMessage, decode_traces, iter_spans
-from pipeline.otlp_logs import GenAIRecord, decode_logs, encode_logs_json, genai_records
-from pipeline.replay import TraceFileError, read_logs_file, write_json_lines, write_proto
+from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, encode_logs_json, genai_records
+from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans
+from pipeline.tools.replay import TraceFileError, read_logs_file, write_json_lines, write_proto
 from tests.genai_logs import QUESTION, Telemetry, deprecated_events, details_event
 
 

@@ -5,12 +5,12 @@ from collections.abc import Sequence
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
-from pipeline.content import ContentLimits
-from pipeline.examples import example_traces, mixed_traffic
-from pipeline.model import LLMCall
-from pipeline.otlp import encode_traces_json, iter_spans
-from pipeline.process import InboundMessage, SpanBatchProcessor
+from pipeline.config.content_policy import ContentLimits
+from pipeline.ingest.otlp_traces import encode_traces_json, iter_spans
+from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.tools.example_traces import example_traces, mixed_traffic
 
 
 class FixedScoreDetector(Detector):

@@ -6,10 +6,10 @@ import time
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from pipeline.broker import free_port
-from pipeline.examples import example_traces
-from pipeline.otlp import Encoding
-from pipeline.replay import ReplayError, TraceFileError, read_file, replay, write_json_lines, write_proto
+from pipeline.ingest.otlp_traces import Encoding
+from pipeline.tools.demo_broker import free_port
+from pipeline.tools.example_traces import example_traces
+from pipeline.tools.replay import ReplayError, TraceFileError, read_file, replay, write_json_lines, write_proto
 
 WRITERS = {"json": write_json_lines, "proto": write_proto}
 

@@ -8,9 +8,9 @@ import uuid
 import pytest
 from pydantic import ValidationError
 
-from pipeline.consistency_config import ConsistencySettings, RiskRule
-from pipeline.model import Message
-from pipeline.sampling import Sampler, trace_sampled
+from detectors.llm_call import Message
+from pipeline.sampled.config import ConsistencySettings, RiskRule
+from pipeline.sampled.sampling import Sampler, trace_sampled
 from tests.calls import make_llm_call
 
 IDS = [uuid.UUID(int=i * 7919 + 17).hex for i in range(20_000)]
@@ -24,7 +24,7 @@ def call(trace_id: str = "ab" * 16, prompt: str = "What dose of ibuprofen is saf
 def test_the_same_trace_id_gets_the_same_decision_in_another_process() -> None:
     # A different PYTHONHASHSEED per process: a decision built on hash() would differ.
     script = (
-        "import json, sys; from pipeline.sampling import trace_sampled; "
+        "import json, sys; from pipeline.sampled.sampling import trace_sampled; "
         "print(json.dumps([trace_sampled(t, 0.1) for t in json.load(sys.stdin)]))"
     )
     ids = IDS[:2000]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from detectors.llm_call import LLMCall, Message, ToolCall, ToolDefinition
 from detectors.schema_violation import (
     MAX_VIOLATIONS,
     SchemaViolationConfig,
@@ -18,7 +19,6 @@ from detectors.schema_violation import (
     ToolSpec,
     _validator_for_json,
 )
-from pipeline.model import LLMCall, Message, ToolCall, ToolDefinition
 
 SEARCH_DOCS = ToolDefinition(
     name="search_docs",

@@ -4,7 +4,7 @@ import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.verdict import combined_verdict, flagged_spans, threshold_relative
-from pipeline.scoring import all_positive_f1, auroc, best_f1_threshold, binary_metrics, span_overlap
+from pipeline.offline.eval_metrics import all_positive_f1, auroc, best_f1_threshold, binary_metrics, span_overlap
 
 
 def test_binary_metrics():

@@ -12,12 +12,12 @@ from pydantic import SecretStr
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.chat import USAGE_KEY
 from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
+from detectors.llm_call import Message, ToolCall
 from detectors.self_consistency import SelfConsistencyConfig, SelfConsistencyDetector, replay_messages
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
-from pipeline.consistency_config import LLMEndpointConfig
-from pipeline.llm_client import LLMClient
-from pipeline.model import Message, ToolCall
+from pipeline.sampled.config import LLMEndpointConfig
+from pipeline.sampled.llm_client import LLMClient
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer
 

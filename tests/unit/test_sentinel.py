@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from detectors.base import DetectorStatus
+from detectors.llm_call import LLMCall, Message, Source
 from detectors.sentinel import (
     LABELS,
     SentinelConfig,
@@ -18,7 +19,6 @@ from detectors.sentinel import (
     read_prompts,
     train_sentinel,
 )
-from pipeline.model import LLMCall, Message, Source
 from tests.calls import make_llm_call
 
 PROMPTS = Path(__file__).parents[2] / "detectors" / "data" / "sentinel_prompts.jsonl"

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from detectors.thresholds import ThresholdsError, load_thresholds
-from pipeline.settings import ConfigError, load_settings
+from pipeline.config.settings import ConfigError, load_settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch):

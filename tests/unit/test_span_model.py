@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorResult, DetectorStatus
+from detectors.llm_call import LLMCall, Source
 from detectors.onnx_models import ModelLoadError
 from detectors.span_model import SpanModelConfig, SpanModelDetector, build_span_model_detector
-from pipeline.model import LLMCall, Source
 from tests.calls import make_llm_call
 from tests.unit import tiny_models
 from tests.unit.tiny_models import probability

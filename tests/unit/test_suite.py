@@ -3,8 +3,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.llm_call import LLMCall, Source
 from detectors.suite import DetectorSuite
-from pipeline.model import LLMCall, Source
 from tests.calls import make_llm_call
 
 

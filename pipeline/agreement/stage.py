@@ -1,0 +1,94 @@
+"""The agreement stage of the worker: findings in, at most one alert per trace per rule out.
+
+Per-trace state lives in a faust table backed by a changelog topic, so a restarted or
+rebalanced worker recovers it before consuming again (see :func:`pipeline.stream.plumbing.trace_table`).
+
+Order matters for "exactly one": the alert is published and acknowledged first, then
+the state that records it is written.  A crash in between re-sends the alert on
+redelivery, and the router's delivery table absorbs it; the opposite order could lose it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import faust
+from faust.types import StreamT
+
+from pipeline import metrics
+from pipeline.agreement.rules import AgreementRule, TraceState
+from pipeline.config.settings import Settings
+from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME = "halluwatch-agreement"
+
+
+class AgreementStage:
+    """Registers the agreement agent, its table and its expiry timer on ``app``."""
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: Settings,
+        findings_topic: faust.TopicT,
+        alerts_topic: faust.TopicT,
+        dead_letter: DeadLetterSender,
+    ) -> None:
+        config = settings.alerting
+        self._settings = settings
+        self.rule = AgreementRule(config.rules, config.window_seconds)
+        self.alerts_topic = alerts_topic
+        # Applied once, here: the alerts topics, the alerts table and every message then carry the same.
+        self._content = settings.content_policies().alerts
+        self._dead_letter = dead_letter
+        self.states = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self.findings_seen = 0  # findings records fully handled by this process
+        self.alerts_published = 0
+        app.agent(findings_topic, name="halluwatch.agreement")(self._consume)
+        app.timer(min(60.0, config.window_seconds / 2))(self._expire)
+
+    async def _consume(self, stream: StreamT[bytes]) -> None:
+        s = self._settings
+        async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
+            by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            for event in events:
+                message = event.message
+                try:
+                    finding = json.loads(message.value or b"")
+                    by_trace[str(finding["trace_id"])].append(finding)
+                except (ValueError, KeyError, TypeError) as exc:
+                    await self._dead_letter(message, "malformed_finding", f"not a findings record: {exc!r}")
+            for trace_id, findings in by_trace.items():
+                await self.apply(trace_id, findings)
+            self.findings_seen += len(events)
+            metrics.AGREEMENT_FINDINGS.inc(len(events))
+            metrics.TRACE_STATES.set(len(self.states))
+
+    async def apply(self, trace_id: str, findings: list[dict[str, Any]]) -> None:
+        """Fold a trace's findings into its state; publish an alert when a rule fires."""
+        key = trace_id.encode()
+        held = self.states.get(key)
+        decision = self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time())
+        if decision.alert is not None:
+            alert = self._content.alert(decision.alert)
+            # Acknowledged by the broker before the state says "fired"; never given up on.
+            await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
+            metrics.ALERTS.labels(alert.rule, alert.route).inc()
+            self.alerts_published += 1
+            logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names)
+        if decision.state is not None:
+            self.states[key] = decision.state.to_dict()
+
+    async def _expire(self) -> None:
+        """Forget traces whose window closed, so state stays bounded by traffic in one window."""
+        now = time.time()
+        expired = [key for key, raw in self.states.items() if self.rule.expired(float(raw["first_seen"]), now)]
+        for key in expired:
+            del self.states[key]
+        metrics.TRACE_STATES.set(len(self.states))

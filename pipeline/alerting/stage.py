@@ -1,0 +1,158 @@
+"""The alert router: alerts in, Slack / PagerDuty / log out, each delivery once (SPEC §5).
+
+Every (alert, destination) pair is one delivery, remembered in a changelog-backed table
+keyed by trace id once it reached a final state, so a replayed alert or a restarted
+worker never posts it again.  How alerts are sent (rate limits, digests, what counts as
+retryable) is the :class:`~pipeline.alerting.dispatch.Dispatcher`'s business; the router
+acts on its outcomes.  A failed delivery is not retried in place (that would stall every
+other alert) but published to the retry topic with the time it may be tried again; the
+retry agent sleeps until then.  After the retry budget, or on a refusal no retry can
+fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
+Every outcome is written to the ClickHouse ``alerts`` table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import StreamT
+
+from pipeline import metrics
+from pipeline.alerting.alert import Alert, DeliveryStatus
+from pipeline.alerting.destinations import Destination, build_destinations
+from pipeline.alerting.dispatch import Dispatcher, Outcome
+from pipeline.config.settings import Settings
+from pipeline.sinks.rows import alert_row
+from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME = "halluwatch-alert-deliveries"
+ROUTER_BATCH = 100
+ROUTER_BATCH_SECONDS = 0.2
+
+
+class AlertRouter:
+    """Registers the router and retry agents, the delivery table and its expiry timer on ``app``."""
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: Settings,
+        topics: tuple[faust.TopicT, faust.TopicT, faust.TopicT],
+        store: RowStore,
+        dead_letter: DeadLetterSender,
+    ) -> None:
+        self.config = settings.alerting
+        self._max_delay = settings.write_retry_max_seconds
+        alerts_topic, self.retry_topic, self.dlq_topic = topics
+        self._store = store
+        self._dead_letter = dead_letter
+        self._app = app
+        self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep)
+        self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self.alerts_seen = 0  # alerts records fully handled by this process
+        app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)
+        app.agent(self.retry_topic, name="halluwatch.alert-retry")(self._retry)
+        app.timer(min(600.0, self.config.dedup_retention_hours * 900))(self._expire)
+
+    async def close(self) -> None:
+        """Close the destinations' HTTP sessions."""
+        await self.dispatcher.close()
+
+    async def _route(self, stream: StreamT[bytes]) -> None:
+        async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
+            by_route: dict[str, list[Alert]] = defaultdict(list)
+            for event in events:
+                try:
+                    alert = Alert.from_json(event.message.value or b"")
+                except (ValueError, KeyError, TypeError) as exc:
+                    await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
+                else:
+                    by_route[alert.route].append(alert)
+            rows = []
+            for route, alerts in by_route.items():
+                for outcome in await self.dispatcher.dispatch(route, alerts, self._done):
+                    rows.append(await self._settle(outcome))
+            await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
+            self.alerts_seen += len(events)
+
+    async def _retry(self, stream: StreamT[bytes]) -> None:
+        async for event in stream.events():
+            message = event.message
+            try:
+                retry = json.loads(message.value or b"")
+                alert = Alert.from_dict(retry["alert"])
+                attempt, not_before = int(retry["attempt"]), float(retry["not_before"])
+                name = str(retry["destination"])
+            except (ValueError, KeyError, TypeError) as exc:
+                await self._dead_letter(message, "malformed_alert_retry", f"not a retry record: {exc!r}")
+                continue
+            destination = self.dispatcher.destination(name)
+            if destination is None:
+                await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
+                continue
+            # Holding this partition until the alert is due is the retry delay itself.
+            await self._sleep(max(not_before - time.time(), 0.0))
+            if not self._done(alert, destination):
+                row = await self._settle(await self.dispatcher.redeliver(alert, destination, attempt))
+                await self._store({"alerts": [row]})
+
+    async def _settle(self, outcome: Outcome) -> list[Any]:
+        """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
+        alert, destination = outcome.alert, outcome.destination
+        key = alert.trace_id.encode()
+        if outcome.status is DeliveryStatus.RETRYING:
+            retry = {
+                "alert": alert.to_dict(),
+                "destination": destination.name,
+                "attempt": outcome.attempt + 1,
+                "not_before": time.time() + outcome.retry_in_seconds,
+                "error": outcome.error,
+            }
+            await publish(self.retry_topic, key, json.dumps(retry).encode(), self._max_delay)
+            logger.warning("alert %s to %s failed (attempt %d), retrying in %.0fs: %s", alert.alert_id,
+                           destination.name, outcome.attempt, outcome.retry_in_seconds, outcome.error)  # fmt: skip
+        elif outcome.status is DeliveryStatus.FAILED:
+            headers = [
+                ("halluwatch.destination", destination.name.encode()),
+                ("halluwatch.attempts", str(outcome.attempt).encode()),
+                ("halluwatch.reason", outcome.error.encode()[:2000]),
+            ]
+            await publish(self.dlq_topic, key, alert.to_json(), self._max_delay, headers)
+            metrics.ALERT_DEAD_LETTERS.inc()
+            logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id,
+                         destination.name, outcome.attempt, outcome.error)  # fmt: skip
+        if outcome.status.final:  # remembered before the row is written: the smallest window for a repeat
+            held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
+            held["done"][_delivery_id(alert, destination)] = str(outcome.status)
+            self.deliveries[key] = held
+        metrics.ALERT_DELIVERIES.labels(destination.name, str(outcome.status)).inc()
+        return alert_row(alert, destination.name, outcome.status, outcome.attempt, outcome.error, datetime.now(UTC))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""
+        await self._app.sleep(seconds)
+        if self._app.should_stop:
+            raise asyncio.CancelledError("worker stopping")
+
+    def _done(self, alert: Alert, destination: Destination) -> bool:
+        held: dict[str, Any] | None = self.deliveries.get(alert.trace_id.encode())
+        return held is not None and _delivery_id(alert, destination) in held["done"]
+
+    async def _expire(self) -> None:
+        """Forget deliveries older than the dedup retention."""
+        cutoff = time.time() - self.config.dedup_retention_hours * 3600
+        for key in [key for key, held in self.deliveries.items() if held["first_at"] < cutoff]:
+            del self.deliveries[key]
+
+
+def _delivery_id(alert: Alert, destination: Destination) -> str:
+    return f"{alert.alert_id}@{destination.name}"

@@ -1,0 +1,246 @@
+"""One typed settings model for every command.
+
+Values come, highest priority first, from ``HALLUWATCH_*`` environment variables, then
+the YAML file named by ``HALLUWATCH_CONFIG`` (or ``--config``), then the defaults below,
+which run everything embedded on one machine.  Invalid values fail at start-up with the
+offending field named, never halfway through a stream.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+
+from detectors.confidence import ConfidenceConfig
+from detectors.contradiction import ContradictionConfig
+from detectors.embeddings import EmbeddingConfig
+from detectors.grounding import GroundingConfig
+from detectors.schema_violation import SchemaViolationConfig
+from detectors.sentinel import SentinelConfig
+from detectors.span_model import SpanModelConfig
+from pipeline.alerting.config import AlertingSettings
+from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
+from pipeline.config.content_policy import (
+    DEFAULT_MAX_CALL_CHARS,
+    LEGACY_MODES,
+    ContentLimits,
+    ContentMode,
+    ContentPolicies,
+    ContentTable,
+)
+from pipeline.sampled.config import ConsistencySettings
+
+DEFAULT_DATA_DIR = Path(".halluwatch")
+# Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).
+SECRETS_DIR_ENV = "HALLUWATCH_SECRETS_DIR"
+
+# "full" and "none", the names of earlier releases, still read as "store" and "drop".
+Mode = Annotated[ContentMode, BeforeValidator(lambda value: LEGACY_MODES.get(value, value))]
+
+
+class ConfigError(ValueError):
+    """The configuration is unusable; the message names the field and the source."""
+
+
+class DetectorSettings(BaseModel):
+    """Per-detector configuration (the YAML file's ``detectors:`` section)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
+    # The sentence-embedding model shared by the embedding-based detectors.
+    embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
+    grounding: GroundingConfig = Field(default_factory=GroundingConfig)
+    contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
+    confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
+    # Off unless a token-classification ONNX model is configured (model_path).
+    span_model: SpanModelConfig = Field(default_factory=SpanModelConfig)
+
+
+class Settings(BaseSettings):
+    """Everything a halluwatch process needs to know."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HALLUWATCH_", env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid"
+    )
+
+    # Where relative paths (embedded ClickHouse, worker state) live.
+    data_dir: Path = DEFAULT_DATA_DIR
+
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    kafka_group_id: str = "halluwatch"
+    kafka_input_topic: str = "otlp_spans"
+    # "auto" sniffs each value (JSON starts with "{"); name the encoding to be strict.
+    kafka_input_encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"
+    kafka_findings_topic: str = "halluwatch.findings"
+    kafka_dlq_topic: str = "halluwatch.dlq"
+    # Unkeyed (mixed-trace) batches are split and re-produced here, keyed by trace id.
+    kafka_rekeyed_topic: str = "halluwatch.spans_by_trace"
+    # Agreement alerts (key = trace id), failed deliveries awaiting retry, and alerts given up on.
+    kafka_alerts_topic: str = "halluwatch.alerts"
+    kafka_alerts_retry_topic: str = "halluwatch.alerts.retry"
+    kafka_alerts_dlq_topic: str = "halluwatch.alerts.dlq"
+    # GenAI content that instrumentations log instead of putting it on the span (openai-v2):
+    # the collector's logs topic (unkeyed, encoding as kafka_input_encoding), and the join's
+    # input, keyed by trace id: GenAI log records and the content-free LLM spans awaiting them.
+    kafka_logs_topic: str = "otlp_logs"
+    kafka_log_join_topic: str = "halluwatch.log_join"
+    # How long a content-free LLM span waits for its log records before it is judged without content.
+    log_join_window_seconds: float = Field(default=5.0, gt=0)
+    # Bounds of the join state: span entries held (oldest released early beyond it), and how long
+    # log records wait for their span (longer than the slowest LLM call: input messages are logged
+    # when the call starts, the span is exported when it ends) and released spans are remembered.
+    log_join_max_entries: int = Field(default=50_000, ge=1)
+    log_join_max_age_seconds: float = Field(default=600.0, gt=0)
+    log_join_max_records_per_span: int = Field(default=256, ge=1)
+    kafka_topic_partitions: int = Field(default=8, ge=1)
+    kafka_max_poll_records: int = Field(default=500, ge=1)
+    # Back-pressure bounds, what a worker holds ahead of processing while ClickHouse or the
+    # broker is down: records fetched but not yet taken, per stream (faust's
+    # stream_buffer_maxsize; consumption of a partition pauses when its stream is full), and
+    # bytes fetched per partition (aiokafka's max_partition_fetch_bytes).
+    kafka_max_buffered_messages: int = Field(default=4096, ge=1)
+    kafka_max_fetch_bytes: int = Field(default=1024**2, ge=1024)
+    kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
+    kafka_rebalance_timeout_seconds: float = Field(default=30.0, gt=0)
+    kafka_heartbeat_interval_seconds: float = Field(default=3.0, gt=0)
+    kafka_commit_interval_seconds: float = Field(default=2.0, gt=0)
+    # A broker request unanswered this long is abandoned and sent again on a new connection.
+    # At least the session timeout (faust insists); far below faust's 90 s, because a fetch
+    # a broker never answers stalls every stage of the worker until it times out.
+    kafka_request_timeout_seconds: float = Field(default=40.0, gt=0)
+
+    # Empty: embedded chDB under data_dir/clickhouse. A secret: it may hold the password.
+    clickhouse_dsn: SecretStr = SecretStr("")
+    clickhouse_tls: ClickHouseTLS = Field(default_factory=ClickHouseTLS)
+    # How long a starting worker waits for ClickHouse (connect and migrate, retried with backoff)
+    # before it exits with an error: long enough to ride out a restart, short enough to notice.
+    clickhouse_startup_wait_seconds: float = Field(default=120.0, ge=0)
+    # Kafka SASL/TLS (secret: HALLUWATCH_KAFKA_SECURITY__SASL_PASSWORD).
+    kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
+    # An identifier: it is interpolated into SQL (ClickHouse takes no parameters for names).
+    clickhouse_database: str = Field(default="halluwatch", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # What of the prompt/answer/context text reaches each table, topic and message (pipeline/config/content_policy.py).
+    content_mode: Mode = "store"
+    content_modes: dict[ContentTable, Mode] = Field(default_factory=dict)
+    content_hmac_key: SecretStr | None = None  # needed by "hash"
+    content_phone_region: str = Field(default="US", pattern=r"^[A-Z]{2}$")  # phone numbers without a country code
+    # Text one call brings to the detectors (answer first); beyond it is cut, and findings say so.
+    max_call_chars: int = Field(default=DEFAULT_MAX_CALL_CHARS, ge=1000)
+
+    batch_max_messages: int = Field(default=500, ge=1)
+    batch_max_wait_seconds: float = Field(default=0.5, gt=0)
+    detector_threads: int = Field(default=1, ge=1)
+    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Backoff while ClickHouse or the broker refuses writes; the batch is retried, never dropped.
+    write_retry_max_seconds: float = Field(default=30.0, gt=0)
+
+    thresholds_file: Path | None = None  # None: the built-in defaults
+    # Per-model entropy baselines written by `halluwatch baseline` (confidence detector).
+    baselines_file: Path | None = None
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)  # None: no /metrics endpoint
+    metrics_host: str = "127.0.0.1"
+    # Findings back to the trace UI (pipeline/sinks/findings_otlp.py): each finding as an OTLP
+    # gen_ai.evaluation.result log record parented to the evaluated span, POSTed to this OTLP/HTTP
+    # logs URL (e.g. http://otel-collector:4318/v1/logs). Empty: off. Best effort, never blocking.
+    findings_otlp_endpoint: str = Field(default="", pattern=r"^(https?://\S+)?$")
+    # Sent with every request (authentication: {authorization: "Basic ..."}); secrets, never logged.
+    findings_otlp_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    findings_otlp_timeout_seconds: float = Field(default=10.0, gt=0)  # per batch sent, retries included
+    findings_otlp_only_flagged: bool = True  # False: every finding, ok, skipped and error ones too
+    log_level: Literal["debug", "info", "warn", "error"] = "info"
+
+    detectors: DetectorSettings = Field(default_factory=DetectorSettings)
+    # Two-detector agreement, routes, Slack and PagerDuty (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN...).
+    alerting: AlertingSettings = Field(default_factory=AlertingSettings)
+    # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
+    # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
+    consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment beats the YAML file, which arrives as init arguments, which beats secret files."""
+        return env_settings, init_settings, NestedSecretsSettingsSource(file_secret_settings)
+
+    @model_validator(mode="after")
+    def _request_outlasts_session(self) -> Settings:
+        if self.kafka_request_timeout_seconds < self.kafka_session_timeout_seconds:
+            raise ValueError(
+                f"kafka_request_timeout_seconds ({self.kafka_request_timeout_seconds:g}) must be at least "
+                f"kafka_session_timeout_seconds ({self.kafka_session_timeout_seconds:g})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _content_policies_build(self) -> Settings:
+        self.content_policies()  # "hash" without a key fails here, at start-up
+        return self
+
+    @property
+    def resolved_clickhouse_dsn(self) -> str:
+        """The DSN to connect with: the configured one, or embedded chDB under ``data_dir``."""
+        return self.clickhouse_dsn.get_secret_value() or f"chdb://{(self.data_dir / 'clickhouse').resolve()}"
+
+    def content_policies(self) -> ContentPolicies:
+        """The content policy of each table."""
+        return ContentPolicies.of(
+            self.content_mode, self.content_modes, self.content_hmac_key, self.content_phone_region
+        )
+
+    def content_limits(self) -> ContentLimits:
+        """The cap on the text one call brings to the detectors."""
+        return ContentLimits(self.max_call_chars)
+
+
+def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides."""
+    path = config_path or _env_config_path()
+    file_values = _read_yaml(path) if path else {}
+    secrets_dir = os.environ.get(SECRETS_DIR_ENV)
+    try:
+        # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
+        return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
+    except ValidationError as exc:
+        where = f" (config file {path})" if path else ""
+        raise ConfigError(f"invalid configuration{where}:\n{_describe(exc)}") from None
+
+
+def _describe(error: ValidationError) -> str:
+    """The errors, field by field, without the input values pydantic would quote (they may be secrets)."""
+    lines = []
+    for item in error.errors(include_input=False, include_url=False):
+        field = ".".join(str(part) for part in item["loc"]) or "settings"
+        lines.append(f"  {field}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def _env_config_path() -> Path | None:
+    value = os.environ.get("HALLUWATCH_CONFIG")
+    return Path(value) if value else None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(f"config file {path} must be a mapping of settings")
+    return document

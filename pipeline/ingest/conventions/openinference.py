@@ -1,0 +1,56 @@
+"""OpenInference (Arize): flat ``llm.*`` attributes on spans of kind ``LLM``.
+
+Observed with openinference-instrumentation-openai 0.1.66: span ``ChatCompletion``
+(INTERNAL), ``llm.model_name`` is the *response* model (the requested one is only inside
+``llm.invocation_parameters``), one span-level ``llm.finish_reason``, tool definitions as
+OpenAI JSON in ``llm.tools.N.tool.json_schema``, and logprobs only inside the raw
+response JSON in ``output.value``.
+"""
+
+from __future__ import annotations
+
+from pipeline.ingest.conventions import values
+from pipeline.ingest.conventions.common import HALLUWATCH_ROWS
+from pipeline.ingest.conventions.engine import Convention, Row, SpanMarkers
+
+
+def _message_rows(prefix: str, target: str) -> tuple[Row, ...]:
+    message, call = f"{prefix}.{{i}}.message", f"{prefix}.{{i}}.message.tool_calls.{{j}}.tool_call"
+    return (
+        (f"{message}.role", f"{target}.{{0}}.role", values.text),
+        (f"{message}.content", f"{target}.{{0}}.text", values.text),
+        (f"{message}.contents.{{k}}.message_content.text", f"{target}.{{0}}.parts.{{1}}", values.text),
+        (f"{message}.tool_call_id", f"{target}.{{0}}.tool_call_id", values.text),
+        (f"{message}.name", f"{target}.{{0}}.name", values.text),
+        (f"{call}.id", f"{target}.{{0}}.tool_calls.{{1}}.id", values.text),
+        (f"{call}.function.name", f"{target}.{{0}}.tool_calls.{{1}}.name", values.text),
+        (f"{call}.function.arguments", f"{target}.{{0}}.tool_calls.{{1}}.arguments", values.json_text),
+    )
+
+
+ROWS: tuple[Row, ...] = (
+    ("llm.model_name", "model", values.text),
+    ("llm.invocation_parameters", "model", values.model_of_parameters),
+    ("llm.provider", "provider", values.text),
+    ("llm.system", "provider", values.text),
+    ("llm.finish_reason", "finish_reasons", values.text_list),
+    ("llm.token_count.prompt", "usage.input_tokens", values.integer),
+    ("llm.token_count.completion", "usage.output_tokens", values.integer),
+    *HALLUWATCH_ROWS,
+    ("output.value", "logprobs", values.openai_response_logprobs),
+    *_message_rows("llm.input_messages", "input_messages"),
+    *_message_rows("llm.output_messages", "output_messages"),
+    ("llm.tools.{i}.tool.json_schema", "tool_definitions.{0}", values.tool_definition),
+    ("retrieval.documents.{i}.document.id", "sources.{0}.id", values.json_text),
+    ("retrieval.documents.{i}.document.content", "sources.{0}.text", values.text),
+    ("retrieval.documents.{i}.document.score", "sources.{0}.score", values.number),
+)
+
+
+def claims(markers: SpanMarkers) -> bool:
+    """``openinference.span.kind`` is ``LLM`` (RETRIEVER, TOOL, CHAIN, ... are not LLM calls)."""
+    kind = markers.value("openinference.span.kind")
+    return isinstance(kind, str) and kind.upper() == "LLM"
+
+
+OPENINFERENCE = Convention("openinference", ROWS, claims)

@@ -1,0 +1,178 @@
+"""The log-join stage of the worker: GenAI content from ``otlp_logs`` joined to its LLM spans.
+
+Two agents, one table, one timer, on the app the worker builds:
+
+- ``halluwatch.logs`` reads the collector's unkeyed logs topic, keeps the GenAI event
+  records (:mod:`pipeline.ingest.otlp_logs`) and re-produces them, keyed by trace id, to the
+  join topic (``kafka_log_join_topic``);
+- the spans stage hands its content-free LLM calls to :meth:`LogJoinStage.offer_spans`,
+  which produces them to the same topic, so a trace's spans and records meet in one
+  partition, on one worker, next to its table partition, however the spans topic is
+  partitioned;
+- ``halluwatch.log_join`` feeds both to :class:`pipeline.log_join.join.LogJoin`, whose state is
+  a changelog-backed table keyed by trace id (restarts and rebalances recover it);
+- the timer releases spans whose window closed.
+
+Every released call goes to ``on_release`` (the worker's: detect, write, publish), and
+only once that returned is the release settled in the table: a crash in between releases
+the call again after the restart, which the idempotent sinks absorb.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
+from typing import Any
+
+import faust
+from faust.types import EventT, StreamT
+
+from detectors.llm_call import LLMCall
+from pipeline.config.settings import Settings
+from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
+from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage
+from pipeline.log_join.join import Entry, JoinConfig, LogJoin, Release
+from pipeline.stream.plumbing import DeadLetterSender, TraceTable, durable_batches, publish, raw_topic, trace_table
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME = "halluwatch-log-join"
+# How often the timer looks for closed windows, as a share of the window (and at most 1 s).
+_TICKS_PER_WINDOW = 4
+
+# Processes calls the join released (detect, write, publish); returns once they are durable.
+ReleasedCalls = Callable[[Sequence[LLMCall]], Awaitable[None]]
+
+
+class LogJoinStage:
+    """Registers the logs and join agents, the join table and its timer on ``app``."""
+
+    def __init__(
+        self, app: faust.App, settings: Settings, on_release: ReleasedCalls, dead_letter: DeadLetterSender
+    ) -> None:
+        self._settings = settings
+        self._on_release = on_release
+        self._dead_letter = dead_letter
+        self._encoding = None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding)
+        partitions = settings.kafka_topic_partitions
+        self.logs_topic = raw_topic(app, partitions, settings.kafka_logs_topic)
+        self.join_topic = raw_topic(app, partitions, settings.kafka_log_join_topic)
+        self.table = trace_table(app, TABLE_NAME, partitions)
+        self.join = LogJoin(JoinConfig.from_settings(settings), TableStore(self.table))
+        self.logs_messages_done = 0  # logs-topic messages fully handled by this process
+        self.calls_held = 0  # content-free calls this process handed to the join
+        self.calls_released = 0  # calls the join released to on_release in this process
+        app.agent(self.logs_topic, name="halluwatch.logs")(self._rekey_logs)
+        app.agent(self.join_topic, name="halluwatch.log_join")(self._join)
+        app.timer(min(1.0, settings.log_join_window_seconds / _TICKS_PER_WINDOW))(self._expire)
+
+    async def offer_spans(self, calls: Sequence[LLMCall]) -> list[LLMCall]:
+        """Hold the content-free calls for their log records; return the calls to detect now.
+
+        The held calls are acknowledged by the broker when this returns, so the caller
+        may then commit the spans they came from.
+        """
+        ready = [call for call in calls if call.has_content]
+        held = [_keyed(call.trace_id, {"span": call.to_dict()}) for call in calls if not call.has_content]
+        await self._publish_all(held)
+        self.calls_held += len(held)
+        return ready
+
+    async def _rekey_logs(self, stream: StreamT[bytes]) -> None:
+        s = self._settings
+        async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
+            outgoing: list[tuple[bytes, bytes]] = []
+            for event in events:
+                outgoing.extend(await self._split(event))
+            await self._publish_all(outgoing)
+            self.logs_messages_done += len(events)
+
+    async def _split(self, event: EventT[bytes]) -> list[tuple[bytes, bytes]]:
+        """One join-topic message per trace with GenAI records; bad input goes to the DLQ."""
+        message = event.message
+        value = message.value or b""
+        if len(value) > self._settings.max_message_bytes:
+            reason = f"message of {len(value)} bytes exceeds max_message_bytes={self._settings.max_message_bytes}"
+            await self._dead_letter(message, "too_large", reason)
+            return []
+        try:
+            # Protobuf decoding of a big batch is CPU work: keep it off the event loop.
+            per_trace = await asyncio.to_thread(self._genai_records_by_trace, value)
+        except UndecodableMessage as exc:
+            await self._dead_letter(message, "undecodable", exc.reason)
+            return []
+        return [_keyed(trace_id, {"records": spans}) for trace_id, spans in per_trace.items()]
+
+    def _genai_records_by_trace(self, value: bytes) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        per_trace: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for (trace_id, span_id), records in genai_records(decode_logs(value, self._encoding)).items():
+            per_trace.setdefault(trace_id, {})[span_id] = [record.to_dict() for record in records]
+        return per_trace
+
+    async def _join(self, stream: StreamT[bytes]) -> None:
+        s = self._settings
+        async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
+            now = time.time()
+            releases: list[Release] = []
+            for event in events:
+                message = event.message
+                try:
+                    document = json.loads(message.value or b"")
+                    if "span" in document:
+                        releases += self.join.offer_span(LLMCall.from_dict(document["span"]), now)
+                    else:
+                        if not message.key:
+                            raise ValueError("records without a trace id key")
+                        trace_id = message.key.decode()
+                        for span_id, records in document["records"].items():
+                            parsed = [GenAIRecord.from_dict(record) for record in records]
+                            releases += self.join.offer_records(trace_id, span_id, parsed, now)
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    await self._dead_letter(message, "malformed_log_join", f"not a log-join record: {exc!r}")
+            await self._release(releases)
+
+    async def _expire(self) -> None:
+        await self._release(self.join.due(time.time()))
+
+    async def _release(self, releases: list[Release]) -> None:
+        calls = [release.call for release in releases if release.call is not None]
+        if calls:
+            await self._on_release(calls)
+            self.calls_released += len(calls)
+        self.join.settle(releases, time.time())
+
+    async def _publish_all(self, messages: list[tuple[bytes, bytes]]) -> None:
+        max_delay = self._settings.write_retry_max_seconds
+        await asyncio.gather(*(publish(self.join_topic, key, value, max_delay) for key, value in messages))
+
+
+def _keyed(trace_id: str, document: dict[str, Any]) -> tuple[bytes, bytes]:
+    return trace_id.encode(), json.dumps(document, ensure_ascii=False).encode()
+
+
+class TableStore(MutableMapping[str, dict[str, Entry]]):
+    """A :class:`~pipeline.stream.plumbing.TraceTable` (raw trace-id keys) as the join's ``str``-keyed store."""
+
+    def __init__(self, table: TraceTable) -> None:
+        self._table = table
+
+    def __getitem__(self, trace_id: str) -> dict[str, Entry]:
+        value: dict[str, Entry] | None = self._table.get(trace_id.encode())
+        if value is None:
+            raise KeyError(trace_id)
+        return value
+
+    def __setitem__(self, trace_id: str, spans: dict[str, Entry]) -> None:
+        self._table[trace_id.encode()] = spans
+
+    def __delitem__(self, trace_id: str) -> None:
+        del self._table[trace_id.encode()]
+
+    def __iter__(self) -> Iterator[str]:
+        return (key.decode() for key in list(self._table.keys()))
+
+    def __len__(self) -> int:
+        return len(self._table)

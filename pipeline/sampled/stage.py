@@ -1,0 +1,200 @@
+"""The consistency stage: sampled LLM calls in, ``self_consistency`` and ``claims`` findings out.
+
+The spans stage asks :meth:`ConsistencyStage.sample` which of its calls to publish on
+the consistency topic (high-risk, in the trace-hash share, budget permitting); this
+stage's agent re-asks them through an OpenAI-compatible endpoint, off the hot path.  Its
+findings are ordinary findings records: written to ClickHouse and published to the
+findings topic, where the agreement stage combines them with the span detectors' (the
+agreement window waits for them: they come seconds later).
+
+Bounded everywhere: at most ``max_concurrency`` calls are judged at once, and the next
+batch is taken only when the last is durable; while the budget's minute window is full,
+the agent waits and sampling pauses, and once the day's tokens are spent sampling stops
+and calls already on the topic get ``skipped`` findings — nothing queues in memory.
+Offsets are committed only after the findings are written and acknowledged
+(:func:`~pipeline.stream.plumbing.durable_batches`), so a crash re-judges a call (at the cost of
+its requests) rather than losing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import Message, StreamT
+
+from detectors.base import DetectorResult, DetectorStatus, SampledDetector
+from detectors.chat import USAGE_KEY
+from detectors.claims import ClaimsDetector
+from detectors.embeddings import Embedder, Vectors
+from detectors.llm_call import LLMCall
+from detectors.self_consistency import SelfConsistencyDetector
+from detectors.thresholds import load_thresholds
+from pipeline import metrics
+from pipeline.config.settings import Settings
+from pipeline.sampled.llm_client import Budget, Limit, LLMClient
+from pipeline.sampled.sampling import Sampler
+from pipeline.sinks.rows import finding_record, finding_row
+from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish
+
+logger = logging.getLogger(__name__)
+
+
+class ConsistencyStage:
+    """Samples calls for the sampled detectors and registers the agent that judges them on ``app``.
+
+    With ``consistency.enabled`` off it samples nothing and registers nothing.
+    """
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: Settings,
+        consistency_topic: faust.TopicT,
+        findings_topic: faust.TopicT,
+        store: RowStore,
+        dead_letter: DeadLetterSender,
+    ) -> None:
+        config = settings.consistency
+        self._settings = settings
+        self._config = config
+        self._findings_topic = findings_topic
+        self._content = settings.content_policies().findings
+        self._store = store
+        self._dead_letter = dead_letter
+        self.sampler = Sampler(config.sample_rate, config.high_risk)
+        self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
+        self.calls_judged = 0  # sampled calls whose findings this process made durable
+        self.detectors: list[SampledDetector] = []
+        self._client: LLMClient | None = None
+        if not config.enabled:
+            return
+        thresholds = load_thresholds(settings.thresholds_file)
+        self._thresholds_version = thresholds.version
+        self._client = LLMClient(config.llm)
+        # The grounding detector's model; one thread keeps embedding off the event loop.
+        self._embedder = Embedder(settings.detectors.embeddings)
+        self._embedder.load()
+        self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
+        if config.self_consistency.enabled:
+            threshold = thresholds.for_detector(SelfConsistencyDetector.name)
+            self.detectors.append(
+                SelfConsistencyDetector(config.self_consistency, threshold, self._client, self._embed)
+            )
+        if config.claims.enabled:
+            threshold = thresholds.for_detector(ClaimsDetector.name)
+            self.detectors.append(ClaimsDetector(config.claims, threshold, self._client))
+        app.agent(consistency_topic, name="halluwatch.consistency")(self._consume)
+
+    def sample(self, calls: Sequence[LLMCall]) -> list[tuple[bytes, bytes]]:
+        """Records (key = trace id) for the consistency topic: the sampled calls the budget has room for."""
+        if not self.detectors:
+            return []
+        records = []
+        for call in calls:
+            rule = self.sampler.rule_for(call)
+            if rule is None:
+                continue
+            refused = self.budget.refusal(self._config.requests_per_call, self._estimated_tokens(call))
+            _report_budget(refused)
+            if refused is not None:
+                metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
+                continue
+            value = json.dumps({"rule": rule, "call": call.to_dict()}, ensure_ascii=False, default=str).encode()
+            if len(value) > self._config.max_call_bytes:
+                metrics.CONSISTENCY_SKIPPED.labels("too_large").inc()
+                continue
+            metrics.CONSISTENCY_SAMPLED.labels(rule).inc()
+            records.append((call.trace_id.encode(), value))
+        return records
+
+    async def close(self) -> None:
+        """Close the endpoint's connections and the embedding thread."""
+        if self._client is not None:
+            await self._client.close()
+            self._embed_pool.shutdown(wait=True)
+            self._embedder.close()
+
+    async def _consume(self, stream: StreamT[bytes]) -> None:
+        s = self._settings
+        async for events in durable_batches(stream, self._config.max_concurrency, s.batch_max_wait_seconds):
+            judged = await asyncio.gather(*(self._findings(event.message) for event in events))
+            records = [record for records in judged for record in records]
+            now = datetime.now(UTC)
+            await self._store({"findings": [finding_row(record, now) for record in records]})
+            await asyncio.gather(
+                *(
+                    publish(
+                        self._findings_topic,
+                        record["trace_id"].encode(),
+                        json.dumps(record, ensure_ascii=False, default=str).encode(),
+                        s.write_retry_max_seconds,
+                    )
+                    for record in records
+                )
+            )
+            self.calls_judged += len(events)
+            metrics.CONSISTENCY_DONE.inc(len(events))
+
+    async def _findings(self, message: Message) -> list[dict[str, Any]]:
+        """The findings records of one sampled call (none for a message that is not one)."""
+        try:
+            call = LLMCall.from_dict(json.loads(message.value or b"")["call"])
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc!r}")
+            return []
+        records = []
+        for result in await self.judge(call):
+            records.append(finding_record(call, result, self._thresholds_version, self._content))
+            metrics.count_finding(result)
+        return records
+
+    async def judge(self, call: LLMCall) -> list[DetectorResult]:
+        """Every sampled detector's result on ``call``, within the budget (waiting while the minute is full)."""
+        requests, estimate = self._config.requests_per_call, self._estimated_tokens(call)
+        while (refused := self.budget.reserve(requests, estimate)) is Limit.REQUESTS_PER_MINUTE:
+            _report_budget(refused)
+            await asyncio.sleep(self.budget.seconds_until_room(requests))
+        _report_budget(refused)
+        if refused is Limit.TOKENS_PER_DAY:
+            metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
+            spent = "daily token budget spent (consistency.llm.max_tokens_per_day)"
+            return [detector.skipped_result(spent) for detector in self.detectors]
+        results = await asyncio.gather(*(self._guarded(detector, call) for detector in self.detectors))
+        used = sum(_tokens_used(d, r, call) for d, r in zip(self.detectors, results, strict=True))
+        self.budget.settle(estimate, used)
+        return list(results)
+
+    async def _guarded(self, detector: SampledDetector, call: LLMCall) -> DetectorResult:
+        try:
+            return await detector.evaluate(call)
+        except Exception as exc:  # an endpoint failing for good (after retries) is an error finding
+            logger.warning("%s failed on trace %s: %r", detector.name, call.trace_id, exc)
+            return detector.error_result(f"{type(exc).__name__}: {exc}")
+
+    def _estimated_tokens(self, call: LLMCall) -> int:
+        return sum(detector.estimated_tokens(call) for detector in self.detectors)
+
+    async def _embed(self, texts: Sequence[str]) -> Vectors:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._embed_pool, self._embedder.encode, list(texts))
+
+
+def _tokens_used(detector: SampledDetector, result: DetectorResult, call: LLMCall) -> int:
+    """What a result cost: its reported usage; the estimate when it failed midway (unknown); else none."""
+    usage = result.evidence.get(USAGE_KEY)
+    if isinstance(usage, dict):
+        return int(usage.get("tokens", 0))
+    return detector.estimated_tokens(call) if result.status is DetectorStatus.ERROR else 0
+
+
+def _report_budget(refused: Limit | None) -> None:
+    """Set the paused gauge: 1 for the limit in the way, 0 for the others."""
+    for limit in Limit:
+        metrics.CONSISTENCY_PAUSED.labels(str(limit)).set(1 if limit is refused else 0)

@@ -1,0 +1,174 @@
+"""ClickHouse access: one client factory, migrations, and the batching sink (SPEC §6).
+
+The same clickhouse-connect client speaks to embedded chDB (``chdb:///dir``) and to a
+server (``http(s)://``).  chDB is in-process and locks its directory: only one process
+may open a given data directory at a time, so an embedded worker owns its database
+until it stops.
+
+Writes are idempotent rather than exactly-once: tables are ReplacingMergeTree keyed by
+the row's natural identity, so a batch re-inserted after a crash (at-least-once input)
+collapses on merge and ``FINAL`` reads never see it twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import clickhouse_connect
+from clickhouse_connect.driver.client import Client
+
+from pipeline import metrics
+from pipeline.config.connections import redacted_dsn
+from pipeline.sinks.rows import TABLE_COLUMNS
+from schemas import migrations
+
+if TYPE_CHECKING:
+    from pipeline.config.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+MIGRATIONS_TABLE = "schema_migrations"
+_embedded_lock = threading.Lock()
+
+
+class ClickHouseUnreachable(RuntimeError):
+    """ClickHouse could not be reached and migrated within the start-up wait."""
+
+
+class SinkUnavailable(RuntimeError):
+    """The sink refused a flush; the rows are kept and the flush may be retried later."""
+
+    def __init__(self, message: str, retry_after_seconds: float) -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+
+
+def connect(dsn: str, **options: Any) -> Client:
+    """A clickhouse-connect client for ``dsn`` (``chdb://PATH`` or ``http(s)://...``), with client ``options``."""
+    # chDB's embedded server is process-global; serialize its first open across threads.
+    with _embedded_lock:
+        return clickhouse_connect.get_client(dsn=dsn, **options)
+
+
+def open_clickhouse(settings: Settings) -> Client:
+    """A client for the configured ClickHouse, with its TLS options."""
+    dsn = settings.resolved_clickhouse_dsn
+    return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+
+
+def open_migrated(settings: Settings) -> Client:
+    """A client for the configured ClickHouse with pending migrations applied, waiting for it to come up.
+
+    A worker may start while ClickHouse restarts: connecting and migrating are retried with
+    backoff (up to ``write_retry_max_seconds`` apart), each failure logged, for
+    ``clickhouse_startup_wait_seconds``; then :class:`ClickHouseUnreachable` says where and why,
+    rather than a worker that looks alive but never consumes.
+    """
+    where = f"ClickHouse at {redacted_dsn(settings.resolved_clickhouse_dsn)}"
+    deadline = time.monotonic() + settings.clickhouse_startup_wait_seconds
+    delay = 0.5
+    while True:
+        try:
+            return _open_and_migrate(settings)
+        except Exception as exc:  # driver errors are many types; all mean "not ready"
+            if time.monotonic() + delay > deadline:
+                raise ClickHouseUnreachable(
+                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s: {exc}"
+                ) from exc
+            logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, exc)
+        time.sleep(delay)
+        delay = min(delay * 2, settings.write_retry_max_seconds)
+
+
+def _open_and_migrate(settings: Settings) -> Client:
+    client = open_clickhouse(settings)
+    try:
+        applied = migrate(client, settings.clickhouse_database)
+    except BaseException:
+        client.close()
+        raise
+    if applied:
+        logger.info("applied ClickHouse migrations: %s", ", ".join(applied))
+    return client
+
+
+def migrate(client: Client, database: str) -> list[str]:
+    """Create the database and apply pending migrations; returns the names applied now."""
+    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    client.command(
+        f"CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} "
+        "(version UInt32, name String, applied_at DateTime DEFAULT now()) "
+        "ENGINE = ReplacingMergeTree ORDER BY version"
+    )
+    done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}  # noqa: S608 - identifiers validated, values bound
+    applied = []
+    for migration in migrations():
+        if migration.version in done:
+            continue
+        client.command(migration.sql(database))
+        client.insert(
+            f"{database}.{MIGRATIONS_TABLE}",
+            [[migration.version, migration.name]],
+            column_names=["version", "name"],
+        )
+        applied.append(f"{migration.version:03d}_{migration.name}")
+    return applied
+
+
+class Sink(ABC):
+    """Where processed rows go.  ``add`` buffers; ``flush`` makes them durable.
+
+    The worker commits Kafka offsets only after ``flush`` returned.  ``flush`` must raise
+    :class:`SinkUnavailable` (keeping its buffer) rather than drop rows.
+    """
+
+    @abstractmethod
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows of ``table``, shaped like its ``TABLE_COLUMNS`` entry."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Write everything buffered."""
+
+    def close(self) -> None:  # noqa: B027 - sinks without resources need nothing here
+        """Release connections."""
+
+
+class ClickHouseSink(Sink):
+    """Batched inserts; one insert per table per flush."""
+
+    def __init__(self, client: Client, database: str, retry_after_seconds: float = 1.0) -> None:
+        self._client = client
+        self._database = database
+        self._retry_after_seconds = retry_after_seconds
+        self._buffers: dict[str, list[Sequence[Any]]] = {table: [] for table in TABLE_COLUMNS}
+
+    def add(self, table: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Buffer rows until the next flush."""
+        if table not in self._buffers:
+            raise ValueError(f"unknown table {table!r}; expected one of {', '.join(self._buffers)}")
+        self._buffers[table].extend(rows)
+
+    def flush(self) -> None:
+        """Insert buffered rows; on failure keep them and raise :class:`SinkUnavailable`."""
+        try:
+            # Each table is cleared only once its own insert succeeded, so a retry after a
+            # partial failure re-sends just the rest (and duplicates would merge anyway).
+            for table, rows in self._buffers.items():
+                if rows:
+                    started = time.perf_counter()
+                    self._client.insert(f"{self._database}.{table}", rows, column_names=TABLE_COLUMNS[table])
+                    metrics.CLICKHOUSE_INSERT_SECONDS.labels(table).observe(time.perf_counter() - started)
+                    metrics.CLICKHOUSE_INSERT_ROWS.labels(table).observe(len(rows))
+                    self._buffers[table] = []
+        except Exception as exc:  # driver errors are many types; all mean "not written"
+            raise SinkUnavailable(f"ClickHouse insert failed: {exc}", self._retry_after_seconds) from exc
+
+    def close(self) -> None:
+        """Close the client."""
+        self._client.close()

@@ -1,0 +1,178 @@
+"""Turning LLM calls and detector results into ClickHouse rows and Kafka records.
+
+Row identity is the record's natural key (trace, span, detector), never a random id or
+the ingest time, so a replayed message produces the very same key again.  Content goes
+through the table's :class:`~pipeline.config.content_policy.ContentPolicy` here, before any sink sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from detectors.base import DetectorResult
+from detectors.llm_call import LLMCall, TokenLogprob
+from pipeline.alerting.alert import Alert, DeliveryStatus
+from pipeline.config.content_policy import ContentPolicy
+
+LLM_CALL_COLUMNS = [
+    "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
+    "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
+    "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
+    "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding", "logprobs_json",
+    "attributes", "ingested_at",
+]  # fmt: skip
+
+FINDING_COLUMNS = [
+    "trace_id", "span_id", "service", "model", "operation", "detector", "detector_version",
+    "thresholds_version", "status", "score", "threshold", "flagged", "severity", "summary",
+    "evidence", "span_start_time", "created_at",
+]  # fmt: skip
+
+ALERT_COLUMNS = [
+    "alert_id", "trace_id", "rule", "route", "destination", "service", "model", "operation", "severity",
+    "detectors", "summary", "evidence", "status", "attempts", "error", "state_version", "created_at", "updated_at",
+]  # fmt: skip
+
+TABLE_COLUMNS = {"llm_calls": LLM_CALL_COLUMNS, "findings": FINDING_COLUMNS, "alerts": ALERT_COLUMNS}
+
+
+# Columns before ``evidence`` are copied from the Kafka record as they are.
+_COLUMNS_COPIED_FROM_RECORD = FINDING_COLUMNS[: FINDING_COLUMNS.index("evidence")]
+
+
+def from_unix_nano(nanos: int) -> datetime:
+    """A UTC datetime from OTLP's nanoseconds since the epoch."""
+    return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
+
+
+def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[Any]:
+    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order, its content as ``content`` allows."""
+    return [
+        call.trace_id,
+        call.span_id,
+        call.parent_span_id or "",
+        call.service,
+        call.span_name,
+        call.convention,
+        call.provider,
+        call.model,
+        call.operation,
+        from_unix_nano(call.start_time_unix_nano),
+        from_unix_nano(call.end_time_unix_nano),
+        max(call.end_time_unix_nano - call.start_time_unix_nano, 0) / 1e6,
+        call.usage.input_tokens,
+        call.usage.output_tokens,
+        call.finish_reason or "",
+        len(call.input_messages),
+        len(call.output_messages),
+        len(call.output_tool_calls),
+        len(call.tool_definitions),
+        len(call.sources),
+        len(call.logprobs),
+        content.mode,
+        str(call.content_source),
+        content.text(call.prompt),
+        content.text(call.answer),
+        content.text(call.grounding_text),
+        _logprobs_json(call, with_tokens=content.mode == "store"),
+        {key: content.attribute(str(value)) for key, value in call.attributes.items()},
+        now,
+    ]
+
+
+def finding_record(
+    call: LLMCall, result: DetectorResult, thresholds_version: str, content: ContentPolicy
+) -> dict[str, Any]:
+    """The finding as written to ClickHouse and published on ``halluwatch.findings`` (JSON, key = trace id).
+
+    Its summary and evidence are as ``content`` allows; a call cut to the content cap
+    says which fields were cut in ``evidence["truncated"]``.
+    """
+    evidence = {**result.evidence, "truncated": list(call.truncated)} if call.truncated else result.evidence
+    return {
+        "trace_id": call.trace_id,
+        "span_id": call.span_id,
+        "service": call.service,
+        "model": call.model,
+        "operation": call.operation,
+        "detector": result.detector,
+        "detector_version": result.detector_version,
+        "thresholds_version": thresholds_version,
+        "status": str(result.status),
+        "score": result.score,
+        "threshold": result.threshold,
+        "flagged": result.flagged,
+        "severity": result.severity,
+        "summary": content.summary(result.summary),
+        "evidence": content.evidence(evidence),
+        "span_start_time_unix_nano": call.start_time_unix_nano,
+    }
+
+
+def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
+    """One ``findings`` row, in ``FINDING_COLUMNS`` order, from a :func:`finding_record`."""
+    return [
+        *(record[column] for column in _COLUMNS_COPIED_FROM_RECORD),
+        json.dumps(record["evidence"], ensure_ascii=False, default=str),
+        from_unix_nano(record["span_start_time_unix_nano"]),
+        now,
+    ]
+
+
+def alert_row(
+    alert: Alert, destination: str, status: DeliveryStatus, attempts: int, error: str, now: datetime
+) -> list[Any]:
+    """One ``alerts`` row, in ``ALERT_COLUMNS`` order."""
+    # Final statuses outrank in-flight retries; later attempts outrank earlier ones.
+    state_version = attempts + (1 << 16 if status.final else 0)
+    return [
+        alert.alert_id,
+        alert.trace_id,
+        alert.rule,
+        alert.route,
+        destination,
+        alert.service,
+        alert.model,
+        alert.operation,
+        alert.severity,
+        alert.detector_names,
+        alert.headline,
+        json.dumps([d.to_dict() for d in alert.detectors], ensure_ascii=False, default=str),
+        str(status),
+        attempts,
+        error[:2000],
+        state_version,
+        alert.created_at,
+        now,
+    ]
+
+
+def _logprobs_json(call: LLMCall, *, with_tokens: bool) -> str:
+    """Logprobs in the seed's ``tokens_json`` shape.
+
+    Tokens are content, kept only in ``store`` mode; the numbers are not, and baselines
+    (``halluwatch baseline --from-clickhouse``) need nothing else.
+    """
+    if not call.logprobs:
+        return ""
+    positions = []
+    for t in call.logprobs:
+        name = _as_is if with_tokens else _placeholders(t)
+        top = [{"token": name(a.token), "logprob": a.logprob} for a in t.top]
+        positions.append({"token": name(t.token), "logprob": t.logprob, "top_logprobs": top})
+    return json.dumps(positions, ensure_ascii=False)
+
+
+def _as_is(token: str) -> str:
+    return token
+
+
+def _placeholders(position: TokenLogprob) -> Callable[[str], str]:
+    """Stand-ins for a position's tokens: equal tokens stay equal and different ones apart, as the entropy needs."""
+    names: dict[str, str] = {}
+    for alternative in position.top:
+        names.setdefault(alternative.token, f"#{len(names)}")
+    return lambda token: names.get(token, "#sampled")

@@ -1,0 +1,161 @@
+"""The synchronous heart of the spans stage: Kafka messages in, rows and records out.
+
+Pure CPU work with no I/O, so the worker runs it in its detector pool, off the event
+loop.  Bad input never raises from here: each failure becomes a :class:`DeadLetter`
+carrying the original bytes and the reason, and the rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from detectors.llm_call import LLMCall
+from detectors.suite import DetectorSuite
+from pipeline import metrics
+from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits, ContentPolicy
+from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
+from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
+from pipeline.sinks.rows import finding_record
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """A Kafka record as the processor needs it (the worker adapts faust events to this)."""
+
+    key: bytes | None
+    value: bytes
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An input message that could not be (fully) processed, and why."""
+
+    message: InboundMessage
+    reason_kind: str
+    reason: str
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        """Kafka headers telling an operator where the message came from and what went wrong."""
+        return [
+            ("halluwatch.reason", self.reason.encode()[:2000]),
+            ("halluwatch.reason_kind", self.reason_kind.encode()),
+            ("halluwatch.source", f"{self.message.topic}/{self.message.partition}/{self.message.offset}".encode()),
+        ]
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """Everything one batch produced; nothing of it is durable yet."""
+
+    spans: int = 0
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    rekeyed: list[tuple[bytes, bytes]] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+
+
+class SpanBatchProcessor:
+    """Decode, select LLM spans, normalize, and run the span-level detectors on a batch."""
+
+    def __init__(
+        self,
+        suite: DetectorSuite,
+        thresholds_version: str,
+        encoding: Encoding | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        limits: ContentLimits = DEFAULT_LIMITS,
+        content: ContentPolicy = STORE_ALL.findings,
+    ) -> None:
+        if max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
+        self._suite = suite
+        self._thresholds_version = thresholds_version
+        self._encoding = encoding
+        self._max_message_bytes = max_message_bytes
+        self._limits = limits  # bounds the detectors' work per call, so per message
+        self._content = content  # of the findings records
+
+    def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
+        """Normalize and detect a batch; never raises on input, whatever the bytes are."""
+        result = self.normalize(messages)
+        self.detect(result)
+        return result
+
+    def normalize(self, messages: Sequence[InboundMessage]) -> BatchResult:
+        """Decode and normalize a batch, without detection (content may still be on its way in logs)."""
+        result = BatchResult()
+        metrics.BATCH_MESSAGES.observe(len(messages))
+        for message in messages:
+            try:
+                self._process_message(message, result)
+            except Exception as exc:  # a bug must not stop the stream; keep the evidence
+                logger.exception("unexpected error processing %s/%s", message.topic, message.offset)
+                self._dead_letter(result, message, "internal_error", f"{type(exc).__name__}: {exc}")
+        return result
+
+    def _process_message(self, message: InboundMessage, result: BatchResult) -> None:
+        if len(message.value) > self._max_message_bytes:
+            reason = f"message of {len(message.value)} bytes exceeds max_message_bytes={self._max_message_bytes}"
+            self._dead_letter(result, message, "too_large", reason)
+            return
+        try:
+            traces = decode_traces(message.value, self._encoding)
+        except UndecodableMessage as exc:
+            self._dead_letter(result, message, "undecodable", exc.reason)
+            return
+        if message.key is None:
+            per_trace = split_by_trace(traces)
+            if len(per_trace) > 1:
+                # Mixed traces: re-key before anything per-trace sees them (SPEC §2).
+                result.rekeyed.extend(
+                    (trace_id.encode(), payload.SerializeToString()) for trace_id, payload in per_trace.items()
+                )
+                metrics.REKEYED.inc(len(per_trace))
+                return
+        malformed = []
+        spans = 0
+        for span_context in iter_spans(traces):
+            spans += 1
+            span = span_context.span
+            if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                malformed.append(f"span {span.span_id.hex()!r} has invalid trace/span id lengths")
+                continue
+            try:
+                call = normalize_span(span_context)
+            except MalformedLLMSpan as exc:
+                malformed.append(f"span {span.span_id.hex()}: {exc}")
+                continue
+            if call is not None:
+                result.llm_calls.append(self._limits.apply(call))
+                metrics.LLM_CALLS.labels(call.convention).inc()
+        result.spans += spans
+        metrics.SPANS.inc(spans)
+        if malformed:
+            # The good spans of the message were kept; the message goes to the DLQ for the rest.
+            self._dead_letter(result, message, "malformed_span", "; ".join(malformed))
+
+    def detect_joined(self, calls: Sequence[LLMCall]) -> BatchResult:
+        """Detect calls whose content the log join merged in (bounded like span content)."""
+        result = BatchResult(llm_calls=[self._limits.apply(call) for call in calls])
+        self.detect(result)
+        return result
+
+    def detect(self, result: BatchResult) -> None:
+        """Run the detectors on the batch's LLM calls, adding their finding records."""
+        for run in self._suite.run(result.llm_calls):
+            for call, detector_result in zip(result.llm_calls, run.results, strict=True):
+                result.findings.append(finding_record(call, detector_result, self._thresholds_version, self._content))
+                metrics.count_finding(detector_result)
+
+    @staticmethod
+    def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:
+        result.dead_letters.append(DeadLetter(message, kind, reason))
+        metrics.DEAD_LETTERS.labels(kind).inc()

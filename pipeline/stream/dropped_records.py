@@ -1,0 +1,156 @@
+"""Work-arounds for faust-streaming 0.15 consumer defects that skip, then lose, stream records.
+
+faust takes a batch of records from aiokafka and hands them to the streams one at a time;
+when a rebalance or a table recovery stops the flow or pauses partitions meanwhile, it drops
+the records it has not handed on yet, although aiokafka's position has already moved past
+them.  It counts on seeking back to the committed offsets afterwards, but that seek can come
+before the drop, and skips partitions with nothing committed.  Worse, its commit bookkeeping
+then commits over the hole: it takes the jump in offsets for a gap of offsets that do not
+exist (as in compacted or transactional topics), it lets the first acked record of a never
+committed partition start the run to commit, and it allows one missing record at the head of
+the run.  (Seen with workers restarted mid-stream: a partition never read again, and LLM
+spans missing from ClickHouse although every offset was committed.)
+
+:func:`commit_only_contiguous` replaces that bookkeeping on the app's consumer: every stream
+partition starts from a known offset (its committed one, or its earliest), and a commit covers
+only the run of acked records that starts there — a hole holds the commit back.  Our topics are
+neither compacted nor transactional, so their offsets have no real gaps.
+
+:class:`SkippedRecordsWatchdog` then finds the held-back partitions — nothing of them in
+flight, no progress between two looks, and records after the committed offset that never came
+(aiokafka's position past the next record faust delivered, or acked records starting after the
+committed offset) — and seeks them back to the committed offset, so faust reads the hole again.
+Records read twice are absorbed by the idempotent tables, as every at-least-once redelivery is.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from pipeline import metrics
+from pipeline.stream.plumbing import BATCHES
+
+logger = logging.getLogger(__name__)
+
+# Looks in a row without any batch activity after which unprocessed records count as stuck.
+_IDLE_LOOKS = 3
+
+
+def commit_only_contiguous(app: faust.App) -> None:
+    """Make ``app``'s consumer commit only runs of acked records that start at the committed offset."""
+    consumer: Any = app.consumer  # faust's bookkeeping is not part of its ConsumerT interface
+    seek_to_committed = consumer.perform_seek
+
+    async def perform_seek() -> None:
+        await seek_to_committed()
+        # faust leaves never committed partitions where aiokafka happens to be, with no start.
+        changelogs = app.tables.changelog_topics  # table recovery positions those itself
+        uncommitted = [
+            tp
+            for tp in consumer.assignment()
+            if tp.topic not in changelogs and (consumer._committed_offset.get(tp) or -1) < 0
+        ]
+        if uncommitted:
+            for tp, offset in (await consumer.earliest_offsets(*uncommitted)).items():
+                await consumer.seek(tp, offset)
+                consumer._committed_offset[tp] = offset
+
+    def new_offset(tp: TP) -> int | None:
+        acked: list[int] = consumer._acked[tp]
+        committed: int | None = consumer._committed_offset[tp]
+        if not acked or committed is None:
+            return None
+        acked.sort()
+        del acked[: bisect.bisect_left(acked, committed)]  # acked before a seek back: committed since
+        run_end = committed
+        while run_end - committed < len(acked) and acked[run_end - committed] == run_end:
+            run_end += 1
+        if run_end == committed:
+            return None  # the record at the committed offset is not acked (yet, or it never came)
+        del acked[: run_end - committed]
+        consumer._acked_index[tp].difference_update(range(committed, run_end))
+        return run_end
+
+    async def no_gaps(tp: TP, offset_from: int, offset_to: int) -> None:
+        """A jump in offsets on our topics is records faust dropped, never offsets that do not exist."""
+
+    consumer.perform_seek = perform_seek
+    consumer._new_offset = new_offset
+    consumer._add_gap = no_gaps
+
+
+class SkippedRecordsWatchdog:
+    """Every ``interval_seconds``, re-reads stream partitions whose fetched records faust never delivered."""
+
+    def __init__(self, app: faust.App, interval_seconds: float) -> None:
+        self._app = app
+        self._last_look: dict[TP, tuple[int, int, int]] = {}  # position, next delivered, first acked
+        self._batches_finished = BATCHES.finished
+        self._idle_looks = 0  # looks in a row with no stage batch in progress or finished
+        app.timer(interval_seconds)(self._look)
+
+    async def _look(self) -> None:
+        app = self._app
+        consumer: Any = app.consumer  # the state read here is faust's, not in its ConsumerT interface
+        idle = BATCHES.in_progress == 0 and BATCHES.finished == self._batches_finished
+        self._batches_finished = BATCHES.finished
+        self._idle_looks = self._idle_looks + 1 if idle else 0
+        if app.rebalancing or not consumer.flow_active:
+            self._last_look.clear()  # positions move while faust seeks; judge only a settled consumer
+            self._idle_looks = 0
+            return
+        changelogs = app.tables.changelog_topics  # table recovery positions those itself
+        in_flight = {message.tp for message in list(consumer._unacked_messages)}
+        # A worker idle this long has committed all it processed: records past a partition's
+        # committed offset are then stuck somewhere in faust, whatever its state says.
+        long_idle = self._idle_looks >= _IDLE_LOOKS
+        for tp in consumer.assignment():
+            if tp.topic in changelogs:
+                continue
+            position = await consumer.position(tp)
+            if position is None:
+                continue
+            committed = consumer._committed_offset.get(tp) or 0
+            if long_idle and position > committed:
+                await self._reread(consumer, tp, committed)
+                self._idle_looks = 0
+                continue
+            if tp in in_flight:
+                self._last_look.pop(tp, None)
+                continue
+            next_delivered = max(_after_read(consumer, tp, committed), committed)
+            acked: list[int] = consumer._acked.get(tp) or []
+            # Records after the last delivered one, or before the first acked one, never came.
+            first_acked = min(acked, default=committed)
+            look = (position, next_delivered, first_acked)
+            # Right after a seek, position == committed: the hole is being read again.
+            hole = position > committed and (position > next_delivered or first_acked > committed)
+            stuck = hole and self._last_look.get(tp) == look
+            self._last_look[tp] = look
+            if stuck:
+                await self._reread(consumer, tp, committed)
+
+    async def _reread(self, consumer: Any, tp: TP, offset: int) -> None:
+        logger.warning(
+            "%s[%d]: fetched records were never delivered (faust-streaming defect); re-reading from offset %d",
+            tp.topic,
+            tp.partition,
+            offset,
+        )
+        metrics.SKIPPED_RECORDS_REREAD.inc()
+        self._last_look.pop(tp, None)
+        await consumer.seek(tp, offset)
+
+
+def _after_read(consumer: Any, tp: TP, committed: int) -> int:
+    """The offset after the last record faust delivered of ``tp`` (as far as its state tells)."""
+    read: int | None = consumer._read_offset.get(tp)
+    # After a seek, faust's read offset is the sought offset, not a delivered record.
+    if read is None or (read == committed and read not in consumer._acked_index[tp]):
+        return committed
+    return read + 1

@@ -1,0 +1,172 @@
+"""faust plumbing shared by the worker's stages: raw topics, retries, dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import faust
+from aiokafka.partitioner import murmur2
+from faust.types import EventT, Message, StreamT
+
+from pipeline import metrics
+from pipeline.sinks.clickhouse import SinkUnavailable
+
+logger = logging.getLogger(__name__)
+
+# How long a publish may wait for the broker's acknowledgement before it is sent again: a
+# send the client never resolves must not stall a stage (a repeat is harmless downstream).
+PUBLISH_ACK_TIMEOUT_SECONDS = 30.0
+
+# Writes rows to ClickHouse tables durably (retrying until it can): {table: rows}.
+RowStore = Callable[[Mapping[str, Sequence[Sequence[Any]]]], Awaitable[None]]
+
+# Sends a message that could not be handled to a dead-letter topic: (message, reason kind, reason).
+DeadLetterSender = Callable[[Message, str, str], Awaitable[None]]
+
+
+def raw_topic(app: faust.App, partitions: int, *names: str) -> faust.TopicT:
+    """A bytes-in, bytes-out topic, created with ``partitions`` partitions if missing."""
+    return app.topic(
+        *names,
+        key_type=bytes,
+        value_type=bytes,
+        key_serializer="raw",
+        value_serializer="raw",
+        internal=True,
+        partitions=partitions,
+    )
+
+
+class TraceTable(faust.Table):  # type: ignore[type-arg]  # faust's classes are loosely typed
+    """A changelog-backed table of JSON values keyed by the raw trace id.
+
+    Each key's changelog partition is the one the Kafka default partitioner (murmur2, as
+    faust's producer uses for every topic we key by trace id) gives the key, so a trace's
+    state sits in the partition of its findings and alerts, and can be written outside
+    stream iteration, by expiry timers.  (faust's own ``use_partitioner`` asks the producer
+    for topic metadata it may not have fetched yet.)
+    """
+
+    def partition_for_key(self, key: Any) -> int:
+        """The partition Kafka's default partitioner picks for ``key``."""
+        return (murmur2(key) & 0x7FFFFFFF) % self.partitions  # type: ignore[no-any-return]
+
+
+def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
+    """Register a :class:`TraceTable` with ``partitions`` partitions on ``app``."""
+    table = TraceTable(
+        app,
+        name=name,
+        default=None,
+        beacon=app.tables.beacon,
+        partitions=partitions,
+        key_type=bytes,  # raw keys, also when recovering from the changelog; values are JSON
+    )
+    app.tables.add(table)
+    return table
+
+
+class BatchActivity:
+    """How many stage batches are being worked on, and how many finished: tells an idle worker."""
+
+    def __init__(self) -> None:
+        self.in_progress = 0
+        self.finished = 0
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Count the batch worked on inside the block."""
+        self.in_progress += 1
+        try:
+            yield
+        finally:
+            self.in_progress -= 1
+            self.finished += 1
+
+
+BATCHES = BatchActivity()
+"""Every stage's batches in this process (:mod:`pipeline.stream.dropped_records` acts only on an idle worker)."""
+
+
+async def durable_batches(stream: StreamT[bytes], max_events: int, within: float) -> AsyncIterator[list[EventT[bytes]]]:
+    """``take_events`` batches whose offsets are committed only once the caller's loop body finished.
+
+    faust acks a ``take_events`` batch when the loop moves on, even if the body raised (or
+    was cancelled by a shutdown).  Each message gets one extra reference here, released
+    only when the body returned for the batch; a batch cut short stays uncommitted and is
+    redelivered after a restart.
+    """
+    async for events in stream.take_events(max_events, within=within):  # type: ignore[attr-defined]
+        for event in events:
+            event.message.incref()
+        with BATCHES.batch():
+            yield events
+        for event in events:
+            await stream.ack(event)
+
+
+async def publish(
+    topic: faust.TopicT,
+    key: bytes | None,
+    value: bytes | None,
+    max_delay_seconds: float,
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
+
+    async def send() -> None:
+        await wait_acknowledged([await topic.send(key=key, value=value, headers=headers)])
+
+    await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
+
+
+async def wait_acknowledged(sends: Sequence[Awaitable[Any]]) -> None:
+    """Wait for the broker's acknowledgement of ``sends``; TimeoutError after PUBLISH_ACK_TIMEOUT_SECONDS.
+
+    Sends still pending then are left to finish, not cancelled: faust logs a traceback for
+    every cancelled send, and the caller's retry sends them again anyway.
+    """
+    futures = [asyncio.ensure_future(send) for send in sends]
+    if not futures:
+        return
+    done, pending = await asyncio.wait(futures, timeout=PUBLISH_ACK_TIMEOUT_SECONDS)
+    for future in pending:
+        future.add_done_callback(_retrieve_outcome)
+    for future in done:
+        future.result()  # the first failed send raises
+    if pending:
+        raise TimeoutError(
+            f"{len(pending)} of {len(futures)} sends unacknowledged after {PUBLISH_ACK_TIMEOUT_SECONDS:g}s"
+        )
+
+
+def _retrieve_outcome(future: asyncio.Future[Any]) -> None:
+    """Mark an abandoned send's outcome as seen, so asyncio does not log it as never retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
+async def retrying(what: str, operation: Callable[[], Awaitable[None]], max_delay_seconds: float) -> None:
+    """Run ``operation`` until it succeeds, backing off; the caller's batch stays unacked meanwhile.
+
+    Holding the batch is the backpressure: the agent stops taking events, and once its
+    stream buffer is full (``kafka_max_buffered_messages``) faust stops fetching, so memory
+    stays bounded while ClickHouse or the broker is down.
+    """
+    delay = 0.5
+    while True:
+        try:
+            await operation()
+            return
+        except SinkUnavailable as exc:
+            delay = max(delay, exc.retry_after_seconds)
+            logger.warning("%s failed, retrying in %.1fs: %s", what, delay, exc)
+        except Exception as exc:  # broker errors come in many types
+            logger.warning("%s failed, retrying in %.1fs: %r", what, delay, exc)
+        metrics.WRITE_RETRIES.inc()
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, max_delay_seconds)

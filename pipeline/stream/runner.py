@@ -1,0 +1,43 @@
+"""Running a :class:`~pipeline.stream.worker.PipelineWorker` as a process: logging, metrics, health, signals."""
+
+from __future__ import annotations
+
+import logging
+
+from faust.worker import Worker
+
+from pipeline.config.settings import Settings
+from pipeline.stream.health import HEALTH_PATH, WorkerEndpoint
+from pipeline.stream.worker import PipelineWorker
+
+_FAUST_LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warn", "error": "error"}
+
+
+def faust_worker(pipeline_worker: PipelineWorker) -> Worker:
+    """A faust worker (signal handling, graceful SIGTERM) around ``pipeline_worker``'s app."""
+    settings = pipeline_worker.settings
+    # stdout stays ours: faust would otherwise turn every print into a log line.
+    worker = Worker(
+        pipeline_worker.app, loglevel=_FAUST_LOG_LEVELS[settings.log_level], quiet=True, redirect_stdouts=False
+    )
+    worker.spinner = None  # terminal escape codes in a log are noise
+    return worker
+
+
+def run_worker(settings: Settings) -> None:
+    """Run the worker until SIGTERM/SIGINT; returns after a graceful shutdown."""
+    pipeline_worker = PipelineWorker(settings)
+    endpoint = None
+    if settings.metrics_port is not None:
+        endpoint = WorkerEndpoint(pipeline_worker.app, settings.metrics_host, settings.metrics_port)
+        logging.getLogger(__name__).info(
+            "metrics on http://%s:%d/metrics, health on %s", settings.metrics_host, endpoint.port, HEALTH_PATH
+        )
+    try:
+        faust_worker(pipeline_worker).execute_from_commandline()
+    except SystemExit as exit_:
+        if exit_.code not in (0, None):
+            raise
+    finally:
+        if endpoint is not None:
+            endpoint.close()

@@ -1,0 +1,196 @@
+"""``halluwatch demo``: the whole path on one machine, with nothing to install or configure.
+
+Starts an embedded Tansu broker, migrates an embedded ClickHouse (chDB) under
+``.halluwatch/demo``, runs the worker in this process, replays the built-in example
+traces (plus one garbage message, to show the dead-letter path, and one call whose
+content travels only in GenAI log records, to show the log join), waits until every
+message is durably processed, every log-joined call judged and every alert routed, prints what the detectors found
+and which traces alerted (no Slack or pager configured: alerts print to the log), writes
+the HTML report (``halluwatch report``) next to the data, and stops cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+from confluent_kafka import Producer
+
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.config.settings import Settings, load_settings
+from pipeline.ingest.otlp_traces import Encoding
+from pipeline.sinks.clickhouse import connect
+from pipeline.stream.runner import faust_worker
+from pipeline.stream.worker import PipelineWorker
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_log_event_telemetry, example_traces
+from pipeline.tools.replay import Payload, ReplayStats, replay
+from pipeline.tools.report import report_window, write_report
+
+logger = logging.getLogger(__name__)
+
+GARBAGE_MESSAGE = b"\x00\xffthis is not an OTLP payload"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOutcome:
+    """What the demo saw, for the exit code and for tests."""
+
+    messages_sent: int
+    messages_done: int
+    summary: str
+    report_path: Path
+
+    @property
+    def complete(self) -> bool:
+        """True when every replayed message was processed."""
+        return self.messages_done >= self.messages_sent
+
+
+def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
+    """Embedded defaults, tuned for a single local worker (fast group joins)."""
+    return load_settings(
+        data_dir=data_dir,
+        kafka_bootstrap=bootstrap,
+        kafka_topic_partitions=2,
+        kafka_session_timeout_seconds=6.0,
+        kafka_rebalance_timeout_seconds=3.0,
+        kafka_heartbeat_interval_seconds=1.0,
+        kafka_commit_interval_seconds=0.5,
+        log_level="warn",
+        detectors={"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
+    )
+
+
+def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
+    """Run the demo end to end; returns what happened (never leaves the broker running)."""
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    with TansuBroker(log_path=data_dir / "tansu.log") as broker:
+        settings = demo_settings(data_dir, broker.bootstrap)
+        pipeline_worker = PipelineWorker(settings)
+        worker = faust_worker(pipeline_worker)
+        outcome: list[DemoOutcome] = []
+        stopping: list[asyncio.Future[None]] = []
+
+        async def drive() -> None:
+            try:
+                outcome.append(await _replay_and_summarize(pipeline_worker, settings, timeout_seconds))
+            finally:
+                # Not awaited here: stopping the worker cancels this very task.
+                stopping.append(asyncio.ensure_future(worker.stop()))
+
+        pipeline_worker.app.task(drive)
+
+        with contextlib.suppress(SystemExit):  # the faust worker always exits via SystemExit
+            worker.execute_from_commandline()
+    if not outcome:
+        raise click.ClickException("the demo worker stopped before it finished; see the log above")
+    return outcome[0]
+
+
+async def _replay_and_summarize(
+    pipeline_worker: PipelineWorker, settings: Settings, timeout_seconds: float
+) -> DemoOutcome:
+    loop = asyncio.get_running_loop()
+    event_traces, event_logs = example_log_event_telemetry()
+    traces = example_traces() + event_traces
+
+    def send(payloads: Sequence[Payload], topic: str, keyed: bool) -> ReplayStats:
+        return replay(
+            payloads,
+            bootstrap=settings.kafka_bootstrap,
+            topic=topic,
+            encoding=Encoding.OTLP_PROTO,
+            keyed=keyed,
+            progress=False,
+        )
+
+    stats = await loop.run_in_executor(None, send, traces, settings.kafka_input_topic, True)
+    log_stats = await loop.run_in_executor(None, send, [event_logs], settings.kafka_logs_topic, False)
+    await loop.run_in_executor(None, _send_garbage, settings)
+    sent = stats.messages + 1
+    click.echo(
+        f"replayed {len(traces)} example traces ({stats.spans} spans), {log_stats.log_records} GenAI log "
+        "records and 1 garbage message"
+    )
+    deadline = loop.time() + timeout_seconds
+    while not _settled(pipeline_worker, sent, log_stats.messages) and loop.time() < deadline:
+        await asyncio.sleep(0.2)
+    summary = await loop.run_in_executor(None, summarize, settings)
+    report_path = await loop.run_in_executor(None, _write_report, settings)
+    return DemoOutcome(sent, pipeline_worker.messages_done, summary, report_path)
+
+
+def _write_report(settings: Settings) -> Path:
+    """The HTML report of the demo's ClickHouse (the example traces all started in the last minutes)."""
+    client = connect(settings.resolved_clickhouse_dsn)
+    path = settings.data_dir / "report.html"
+    return write_report(client, settings.clickhouse_database, report_window(hours=24), path)
+
+
+def _settled(worker: PipelineWorker, sent: int, logs_sent: int) -> bool:
+    """Every message processed, every held call released, every finding seen, every alert routed."""
+    return (
+        worker.messages_done >= sent
+        and worker.log_join.logs_messages_done >= logs_sent
+        and worker.log_join.calls_released >= worker.log_join.calls_held
+        and worker.agreement.findings_seen >= worker.findings_published
+        and worker.router.alerts_seen >= worker.agreement.alerts_published
+    )
+
+
+def _send_garbage(settings: Settings) -> None:
+    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer.produce(settings.kafka_input_topic, GARBAGE_MESSAGE)
+    producer.flush(10)
+
+
+def summarize(settings: Settings) -> str:
+    """A human summary of what is in ClickHouse: calls per convention, findings, flags."""
+    client = connect(settings.resolved_clickhouse_dsn)
+    db = settings.clickhouse_database
+    lines = ["", "LLM calls by convention (and where their content came from):"]
+    for convention, source, calls in client.query(
+        f"SELECT convention, content_source, count() FROM {db}.llm_calls FINAL "  # noqa: S608 - identifiers validated, values bound
+        "GROUP BY convention, content_source ORDER BY convention, content_source"
+    ).result_rows:
+        lines.append(f"  {convention:<14} {calls:>3}  content: {source}")
+    lines.append("Findings by detector (flagged / ok / skipped / error):")
+    for detector, flagged, ok, skipped, errors in client.query(
+        f"SELECT detector, countIf(flagged), countIf(status = 'ok'), countIf(status = 'skipped'), "  # noqa: S608 - identifiers validated, values bound
+        f"countIf(status = 'error') FROM {db}.findings FINAL GROUP BY detector ORDER BY detector"
+    ).result_rows:
+        lines.append(f"  {detector:<18} {flagged} / {ok} / {skipped} / {errors}")
+    lines.append("Flagged:")
+    for service, operation, trace_id, detector, summary in client.query(
+        f"SELECT service, operation, trace_id, detector, summary FROM {db}.findings FINAL "  # noqa: S608 - identifiers validated, values bound
+        "WHERE flagged ORDER BY service, trace_id, detector"
+    ).result_rows:
+        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
+    lines.append("Alerts (two or more detectors agreed on the trace):")
+    for service, operation, trace_id, rule, route, detectors, status in client.query(
+        f"SELECT service, operation, trace_id, rule, route, detectors, status FROM {db}.alerts FINAL "  # noqa: S608 - identifiers validated, values bound
+        "ORDER BY service, trace_id, rule"
+    ).result_rows:
+        lines.append(
+            f"  [{service} {operation}] trace {trace_id[:12]}…  {rule} -> {route} ({status}): {' + '.join(detectors)}"
+        )
+    lines.append("Flagged by one detector only (recorded, not alerted):")
+    for service, operation, trace_id, detector, summary in client.query(
+        f"SELECT service, operation, trace_id, any(detector), any(summary) FROM {db}.findings FINAL "  # noqa: S608 - identifiers validated, values bound
+        f"WHERE flagged AND status = 'ok' AND detector NOT IN {_not_evidence_sql()} "
+        "GROUP BY service, operation, trace_id HAVING uniqExact(detector) = 1 ORDER BY service, trace_id"
+    ).result_rows:
+        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
+    return "\n".join(lines)
+
+
+def _not_evidence_sql() -> str:
+    return "(" + ", ".join(f"'{name}'" for name in sorted(NOT_HALLUCINATION_EVIDENCE)) + ")"

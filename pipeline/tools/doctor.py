@@ -1,0 +1,294 @@
+"""``halluwatch doctor``: checks that this configuration works here (SPEC §8).
+
+Each check reaches the real thing with the worker's own settings and says what it found,
+or what to change: configuration, the broker (reach it, then create a scratch topic,
+write to it, read it back, delete it), ClickHouse (reach it, then create a scratch table,
+insert, select, drop; are the migrations applied), the embedding model, and the alert
+credentials (Slack's ``auth.test``). Nothing here prints a secret: details pass through
+:func:`~pipeline.config.secrets.scrub` with every configured secret value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config.connections import redacted_dsn
+from pipeline.config.secrets import scrub, secret_values
+from pipeline.config.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One check's outcome: ``ok``, or ``detail`` says what failed and what to do."""
+
+    name: str
+    ok: bool
+    detail: str
+    warning: bool = False  # works, but something needs attention
+
+    def line(self) -> str:
+        """The check as one line of the report."""
+        status = "ok  " if self.ok and not self.warning else "warn" if self.ok else "FAIL"
+        return f"{status}  {self.name}: {self.detail}"
+
+
+class _Failed(Exception):
+    """A step of a check failed; the message says what to do."""
+
+
+def run_checks(settings: Settings, timeout_seconds: float = 10.0) -> list[Check]:
+    """Run every check (a failed one does not stop the others); details carry no secret."""
+    secrets = secret_values(settings)
+    checks = [_config(settings)]
+    for name, check in (
+        ("kafka", _kafka),
+        ("clickhouse", _clickhouse),
+        ("embedding model", _model),
+        ("alerting", _alerting),
+    ):
+        try:
+            checks += list(check(settings, timeout_seconds))
+        except _Failed as failure:
+            checks.append(Check(name, False, str(failure)))
+        except Exception as exc:  # a check must report, never crash the report
+            checks.append(Check(name, False, f"{type(exc).__name__}: {exc}"))
+    return [Check(c.name, c.ok, scrub(c.detail, secrets), c.warning) for c in checks]
+
+
+def _config(settings: Settings) -> Check:
+    policies = settings.content_policies()
+    modes = ", ".join(f"{table} {getattr(policies, table).mode}" for table in ("llm_calls", "findings", "alerts"))
+    return Check("config", True, f"valid; content modes: {modes}; max_call_chars {settings.max_call_chars}")
+
+
+# --- Kafka ---------------------------------------------------------------------------------------
+
+
+def _kafka_config(settings: Settings, timeout_seconds: float) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "socket.timeout.ms": int(timeout_seconds * 1000),
+        **settings.kafka_security.confluent_config(),
+    }
+
+
+def _kafka_hint(settings: Settings) -> str:
+    security = settings.kafka_security
+    return (
+        f"check kafka_bootstrap ({settings.kafka_bootstrap}), that the brokers listen there, and "
+        f"kafka_security (protocol {security.protocol}"
+        + (f", SASL {security.sasl_mechanism} user {security.sasl_username!r}" if security.sasl else "")
+        + ")"
+    )
+
+
+def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(_kafka_config(settings, timeout_seconds))
+    try:
+        metadata = admin.list_topics(timeout=timeout_seconds)
+    except Exception as exc:
+        raise _Failed(f"cannot reach the brokers: {exc}; {_kafka_hint(settings)}") from exc
+    yield Check("kafka", True, f"reached {len(metadata.brokers)} broker(s) at {settings.kafka_bootstrap}")
+    try:
+        yield _kafka_permissions(settings, timeout_seconds)
+    except _Failed as failure:
+        yield Check("kafka permissions", False, str(failure))
+    if settings.kafka_input_topic in metadata.topics:
+        yield Check("kafka input topic", True, f"{settings.kafka_input_topic} exists")
+    else:
+        yield Check(
+            "kafka input topic",
+            True,
+            f"{settings.kafka_input_topic} does not exist yet: point the collector's kafka exporter at it "
+            "(topic setting) or create it with the partitions you want",
+            warning=True,
+        )
+
+
+def _kafka_permissions(settings: Settings, timeout_seconds: float) -> Check:
+    """Create a scratch topic, produce to it, read it back, delete it: what the worker's principal must do."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    config = _kafka_config(settings, timeout_seconds)
+    admin = AdminClient(config)
+    topic = f"halluwatch.doctor.{uuid.uuid4().hex[:12]}"
+    steps = "create topics"
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=timeout_seconds)
+        steps = "write to topics"
+        producer = Producer({**config, "message.timeout.ms": int(timeout_seconds * 1000)})
+        producer.produce(topic, key=b"doctor", value=b"probe")
+        if producer.flush(timeout_seconds) != 0:
+            raise _Failed(f"a probe message to {topic} was not acknowledged in {timeout_seconds:.0f}s")
+        steps = "read topics"
+        consumer = Consumer({**config, "group.id": f"{settings.kafka_group_id}.doctor", "enable.auto.commit": False})
+        try:
+            consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+            if not _read_one(consumer.poll, timeout_seconds):
+                raise _Failed(f"the probe message written to {topic} could not be read back")
+        finally:
+            consumer.close()
+    except (KafkaException, TimeoutError) as exc:
+        raise _Failed(
+            f"cannot {steps} ({exc.args[0] if exc.args else exc}): grant the principal Create, Write and Read "
+            f"on topics {settings.kafka_input_topic}, halluwatch.* and their changelogs, and Read on group "
+            f"{settings.kafka_group_id}; {_kafka_hint(settings)}"
+        ) from exc
+    finally:
+        _delete_quietly(admin, topic, timeout_seconds)
+    return Check("kafka permissions", True, "created, wrote, read and deleted a scratch topic")
+
+
+def _read_one(poll: Callable[[float], Any], timeout_seconds: float) -> bool:
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        message = poll(0.5)
+        if message is not None and message.error() is None:
+            return True
+    return False
+
+
+def _delete_quietly(admin: Any, topic: str, timeout_seconds: float) -> None:
+    """Delete the scratch topic; a broker that refuses (or has none to delete) leaves a tiny topic behind."""
+    with contextlib.suppress(Exception):
+        admin.delete_topics([topic])[topic].result(timeout=timeout_seconds)
+
+
+# --- ClickHouse ----------------------------------------------------------------------------------
+
+
+def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
+    from pipeline.sinks.clickhouse import open_clickhouse
+    from schemas import migrations
+
+    dsn = settings.resolved_clickhouse_dsn
+    where = redacted_dsn(dsn)
+    try:
+        client = open_clickhouse(settings)
+        version = client.query("SELECT version()").result_rows[0][0]
+    except Exception as exc:
+        raise _Failed(
+            f"cannot connect to {where}: {exc}; check clickhouse_dsn (user, password, host, port) "
+            "and clickhouse_tls (verify, ca_cert) for https"
+        ) from exc
+    database = settings.clickhouse_database
+    try:
+        yield Check("clickhouse", True, f"connected to {where} (ClickHouse {version})")
+        yield _clickhouse_permissions(client, database)
+        pending = _pending_migrations(client, database, [m.version for m in migrations()])
+        if pending:
+            yield Check("clickhouse schema", True, f"{pending} migration(s) pending: run halluwatch migrate "
+                        "(the worker also applies them at start)", warning=True)  # fmt: skip
+        else:
+            yield Check("clickhouse schema", True, f"database {database} is up to date")
+    finally:
+        client.close()
+
+
+def _clickhouse_permissions(client: Any, database: str) -> Check:
+    table = f"{database}.halluwatch_doctor_{uuid.uuid4().hex[:8]}"
+    step = f"CREATE DATABASE IF NOT EXISTS {database}"
+    try:
+        client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+        step = f"CREATE TABLE in {database}"
+        client.command(f"CREATE TABLE {table} (id String) ENGINE = MergeTree ORDER BY id")
+        try:
+            step = f"INSERT into tables of {database}"
+            client.insert(table, [["probe"]], column_names=["id"])
+            step = f"SELECT from tables of {database}"
+            rows = client.query(f"SELECT id FROM {table}").result_rows  # noqa: S608 - our own scratch table name
+        finally:
+            client.command(f"DROP TABLE IF EXISTS {table}")
+    except Exception as exc:
+        raise _Failed(
+            f"{step} refused: {exc}; grant the user CREATE, INSERT, SELECT (and DROP) on {database}.*"
+        ) from exc
+    if rows != [("probe",)]:
+        raise _Failed(f"a row inserted into {table} did not read back ({rows!r})")
+    return Check(
+        "clickhouse permissions", True, f"created, inserted into, selected from and dropped a table in {database}"
+    )
+
+
+def _pending_migrations(client: Any, database: str, versions: list[int]) -> int:
+    exists = client.query(
+        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
+        parameters={"db": database},
+    ).result_rows[0][0]
+    if not exists:
+        return len(versions)
+    applied = {row[0] for row in client.query(f"SELECT version FROM {database}.schema_migrations").result_rows}  # noqa: S608
+    return len(set(versions) - applied)
+
+
+# --- model and alerting --------------------------------------------------------------------------
+
+
+def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
+    from detectors.embeddings import EmbeddingError, resolve_model_dir
+
+    model = settings.detectors.embeddings.model
+    try:
+        folder = resolve_model_dir(model)
+    except EmbeddingError as exc:
+        raise _Failed(f"{exc}; set detectors.embeddings.model to an installed model or a model folder") from exc
+    yield Check("embedding model", True, f"{model} found in {folder} (exported to ONNX on the first start)")
+
+
+def _alerting(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    config = settings.alerting
+    if config.slack_bot_token is not None:
+        client = WebClient(
+            token=config.slack_bot_token.get_secret_value(),
+            base_url=config.slack_base_url,
+            timeout=int(timeout_seconds),
+        )
+        try:
+            client.auth_test()
+        except SlackApiError as exc:
+            raise _Failed(
+                f"Slack refused the bot token ({exc.response.get('error')}): set a valid "
+                "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN with the chat:write scope"
+            ) from exc
+        except Exception as exc:
+            raise _Failed(
+                f"cannot reach Slack at {config.slack_base_url}: {exc}; check alerting.slack_base_url"
+            ) from exc
+        yield Check("slack", True, f"bot token accepted by {config.slack_base_url}")
+    routes = []
+    for name, route in config.routes.items():
+        targets = [
+            target
+            for target, usable in (
+                (f"slack {route.slack_channel}", route.slack_channel and config.slack_bot_token is not None),
+                ("slack webhook", route.slack_webhook_url is not None),
+                ("pagerduty", route.pagerduty and config.pagerduty_routing_key is not None),
+            )
+            if usable
+        ]
+        routes.append(f"{name} -> {', '.join(targets) or 'log'}")
+    unusable = [
+        name
+        for name, route in config.routes.items()
+        if (route.slack_channel and config.slack_bot_token is None and route.slack_webhook_url is None)
+        or (route.pagerduty and config.pagerduty_routing_key is None)
+    ]
+    detail = "; ".join(routes)
+    if unusable:
+        detail += (
+            f" (routes {', '.join(unusable)} lack credentials: set HALLUWATCH_ALERTING__SLACK_BOT_TOKEN / "
+            "HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY, or their alerts only reach the log)"
+        )
+    yield Check("alert routes", True, detail, warning=bool(unusable))
