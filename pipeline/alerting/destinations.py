@@ -1,4 +1,4 @@
-"""Where alerts go: the destination interface, the in-attempt retry loop, and the route table.
+"""Where alerts go: the destination interface and the in-attempt retry loop.
 
 One delivery attempt retries quickly inside itself (a 429 with a short ``Retry-After``, a
 5xx, a dropped connection); whatever is still failing after that is raised as a
@@ -165,33 +165,3 @@ class HttpDestination(Destination):
         if self._client_session is not None:
             await self._client_session.close()
             self._client_session = None
-
-
-def build_destinations(config: AlertingSettings) -> dict[str, list[Destination]]:
-    """Each route's destinations; a route with none usable logs its alerts instead.
-
-    Destinations of the same identity (one Slack channel on two routes) are shared.
-    """
-    # Imported here: these modules build on the classes above.
-    from pipeline.alerting.console import ConsoleDestination
-    from pipeline.alerting.pagerduty import PagerDutyDestination
-    from pipeline.alerting.slack import SlackBotDestination, SlackWebhookDestination
-
-    shared: dict[str, Destination] = {}
-    table: dict[str, list[Destination]] = {}
-    for route_name, route in config.routes.items():
-        wanted: list[Destination] = []
-        if route.slack_channel and config.slack_bot_token is not None:
-            wanted.append(SlackBotDestination(route.slack_channel, config))
-        if route.slack_webhook_url is not None:
-            wanted.append(SlackWebhookDestination(route_name, route.slack_webhook_url.get_secret_value(), config))
-        if route.pagerduty and config.pagerduty_routing_key is not None:
-            wanted.append(PagerDutyDestination(config))
-        if not wanted:
-            if route.slack_channel or route.pagerduty:
-                logger.warning(
-                    "alert route %r has no Slack token or PagerDuty key: its alerts go to the log", route_name
-                )
-            wanted.append(ConsoleDestination(config))
-        table[route_name] = [shared.setdefault(destination.name, destination) for destination in wanted]
-    return table

@@ -26,8 +26,9 @@ from faust.types import StreamT
 
 from pipeline import metrics
 from pipeline.alerting.alert import Alert, DeliveryStatus
-from pipeline.alerting.destinations import Destination, build_destinations
+from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
+from pipeline.alerting.routes import build_destinations
 from pipeline.config.settings import Settings
 from pipeline.sinks.rows import alert_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table

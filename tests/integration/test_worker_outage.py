@@ -49,7 +49,7 @@ def test_write_retries_until_clickhouse_is_back(tmp_path: Path):
         for t in traces
     ]
     result = worker.processor.process(messages)
-    asyncio.run(worker._write(result))
+    asyncio.run(worker.spans.write(result))
     assert sink.attempts == 4
     assert len(sink.written["llm_calls"]) == 3
     assert len(sink.written["findings"]) == 3 * len(worker.suite.detectors)

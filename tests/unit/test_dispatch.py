@@ -11,8 +11,9 @@ import pytest
 
 from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.config import AlertingSettings
-from pipeline.alerting.destinations import Destination, build_destinations
+from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
+from pipeline.alerting.routes import build_destinations
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply
 from tests.unit.test_alert_render import make_alert
 

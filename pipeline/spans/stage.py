@@ -1,0 +1,162 @@
+"""The spans stage: OTLP messages in; LLM calls detected, written and published.
+
+Per batch (``take_events``): decode and normalize in the detector pool (never on the event
+loop, so heartbeats keep flowing); hand LLM calls without content to the log join, which
+gives them back through :meth:`SpansStage.detect_joined` once their GenAI log records came
+or their window closed; detect the rest; write to ClickHouse; publish findings, re-keyed
+traces, sampled calls and dead letters and wait for the broker's acknowledgement; only
+then ack the events, which lets faust commit their offsets.  A crash anywhere before the
+ack re-delivers the batch, and the idempotent tables absorb the repeat.
+
+faust acks ``take_events`` batches by itself when the loop moves on, even if the body
+failed.  To tie commits to durability instead, each event's message gets one extra
+reference when the batch is taken, released only after the writes succeeded: faust's
+ack alone never reaches zero references, so nothing uncommitted-yet-unwritten is ever
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import faust
+from faust.types import EventT, StreamT
+
+from detectors.llm_call import LLMCall
+from pipeline import metrics
+from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.settings import Settings
+from pipeline.log_join.stage import LogJoinStage
+from pipeline.sinks.findings_otlp import FindingExporter
+from pipeline.sinks.rows import finding_row, llm_call_row
+from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
+
+logger = logging.getLogger(__name__)
+
+# The calls of a batch the sampled detectors should judge, as keyed records for their topic.
+Sampler = Callable[[Sequence[LLMCall]], list[tuple[bytes, bytes]]]
+
+
+@dataclass(frozen=True, slots=True)
+class SpansOutputs:
+    """Where the spans stage publishes: findings, re-keyed traces, sampled calls, dead letters."""
+
+    findings: faust.TopicT
+    rekeyed: faust.TopicT
+    sampled: faust.TopicT
+    dead_letters: faust.TopicT
+
+
+class SpansStage:
+    """Consumes the span topics; owns the log join that holds content-free calls."""
+
+    def __init__(
+        self,
+        app: faust.App,
+        settings: Settings,
+        processor: SpanBatchProcessor,
+        detector_pool: Executor,
+        outputs: SpansOutputs,
+        store: RowStore,
+        sample: Sampler,
+        dead_letter: DeadLetterSender,
+        finding_export: FindingExporter | None,
+    ) -> None:
+        self._settings = settings
+        self._processor = processor
+        self._detector_pool = detector_pool
+        self._outputs = outputs
+        self._store = store
+        self._sample = sample
+        self._finding_export = finding_export
+        self._llm_calls_content: ContentPolicy = settings.content_policies().llm_calls
+        self.messages_done = 0  # input messages durably processed by this process
+        self.findings_published = 0  # findings records this process published (and the broker acked)
+        self.log_join = LogJoinStage(app, settings, self.detect_joined, dead_letter)
+
+    async def consume(self, stream: StreamT[bytes]) -> None:
+        """The agent body: batches of span messages, each acked only once durable."""
+        s = self._settings
+        batches = stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds)  # type: ignore[attr-defined]
+        async for events in batches:
+            for event in events:
+                event.message.incref()  # released in _handle once durable (see module doc)
+            batch = asyncio.ensure_future(self._handle_counted(stream, events))
+            try:
+                await asyncio.shield(batch)
+            except asyncio.CancelledError:
+                # Shutting down: finish the batch in hand so its offsets can be committed.
+                await batch
+                raise
+
+    async def _handle_counted(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
+        with BATCHES.batch():
+            await self._handle(stream, events)
+
+    async def _handle(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        messages = [
+            InboundMessage(m.key, m.value or b"", m.topic, m.partition, m.offset) for m in (e.message for e in events)
+        ]
+        result = await loop.run_in_executor(self._detector_pool, self._processor.normalize, messages)
+        # Calls without content wait for their GenAI log records; the join detects them later.
+        result.llm_calls = await self.log_join.offer_spans(result.llm_calls)
+        await loop.run_in_executor(self._detector_pool, self._processor.detect, result)
+        await self.write(result)
+        await self._publish(result)
+        for event in events:
+            await stream.ack(event)
+        self.messages_done += len(events)
+        metrics.MESSAGES_DONE.inc(len(events))
+        metrics.BATCH_SECONDS.observe(time.perf_counter() - started)
+
+    async def detect_joined(self, calls: Sequence[LLMCall]) -> None:
+        """Detect, write and publish calls the log join released; returns once they are durable."""
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._detector_pool, self._processor.detect_joined, calls)
+        await self.write(result)
+        await self._publish(result)
+
+    async def write(self, result: BatchResult) -> None:
+        """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
+        now = datetime.now(UTC)
+        calls = [llm_call_row(call, self._llm_calls_content, now) for call in result.llm_calls]
+        findings = [finding_row(record, now) for record in result.findings]
+        await self._store({"llm_calls": calls, "findings": findings})
+
+    async def _publish(self, result: BatchResult) -> None:
+        sampled = self._sample(result.llm_calls)  # once: a retried send must not sample again
+        out = self._outputs
+
+        async def send_all() -> None:
+            pending: list[Awaitable[Any]] = []
+            for key, value in result.rekeyed:
+                pending.append(await out.rekeyed.send(key=key, value=value))
+            for record in result.findings:
+                value = json.dumps(record, ensure_ascii=False, default=str).encode()
+                pending.append(await out.findings.send(key=record["trace_id"].encode(), value=value))
+            for key, value in sampled:
+                pending.append(await out.sampled.send(key=key, value=value))
+            for letter in result.dead_letters:
+                pending.append(
+                    await out.dead_letters.send(
+                        key=letter.message.key, value=letter.message.value, headers=letter.headers()
+                    )
+                )
+                logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
+            await wait_acknowledged(pending)
+
+        await retrying("Kafka publish", send_all, self._settings.write_retry_max_seconds)
+        self.findings_published += len(result.findings)
+        if self._finding_export:  # fire and forget: queued for the exporter's thread
+            self._finding_export.emit(result.findings)
