@@ -32,8 +32,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.embeddings import default_cache_dir
-from pipeline.alerting.config import default_routes
 from pipeline.alerting.stage import ROUTER_BATCH, ROUTER_BATCH_SECONDS
+from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces

@@ -58,7 +58,7 @@ def worker(config_path: Path | None) -> None:
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
     from pipeline.sinks.clickhouse import ClickHouseUnreachable
-    from pipeline.stream.runner import run_worker
+    from pipeline.worker.runner import run_worker
 
     try:
         run_worker(_settings(config_path))

@@ -20,7 +20,7 @@ from typing import Any
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.alerting.config import AlertRule
+from pipeline.config.alerting import AlertRule
 
 
 def counts_toward_agreement(finding: Mapping[str, Any]) -> bool:

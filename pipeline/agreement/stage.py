@@ -76,7 +76,7 @@ class AgreementStage:
         held = self.states.get(key)
         decision = self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time())
         if decision.alert is not None:
-            alert = self._content.alert(decision.alert)
+            alert = decision.alert.with_content(self._content)
             # Acknowledged by the broker before the state says "fired"; never given up on.
             await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()

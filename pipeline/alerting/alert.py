@@ -6,12 +6,15 @@ carries everything a message needs; no destination reads ClickHouse to render on
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
+
+from pipeline.config.content_policy import ContentPolicy
 
 
 class DeliveryStatus(StrEnum):
@@ -97,6 +100,14 @@ class Alert:
         first = self.detectors[0].summary if self.detectors else ""
         agreeing = " + ".join(self.detector_names)
         return f"{agreeing} agree on {where}: {first}" if first else f"{agreeing} agree on {where}"
+
+    def with_content(self, policy: ContentPolicy) -> Alert:
+        """The alert with its agreeing detectors' summaries and evidence as ``policy``'s sink may hold them."""
+        detectors = tuple(
+            dataclasses.replace(d, summary=policy.summary(d.summary), evidence=policy.evidence(d.evidence))
+            for d in self.detectors
+        )
+        return dataclasses.replace(self, detectors=detectors)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (also nested inside retry records)."""

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Sequence
 
 from pipeline.alerting.alert import Alert
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.render import console_text, digest_text
+from pipeline.config.alerting import AlertingSettings
 
 logger = logging.getLogger("halluwatch.alerts")
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from pipeline.alerting.alert import Alert
-from pipeline.alerting.config import AlertingSettings
+from pipeline.config.alerting import AlertingSettings
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.alerting.alert import Alert, DeliveryStatus
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.destinations import DeliveryError, Destination
 from pipeline.alerting.ratelimit import RouteRateLimiter
+from pipeline.config.alerting import AlertingSettings
 
 # Whether an alert already reached a destination for good (a replay or a retry of it).
 AlreadyDone = Callable[[Alert, Destination], bool]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.alerting.alert import Alert
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.destinations import HttpDestination, HttpReply
 from pipeline.alerting.render import pagerduty_event
+from pipeline.config.alerting import AlertingSettings
 
 
 class PagerDutyDestination(HttpDestination):

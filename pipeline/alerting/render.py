@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.alerting.config import AlertingSettings
+from pipeline.config.alerting import AlertingSettings
 
 SNIPPET_CHARS = 300  # one quoted sentence, window or value
 WITHHELD = "(text withheld by content_mode)"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.console import ConsoleDestination
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.pagerduty import PagerDutyDestination
 from pipeline.alerting.slack import SlackBotDestination, SlackWebhookDestination
+from pipeline.config.alerting import AlertingSettings
 
 logger = logging.getLogger(__name__)
 

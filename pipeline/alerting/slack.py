@@ -16,9 +16,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from pipeline.alerting.alert import Alert
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.destinations import HttpDestination, HttpReply
 from pipeline.alerting.render import digest_blocks, digest_text, escape_mrkdwn, slack_blocks, slack_text
+from pipeline.config.alerting import AlertingSettings
 
 
 class _SlackDestination(HttpDestination):

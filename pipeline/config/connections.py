@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-import faust
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -56,11 +55,12 @@ class KafkaSecurity(BaseModel):
         """Whether the connection is encrypted."""
         return self.protocol.endswith("SSL")
 
-    def _password(self) -> str:
+    def password(self) -> str:
+        """The SASL password in clear, for the client that sends it; empty without one."""
         return self.sasl_password.get_secret_value() if self.sasl_password else ""
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for faust (aiokafka), or None without TLS."""
+        """The TLS context for aiokafka (faust), or None without TLS."""
         if not self.tls:
             return None
         context = ssl.create_default_context(cafile=str(self.ssl_cafile) if self.ssl_cafile else None)
@@ -69,18 +69,6 @@ class KafkaSecurity(BaseModel):
             context.load_cert_chain(str(self.ssl_certfile), str(self.ssl_keyfile))
         return context
 
-    def faust_credentials(self) -> faust.types.auth.CredentialsT | None:
-        """The ``broker_credentials`` for faust: SASL (over TLS for SASL_SSL), TLS alone, or None."""
-        if self.sasl:
-            return faust.SASLCredentials(
-                username=self.sasl_username,
-                password=self._password(),
-                ssl_context=self.ssl_context(),
-                mechanism=self.sasl_mechanism,
-            )
-        context = self.ssl_context()
-        return faust.SSLCredentials(context) if context is not None else None
-
     def confluent_config(self) -> dict[str, Any]:
         """The librdkafka settings for confluent-kafka clients (merge into their config dict)."""
         config: dict[str, Any] = {"security.protocol": self.protocol}
@@ -88,7 +76,7 @@ class KafkaSecurity(BaseModel):
             config |= {
                 "sasl.mechanism": self.sasl_mechanism,
                 "sasl.username": self.sasl_username,
-                "sasl.password": self._password(),
+                "sasl.password": self.password(),
             }
         if self.tls:
             files = {"ssl.ca.location": self.ssl_cafile, "ssl.certificate.location": self.ssl_certfile,

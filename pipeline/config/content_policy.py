@@ -44,7 +44,6 @@ import phonenumbers
 from pydantic import SecretStr
 
 from detectors.llm_call import LLMCall, Message
-from pipeline.alerting.alert import Alert
 
 ContentMode = Literal["store", "hash", "redact", "drop"]
 ContentTable = Literal["llm_calls", "findings", "alerts"]
@@ -176,14 +175,6 @@ class ContentPolicy:
     def evidence(self, evidence: Mapping[str, Any]) -> dict[str, Any]:
         """Evidence with every content string (anything not under a structural key) treated by :meth:`text`."""
         return {key: self._evidence_value(key, value) for key, value in evidence.items()}
-
-    def alert(self, alert: Alert) -> Alert:
-        """``alert`` with its agreeing detectors' summaries and evidence as this sink may hold them."""
-        detectors = tuple(
-            dataclasses.replace(d, summary=self.summary(d.summary), evidence=self.evidence(d.evidence))
-            for d in alert.detectors
-        )
-        return dataclasses.replace(alert, detectors=detectors)
 
     def attribute(self, value: str) -> str:
         """A routing attribute value: kept (routing rules need it), with PII masked unless the mode is ``store``."""

@@ -23,7 +23,7 @@ from detectors.grounding import GroundingConfig
 from detectors.schema_violation import SchemaViolationConfig
 from detectors.sentinel import SentinelConfig
 from detectors.span_model import SpanModelConfig
-from pipeline.alerting.config import AlertingSettings
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
 from pipeline.config.content_policy import (
     DEFAULT_MAX_CALL_CHARS,
@@ -33,7 +33,7 @@ from pipeline.config.content_policy import (
     ContentPolicies,
     ContentTable,
 )
-from pipeline.sampled.config import ConsistencySettings
+from pipeline.config.sampled import ConsistencySettings
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
 # Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).

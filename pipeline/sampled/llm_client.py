@@ -19,7 +19,7 @@ from openai import AsyncOpenAI
 
 from detectors.chat import ChatMessage, Completion, estimate_tokens
 from pipeline import metrics
-from pipeline.sampled.config import LLMEndpointConfig
+from pipeline.config.sampled import LLMEndpointConfig
 
 _WINDOW_SECONDS = 60.0
 _DAY_SECONDS = 86_400

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from detectors.llm_call import LLMCall
-from pipeline.sampled.config import RiskRule
+from pipeline.config.sampled import RiskRule
 
 _HASH_SPACE = 1 << 64
 

@@ -26,12 +26,12 @@ from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.config.settings import Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
-from pipeline.stream.runner import faust_worker
-from pipeline.stream.worker import PipelineWorker
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_log_event_telemetry, example_traces
 from pipeline.tools.replay import Payload, ReplayStats, replay
 from pipeline.tools.report import report_window, write_report
+from pipeline.worker.app import PipelineWorker
+from pipeline.worker.runner import faust_worker
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.agreement.rules import counts_toward_agreement
-from pipeline.alerting.config import AlertingSettings
+from pipeline.config.alerting import AlertingSettings
 
 # The attribute prefixes that make a span an LLM call, in the conventions the examples use.
 LLM_ATTRIBUTE_PREFIXES = ("gen_ai.", "llm.", "openinference.")

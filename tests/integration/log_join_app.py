@@ -30,8 +30,8 @@ from pipeline.config.settings import load_settings
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_traces import Encoding, decode_traces, iter_spans
 from pipeline.log_join.stage import LogJoinStage
-from pipeline.stream.worker import faust_broker_url
 from pipeline.tools.replay import read_logs_file, replay
+from pipeline.worker.app import faust_broker_url
 
 GARBAGE = b"\x00\xffnot OTLP logs"
 WAIT_SECONDS = 60.0

@@ -13,8 +13,8 @@ import pytest
 from pipeline.config.settings import load_settings
 from pipeline.sinks.clickhouse import Sink, SinkUnavailable
 from pipeline.spans.processor import InboundMessage
-from pipeline.stream.worker import PipelineWorker
 from pipeline.tools.example_traces import example_traces
+from pipeline.worker.app import PipelineWorker
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
-from pipeline.alerting.config import AlertingSettings, AlertRule, default_rules
+from pipeline.config.alerting import AlertingSettings, AlertRule, default_rules
 
 TRACE = "ab" * 16
 

@@ -14,13 +14,13 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
-from pipeline.alerting.config import AlertingSettings, RouteConfig
 from pipeline.alerting.console import ConsoleDestination
 from pipeline.alerting.destinations import DeliveryError, Destination, parse_retry_after
 from pipeline.alerting.pagerduty import PagerDutyDestination
 from pipeline.alerting.render import digest_blocks, pagerduty_event, slack_blocks, slack_text
 from pipeline.alerting.routes import build_destinations
 from pipeline.alerting.slack import SlackBotDestination, SlackWebhookDestination
+from pipeline.config.alerting import AlertingSettings, RouteConfig
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, SLACK_WEBHOOK_PREFIX, AlertingServer, Reply, ScriptedServer
 from tests.unit.test_alert_render import make_alert
 

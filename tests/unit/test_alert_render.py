@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.render import (
     DIGEST_LINES,
     PAGERDUTY_SUMMARY_CHARS,
@@ -23,6 +22,7 @@ from pipeline.alerting.render import (
     slack_blocks,
     slack_text,
 )
+from pipeline.config.alerting import AlertingSettings
 
 GROUNDING = DetectorEvidence(
     detector="grounding",

@@ -11,7 +11,7 @@ import yaml
 
 from detectors.thresholds import Thresholds, load_thresholds
 from pipeline.agreement.rules import AgreementRule
-from pipeline.alerting.config import AlertRule
+from pipeline.config.alerting import AlertRule
 from pipeline.offline.calibrate import (
     CalibrationError,
     OperatingPoint,

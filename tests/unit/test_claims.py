@@ -23,7 +23,7 @@ from detectors.claims import (
 from detectors.llm_call import LLMCall, Source
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
-from pipeline.sampled.config import LLMEndpointConfig
+from pipeline.config.sampled import LLMEndpointConfig
 from pipeline.sampled.llm_client import LLMClient
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer

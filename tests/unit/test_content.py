@@ -13,8 +13,8 @@ from detectors.base import DetectorResult
 from detectors.confidence import position_entropy
 from detectors.llm_call import LLMCall, Message, Source, TokenLogprob, TopLogprob
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.render import WITHHELD, console_text, pagerduty_event, slack_blocks
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.content_policy import (
     HASH_PREFIX,
     ContentLimits,
@@ -188,7 +188,9 @@ def test_no_content_reaches_rows_or_records(mode):
 def test_alerts_render_withheld_text_but_keep_the_numbers():
     policy = ContentPolicy("drop")
     evidence = DetectorEvidence.from_dict(finding_record(CALL, RESULT, "v1", ContentPolicy("store")))
-    alert = policy.alert(Alert("ab" * 16, "two-detectors", "slack", 2, "svc", "m", "chat", (evidence, evidence), NOW))
+    alert = Alert("ab" * 16, "two-detectors", "slack", 2, "svc", "m", "chat", (evidence, evidence), NOW).with_content(
+        policy
+    )
     config = AlertingSettings()
     texts = [console_text(alert, config), json.dumps(slack_blocks(alert, config)),
              json.dumps(pagerduty_event(alert, config, "k"))]  # fmt: skip

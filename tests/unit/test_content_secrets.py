@@ -9,6 +9,7 @@ import pytest
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity, redacted_dsn
 from pipeline.config.secrets import MASK, install_scrubber, scrub, secret_values
 from pipeline.config.settings import SECRETS_DIR_ENV, ConfigError, load_settings
+from pipeline.stream.kafka_auth import faust_credentials
 
 CANARIES = {
     "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN": "xoxb-canary-7f3a9c",
@@ -38,7 +39,7 @@ def test_secrets_load_from_env_and_never_show_in_repr():
     assert settings.alerting.slack_bot_token.get_secret_value() == CANARIES["HALLUWATCH_ALERTING__SLACK_BOT_TOKEN"]
     assert settings.resolved_clickhouse_dsn == CANARIES["HALLUWATCH_CLICKHOUSE_DSN"]
     assert not _leaks(repr(settings)) and not _leaks(str(settings))
-    assert not _leaks(repr(settings.kafka_security.faust_credentials()))
+    assert not _leaks(repr(faust_credentials(settings.kafka_security)))
     assert not _leaks(repr(settings.content_policies()))
     assert settings.kafka_security.confluent_config()["sasl.password"] == "canary-sasl-4d1b"  # handed to the client
 

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from pipeline.alerting.alert import Alert, DeliveryStatus
-from pipeline.alerting.config import AlertingSettings
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
+from pipeline.config.alerting import AlertingSettings
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply
 from tests.unit.test_alert_render import make_alert
 

@@ -10,7 +10,7 @@ from detectors.base import Detector, DetectorResult
 from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
 from pipeline.agreement.rules import AgreementRule
-from pipeline.alerting.config import AlertRule
+from pipeline.config.alerting import AlertRule
 from pipeline.offline.evaluate import (
     EvalInputError,
     EvalOutput,

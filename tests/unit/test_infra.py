@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from dashboards.grafana import CLICKHOUSE_DATASOURCE, PROMETHEUS_DATASOURCE
 from pipeline.config.settings import Settings, load_settings
-from pipeline.stream.health import HEALTH_PATH
+from pipeline.worker.health import HEALTH_PATH
 
 ROOT = Path(__file__).parents[2]
 INFRA = ROOT / "infra"

@@ -13,8 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.chat import Completion
+from pipeline.config.sampled import LLMEndpointConfig
 from pipeline.config.settings import SECRETS_DIR_ENV, load_settings
-from pipeline.sampled.config import LLMEndpointConfig
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from tests.openai_server import CHAT_PATH, OpenAIServer, rate_limited
 

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.llm_call import Message
-from pipeline.sampled.config import ConsistencySettings, RiskRule
+from pipeline.config.sampled import ConsistencySettings, RiskRule
 from pipeline.sampled.sampling import Sampler, trace_sampled
 from tests.calls import make_llm_call
 

@@ -1,4 +1,4 @@
-"""Running a :class:`~pipeline.stream.worker.PipelineWorker` as a process: logging, metrics, health, signals."""
+"""Running a :class:`~pipeline.worker.app.PipelineWorker` as a process: logging, metrics, health, signals."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 from faust.worker import Worker
 
 from pipeline.config.settings import Settings
-from pipeline.stream.health import HEALTH_PATH, WorkerEndpoint
-from pipeline.stream.worker import PipelineWorker
+from pipeline.worker.app import PipelineWorker
+from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
 
 _FAUST_LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warn", "error": "error"}
 

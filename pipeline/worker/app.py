@@ -32,6 +32,7 @@ from pipeline.sinks.findings_otlp import FindingExporter
 from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.stream.dropped_records import SkippedRecordsWatchdog, commit_only_contiguous
+from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class PipelineWorker:
         app = faust.App(
             s.kafka_group_id,
             broker=faust_broker_url(s.kafka_bootstrap),
-            broker_credentials=s.kafka_security.faust_credentials(),
+            broker_credentials=faust_credentials(s.kafka_security),
             store="memory://",
             autodiscover=False,
             web_enabled=False,
