@@ -31,10 +31,12 @@ demo: install
 	$(BIN)/halluwatch demo
 
 # ruff includes the bandit (S) rules; every exception is a `# noqa: S... - why` where it occurs.
+# lint-imports keeps the layering of README's map (pyproject's [tool.importlinter]).
 check: install audit
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Known vulnerabilities in the installed dependencies; says so loudly when it cannot look them up.
 audit: install

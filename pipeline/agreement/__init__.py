@@ -1,0 +1,4 @@
+"""Two detectors agree: findings of a trace in, at most one alert per trace and rule out.
+
+``rules`` is the pure state machine (SPEC §5); ``stage`` keeps per-trace state in a faust table.
+"""
