@@ -3,7 +3,9 @@
 A detector is a small, pure unit: a batch of :class:`~detectors.llm_call.LLMCall` in, one
 :class:`DetectorResult` per call out.  It must never raise into the stream and must
 never do I/O on the event loop: the worker calls :func:`run_detector` from its
-detector pool, which turns any exception into ``status=error`` results.
+detector pool, which turns any exception into ``status=error`` results for the calls
+that raise it.  Models are loaded in :meth:`Detector.start` and released in
+:meth:`Detector.close`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,23 @@ class DetectorStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class SentinelVerdict:
+    """The fact-check sentinel's reading of a prompt, which gates the content detectors."""
+
+    label: str  # factual, creative, code, opinion or chitchat
+    confidence: float  # the probability of ``label``
+    needs_fact_check: bool
+    has_context: bool  # grounding beyond the question itself
+
+
+@dataclass(frozen=True, slots=True)
 class DetectorResult:
     """One detector's verdict on one call.
 
     ``score`` is in [0, 1], higher meaning more likely hallucinated; ``flagged`` is
     ``score >= threshold``.  ``severity`` follows HaluGate's NLI labels: 4 for a
-    contradiction/violation, 2 for unsupported, 0 when not flagged.
+    contradiction/violation, 2 for unsupported, 0 when not flagged.  ``evidence`` is what
+    is stored and shown; ``sentinel`` is the sentinel's verdict for the code it gates.
     """
 
     detector: str
@@ -46,6 +59,7 @@ class DetectorResult:
     severity: int = 0
     summary: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    sentinel: SentinelVerdict | None = None
 
 
 class DetectorIdentity:
@@ -57,6 +71,29 @@ class DetectorIdentity:
 
     name: ClassVar[str]
     version: ClassVar[str]
+
+    def scored_result(
+        self,
+        score: float,
+        threshold: float,
+        *,
+        severity: int,
+        summary: str,
+        evidence: Mapping[str, Any],
+        flaggable: bool = True,
+    ) -> DetectorResult:
+        """A scored call: flagged when ``score >= threshold`` (and ``flaggable``), ``severity`` only then."""
+        flagged = flaggable and score >= threshold
+        return DetectorResult(
+            detector=self.name,
+            detector_version=self.version,
+            score=score,
+            flagged=flagged,
+            threshold=threshold,
+            severity=severity if flagged else 0,
+            summary=summary,
+            evidence=evidence,
+        )
 
     def skipped_result(self, summary: str, threshold: float = 0.0) -> DetectorResult:
         """A result recording that there was nothing for this detector to check on a call."""
@@ -116,10 +153,15 @@ class Detector(DetectorIdentity, ABC):
         """Return one result per call, in the same order."""
 
     def start(self) -> None:
-        """Load models before the first batch, so the first batch is not the one that waits."""
+        """Load models and make caches; idempotent.
+
+        :class:`~detectors.suite.DetectorSuite` calls it before the first batch, so a model
+        that cannot load fails the run, not every call; a detector used alone starts itself
+        on its first batch.
+        """
 
     def close(self) -> None:
-        """Release models, pools or files the detector holds."""
+        """Release the models and caches :meth:`start` made; the next start or batch makes them again."""
 
 
 def checked_threshold(threshold: float) -> float:
@@ -130,12 +172,21 @@ def checked_threshold(threshold: float) -> float:
 
 
 def run_detector(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
-    """Run ``detector`` on a batch; exceptions become per-call error results, never escape."""
+    """Run ``detector`` on a batch; exceptions become error results, never escape.
+
+    A batch that fails is run again call by call, so only the calls that fail get
+    ``status=error`` results and the others their real ones.
+    """
     try:
         results = detector.detect_batch(calls)
         if len(results) != len(calls):
             raise RuntimeError(f"returned {len(results)} results for {len(calls)} calls")
         return results
     except Exception as exc:  # the stream must live on whatever a detector does
-        logger.exception("detector %s failed on a batch of %d calls", detector.name, len(calls))
-        return [detector.error_result(f"{type(exc).__name__}: {exc}") for _ in calls]
+        if len(calls) == 1:
+            logger.exception("detector %s failed on trace %s", detector.name, calls[0].trace_id)
+            return [detector.error_result(f"{type(exc).__name__}: {exc}")]
+        logger.warning(
+            "detector %s failed on a batch of %d calls (%r); running each alone", detector.name, len(calls), exc
+        )
+    return [result for call in calls for result in run_detector(detector, [call])]

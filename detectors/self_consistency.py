@@ -21,10 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
 from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
+from detectors.config import SelfConsistencyConfig
 from detectors.embeddings import Vectors
 from detectors.llm_call import LLMCall
 
@@ -32,17 +32,6 @@ Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised 
 
 _EVIDENCE_CHARS = 500
 _CHAT_ROLES = ("system", "user", "assistant")
-
-
-class SelfConsistencyConfig(BaseModel):
-    """How often and how the call is asked again."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    enabled: bool = True
-    samples: int = Field(default=4, ge=2, description="answers asked for per sampled call")
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=400, ge=1, description="per answer")
 
 
 def replay_messages(call: LLMCall) -> list[ChatMessage]:
@@ -107,7 +96,6 @@ class SelfConsistencyDetector(SampledDetector):
         mean = float(pairs.mean())
         worst = int(pairs.argmin())
         score = min(max(1.0 - mean, 0.0), 1.0)
-        flagged = score >= self.threshold
         to_answer = float((vectors @ answer_vector).mean())
         evidence: dict[str, Any] = {
             "samples": len(answers),
@@ -122,14 +110,11 @@ class SelfConsistencyDetector(SampledDetector):
             },
             USAGE_KEY: usage_evidence(completions),
         }
-        verdict = "diverge" if flagged else "agree"
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self.threshold,
-            severity=2 if flagged else 0,  # disagreement, not a contradiction of the context
+        verdict = "diverge" if score >= self.threshold else "agree"
+        return self.scored_result(
+            score,
+            self.threshold,
+            severity=2,  # disagreement, not a contradiction of the context
             summary=f"{len(answers)} answers to the same prompt {verdict}: mean similarity {mean:.2f} "
             f"(least similar pair {float(pairs[worst]):.2f})",
             evidence=evidence,

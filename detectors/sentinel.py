@@ -17,7 +17,7 @@ Design choices, stated because each trades accuracy for speed and footprint:
   It needs no heavy dependency and scores well over 5,000 prompts/s on one core; it
   does not generalize like HaluGate's ModernBERT (96.4 %), so its held-out accuracy is
   recorded with the weights and retraining on your own prompts is one function call
-  (:func:`train_sentinel`).
+  (:func:`pipeline.offline.sentinel_training.train_sentinel`).
 * **Long prompts are clipped** to their head and tail (600 + 300 characters): the
   instruction and the question sit there, the pasted documents in between add cost, not
   intent.
@@ -38,14 +38,13 @@ Design choices, stated because each trades accuracy for speed and footprint:
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import re
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from itertools import chain, pairwise
 from pathlib import Path
@@ -53,9 +52,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.base import Detector, DetectorResult, DetectorStatus, SentinelVerdict, checked_threshold
+from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
@@ -79,11 +78,6 @@ _QUOTED = re.compile(
 _MIN_QUOTED_WORDS = 8  # shorter quotes are titles and names ("who wrote 'Dune'?"), not documents
 _WORD_CACHE_SIZE = 100_000
 _SEVERITY = 1  # a finding to count, never an alert on its own
-# Training: full-batch gradient descent with Nesterov momentum on the mean cross-entropy.
-_L2 = 1e-4
-_LEARNING_RATE = 2.0
-_MOMENTUM = 0.9
-_EPOCHS = 200
 _WEIGHT_DECIMALS = 5
 
 FloatArray = npt.NDArray[np.float64]
@@ -93,27 +87,44 @@ class SentinelModelError(ValueError):
     """A sentinel model or prompt file that cannot be used; the message names the file."""
 
 
-class SentinelConfig(BaseModel):
-    """Which weights to load and when a prediction is too unsure to skip checking."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model_path: Path | None = Field(default=None, description="weights JSON; None: the built-in model")
-    min_confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    min_context_words: int = Field(default=30, ge=1)
-
-
 @dataclass(frozen=True, slots=True)
-class _Features:
+class Features:
     """One prompt's sparse feature vector: bucket indices and their L2-normalized values."""
 
     indices: npt.NDArray[np.int64]
     values: FloatArray
 
 
-@functools.lru_cache(maxsize=_WORD_CACHE_SIZE)
+class Featurizer:
+    """Hashed feature vectors of prompts (see the module docstring for what they hold).
+
+    Remembers the buckets of the words it has seen, since vocabularies repeat.
+    """
+
+    def __init__(self) -> None:
+        self._token_buckets = functools.lru_cache(maxsize=_WORD_CACHE_SIZE)(_token_buckets)
+
+    def __call__(self, text: str) -> Features:
+        """The feature vector of one prompt."""
+        if len(text) > _HEAD_CHARS + _TAIL_CHARS:
+            text = text[:_HEAD_CHARS] + "\n" + text[-_TAIL_CHARS:]
+        tokens = _TOKEN.findall(text.lower())
+        buckets = list(chain.from_iterable(map(self._token_buckets, tokens)))
+        buckets += [_bucket(f"b:{left} {right}") for left, right in pairwise(tokens)]
+        buckets += [
+            _bucket("first:" + " ".join(tokens[:1])),
+            _bucket("first2:" + " ".join(tokens[:2])),
+            _bucket(f"len:{int(math.log2(1 + len(tokens)))}"),
+            _bucket(f"lines:{min(text.count(chr(10)), 5)}"),
+        ]
+        counts = Counter(buckets)
+        indices = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+        values = 1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))
+        return Features(indices, values / np.linalg.norm(values))
+
+
 def _token_buckets(token: str) -> tuple[int, ...]:
-    """Buckets of a token and its char n-grams; cached, since vocabularies repeat."""
+    """Buckets of a token and its char n-grams."""
     padded = f" {token} "
     grams = [padded[i : i + n] for n in _CHAR_NGRAMS for i in range(len(padded) - n + 1)]
     return (_bucket("w:" + token), *(_bucket("c:" + gram) for gram in grams))
@@ -121,25 +132,6 @@ def _token_buckets(token: str) -> tuple[int, ...]:
 
 def _bucket(feature: str) -> int:
     return zlib.crc32(feature.encode("utf-8")) % N_FEATURES
-
-
-def featurize(text: str) -> _Features:
-    """The hashed feature vector of a prompt (see the module docstring for what it holds)."""
-    if len(text) > _HEAD_CHARS + _TAIL_CHARS:
-        text = text[:_HEAD_CHARS] + "\n" + text[-_TAIL_CHARS:]
-    tokens = _TOKEN.findall(text.lower())
-    buckets = list(chain.from_iterable(map(_token_buckets, tokens)))
-    buckets += [_bucket(f"b:{left} {right}") for left, right in pairwise(tokens)]
-    buckets += [
-        _bucket("first:" + " ".join(tokens[:1])),
-        _bucket("first2:" + " ".join(tokens[:2])),
-        _bucket(f"len:{int(math.log2(1 + len(tokens)))}"),
-        _bucket(f"lines:{min(text.count(chr(10)), 5)}"),
-    ]
-    counts = Counter(buckets)
-    indices = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-    values = 1.0 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))
-    return _Features(indices, values / np.linalg.norm(values))
 
 
 @dataclass(frozen=True)
@@ -150,6 +142,7 @@ class SentinelModel:
     weights: FloatArray
     bias: FloatArray
     training: Mapping[str, Any]
+    featurize: Featurizer = field(default_factory=Featurizer, repr=False, compare=False)
 
     @classmethod
     def load(cls, path: Path | None = None) -> SentinelModel:
@@ -193,13 +186,13 @@ class SentinelModel:
         ``systems`` (aligned with ``prompts``, empty strings allowed) adds the system
         instructions' features at weight 0.3.
         """
-        logits = self.bias + self._linear([featurize(prompt) for prompt in prompts])
+        logits = self.bias + self._linear([self.featurize(prompt) for prompt in prompts])
         with_system = [i for i, system in enumerate(systems) if system]
         if with_system:
-            logits[with_system] += _SYSTEM_WEIGHT * self._linear([featurize(systems[i]) for i in with_system])
-        return _softmax(logits)
+            logits[with_system] += _SYSTEM_WEIGHT * self._linear([self.featurize(systems[i]) for i in with_system])
+        return softmax(logits)
 
-    def _linear(self, rows: Sequence[_Features]) -> FloatArray:
+    def _linear(self, rows: Sequence[Features]) -> FloatArray:
         """``X @ weights`` for sparse rows, in one gather and one segmented sum."""
         if not rows:
             return np.zeros((0, len(self.labels)))
@@ -210,7 +203,8 @@ class SentinelModel:
         return result
 
 
-def _softmax(logits: FloatArray) -> FloatArray:
+def softmax(logits: FloatArray) -> FloatArray:
+    """Row-wise softmax of a logits matrix."""
     shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
     result: FloatArray = shifted / shifted.sum(axis=1, keepdims=True)
     return result
@@ -235,7 +229,7 @@ def needs_fact_check(result: DetectorResult) -> bool:
     Anything but a clean verdict (error, skipped for lack of prompt text) means "check":
     the gate only ever saves work it is sure is not needed.
     """
-    return result.status is not DetectorStatus.OK or bool(result.evidence.get("needs_fact_check", True))
+    return result.status is not DetectorStatus.OK or result.sentinel is None or result.sentinel.needs_fact_check
 
 
 class SentinelDetector(Detector):
@@ -247,174 +241,67 @@ class SentinelDetector(Detector):
     def __init__(self, config: SentinelConfig, threshold: float) -> None:
         self._config = config
         self._threshold = checked_threshold(threshold)
-        self._model = SentinelModel.load(config.model_path)
-        self._factual = self._model.labels.index(FACTUAL)
+        self._model: SentinelModel | None = None
+
+    def start(self) -> None:
+        """Load the weights (a :class:`SentinelModelError` naming the file when they are unusable)."""
+        self._loaded()
+
+    def close(self) -> None:
+        """Drop the weights and the word cache."""
+        self._model = None
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Classify every call with a prompt in one matrix operation."""
+        model = self._loaded()
         with_prompt = [call for call in calls if call.prompt.strip()]
         rows = iter(
-            self._model.probabilities(
+            model.probabilities(
                 [call.prompt for call in with_prompt], [call.system_instructions for call in with_prompt]
             )
         )
         return [
-            self._verdict(call, next(rows))
+            self._verdict(call, model, next(rows))
             if call.prompt.strip()
             else self.skipped_result("no prompt text to classify (content not captured?)", self._threshold)
             for call in calls
         ]
 
-    def _verdict(self, call: LLMCall, probabilities: FloatArray) -> DetectorResult:
+    def _loaded(self) -> SentinelModel:
+        if self._model is None:
+            self._model = SentinelModel.load(self._config.model_path)
+        return self._model
+
+    def _verdict(self, call: LLMCall, model: SentinelModel, probabilities: FloatArray) -> DetectorResult:
         best = int(np.argmax(probabilities))
-        label, probability = self._model.labels[best], float(probabilities[best])
-        score = float(probabilities[self._factual])
+        label, probability = model.labels[best], float(probabilities[best])
+        score = float(probabilities[model.labels.index(FACTUAL)])
         factual = score >= self._threshold
         context = has_context(call, self._config.min_context_words)
-        flagged = factual and not context and bool(call.answer.strip())
-        if flagged:
+        answered = bool(call.answer.strip())
+        if factual and not context and answered:
             summary = "unverified_factual"
         elif factual:
             summary = "factual prompt, answer grounded in context" if context else "factual prompt, no text answer"
         else:
             summary = f"{label} prompt ({probability:.2f})"
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=flagged,
-            threshold=self._threshold,
-            severity=_SEVERITY if flagged else 0,
+        verdict = SentinelVerdict(
+            label=label,
+            confidence=probability,
+            needs_fact_check=factual or probability < self._config.min_confidence,
+            has_context=context,
+        )
+        result = self.scored_result(
+            score,
+            self._threshold,
+            severity=_SEVERITY,
             summary=summary,
             evidence={
                 "label": label,
                 "probability": round(probability, 4),
-                "needs_fact_check": factual or probability < self._config.min_confidence,
+                "needs_fact_check": verdict.needs_fact_check,
                 "has_context": context,
             },
+            flaggable=not context and answered,  # a factual answer is unverified only without context
         )
-
-
-# --- training ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TrainingReport:
-    """How a trained model did on prompts it was not trained on."""
-
-    dataset_sha256: str
-    seed: int
-    holdout_fraction: float
-    n_train: int
-    n_holdout: int
-    accuracy: float
-    factual_accuracy: float  # the decision that matters: factual vs anything else
-    recall: dict[str, float]
-
-    def __str__(self) -> str:
-        recall = ", ".join(f"{label} {value:.3f}" for label, value in self.recall.items())
-        return (
-            f"trained on {self.n_train} prompts, held out {self.n_holdout}: accuracy {self.accuracy:.3f}, "
-            f"factual-vs-rest accuracy {self.factual_accuracy:.3f}; recall: {recall}"
-        )
-
-
-def read_prompts(path: Path) -> list[tuple[str, str]]:
-    """``(text, label)`` pairs of a JSONL prompt file; a bad line raises naming file and line."""
-    examples = []
-    with open(path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                text, label = record["text"], record["label"]
-                if not isinstance(text, str) or not text.strip() or label not in LABELS:
-                    raise ValueError(f"need a non-empty 'text' and a 'label' in {LABELS}")
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise SentinelModelError(f"{path}:{number}: not a labelled prompt: {exc}") from exc
-            examples.append((text, label))
-    return examples
-
-
-def train_sentinel(prompts_path: Path, out_path: Path, holdout_fraction: float = 0.2, seed: int = 0) -> TrainingReport:
-    """Train on a stratified split of ``prompts_path``, evaluate on the rest, write the weights.
-
-    Deterministic for a given file and seed.  The written model is the one evaluated
-    (trained without the held-out prompts), so the recorded accuracy describes it.
-    """
-    if not 0.0 < holdout_fraction < 1.0:
-        raise ValueError(f"holdout_fraction must be in (0, 1), got {holdout_fraction!r}")
-    examples = read_prompts(prompts_path)
-    targets = np.array([LABELS.index(label) for _, label in examples])
-    train, holdout = _stratified_split(targets, holdout_fraction, seed)
-    weights, bias = _fit([featurize(examples[i][0]) for i in train], targets[train])
-    untrained = SentinelModel(LABELS, weights, bias, {})
-    predicted = np.argmax(untrained.probabilities([examples[i][0] for i in holdout]), axis=1)
-    actual = targets[holdout]
-    factual = LABELS.index(FACTUAL)
-    report = TrainingReport(
-        dataset_sha256=hashlib.sha256(prompts_path.read_bytes()).hexdigest(),
-        seed=seed,
-        holdout_fraction=holdout_fraction,
-        n_train=len(train),
-        n_holdout=len(holdout),
-        accuracy=round(float(np.mean(predicted == actual)), 4),
-        factual_accuracy=round(float(np.mean((predicted == factual) == (actual == factual))), 4),
-        recall={
-            label: round(float(np.mean(predicted[actual == k] == k)), 4)
-            for k, label in enumerate(LABELS)
-            if np.any(actual == k)
-        },
-    )
-    model = SentinelModel(LABELS, weights, bias, asdict(report))
-    out_path.write_text(json.dumps(model.to_json(), separators=(",", ":")) + "\n", encoding="utf-8")
-    return report
-
-
-def _stratified_split(
-    targets: npt.NDArray[np.int64], holdout_fraction: float, seed: int
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Train and holdout indices with every class held out in proportion (at least one each)."""
-    rng = np.random.default_rng(seed)
-    train: list[int] = []
-    holdout: list[int] = []
-    for label in range(len(LABELS)):
-        members = rng.permutation(np.flatnonzero(targets == label))
-        cut = max(1, round(len(members) * holdout_fraction)) if len(members) > 1 else 0
-        holdout += members[:cut].tolist()
-        train += members[cut:].tolist()
-    return np.array(sorted(train), dtype=np.int64), np.array(sorted(holdout), dtype=np.int64)
-
-
-def _fit(rows: Sequence[_Features], targets: npt.NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
-    """Class-balanced, L2-regularized softmax regression; returns dense weights and the bias.
-
-    Products with the design matrix are done sparsely (a gather and a bincount per label),
-    over the buckets the training set uses only: a few hundred thousand non-zeros instead
-    of a dense prompts x 2**18 matrix.
-    """
-    used, columns = np.unique(np.concatenate([row.indices for row in rows]), return_inverse=True)
-    values = np.concatenate([row.values for row in rows])
-    row_of = np.repeat(np.arange(len(rows)), [len(row.indices) for row in rows])
-    n_labels = len(LABELS)
-    onehot = np.eye(n_labels)[targets]
-    counts = np.bincount(targets, minlength=n_labels).astype(np.float64)
-    sample_weight = (len(targets) / (n_labels * np.maximum(counts, 1.0)))[targets] / len(targets)
-    weights, bias = np.zeros((len(used), n_labels)), np.zeros(n_labels)
-    weights_velocity, bias_velocity = np.zeros_like(weights), np.zeros_like(bias)
-    for _ in range(_EPOCHS):
-        weights_ahead = weights + _MOMENTUM * weights_velocity
-        bias_ahead = bias + _MOMENTUM * bias_velocity
-        products = values[:, None] * weights_ahead[columns]
-        logits = np.stack([np.bincount(row_of, products[:, j], len(rows)) for j in range(n_labels)], axis=1)
-        error = (_softmax(logits + bias_ahead) - onehot) * sample_weight[:, None]
-        contributions = values[:, None] * error[row_of]
-        gradient = np.stack([np.bincount(columns, contributions[:, j], len(used)) for j in range(n_labels)], axis=1)
-        weights_velocity = _MOMENTUM * weights_velocity - _LEARNING_RATE * (gradient + _L2 * weights_ahead)
-        bias_velocity = _MOMENTUM * bias_velocity - _LEARNING_RATE * error.sum(axis=0)
-        weights += weights_velocity
-        bias += bias_velocity
-    dense = np.zeros((N_FEATURES, n_labels))
-    dense[used] = weights
-    return dense, bias
+        return replace(result, sentinel=verdict)

@@ -34,16 +34,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from tokenizers import Encoding
+from tokenizers import Encoding, Tokenizer
 
-from detectors.base import Detector, DetectorResult, DetectorStatus, checked_threshold
+from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall
 from detectors.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
 
@@ -53,56 +53,6 @@ _SEVERITY = {"contradiction": 4, "neutral": 2}  # entailment drops the span inst
 _DEFAULT_SEVERITY = 2  # unsupported, as HaluGate's neutral
 # After . ! ? and whitespace, after the CJK full stop, exclamation and question marks, at line breaks.
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|(?<=[\u3002\uff01\uff1f])|\n+")
-
-
-class NliLabelOrder(BaseModel):
-    """Which output index of the NLI model means which label (MNLI heads differ)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    contradiction: int = Field(default=0, ge=0)
-    neutral: int = Field(default=1, ge=0)
-    entailment: int = Field(default=2, ge=0)
-
-    @model_validator(mode="after")
-    def _check_distinct(self) -> NliLabelOrder:
-        if len({self.contradiction, self.neutral, self.entailment}) != 3:
-            raise ValueError("nli_labels: contradiction, neutral and entailment need distinct indices")
-        return self
-
-
-class SpanModelConfig(BaseModel):
-    """Where the span model (and optional NLI explainer) live and how they are run.
-
-    ``tokenizer_path`` defaults to ``tokenizer.json`` beside ``model_path`` (likewise for
-    the NLI model).  ``stride_tokens`` is the overlap between neighbouring context windows.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model_path: Path | None = None
-    tokenizer_path: Path | None = None
-    max_length_tokens: int = Field(default=512, ge=8)
-    min_context_tokens: int = Field(default=128, ge=1)
-    stride_tokens: int = Field(default=64, ge=0)
-    max_chunks: int = Field(default=8, ge=1)
-    batch_size: int = Field(default=16, ge=1)
-    hallucination_label_index: int = Field(default=1, ge=0)
-    token_threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-    aggregation: Literal["max_span", "noisy_or"] = "max_span"
-    nli_model_path: Path | None = None
-    nli_tokenizer_path: Path | None = None
-    nli_labels: NliLabelOrder = Field(default_factory=NliLabelOrder)
-    nli_max_length_tokens: int = Field(default=512, ge=8)
-    threads: int = Field(default=1, ge=1)
-
-    @model_validator(mode="after")
-    def _check_windows(self) -> SpanModelConfig:
-        if self.stride_tokens >= self.min_context_tokens:
-            raise ValueError("stride_tokens must be below min_context_tokens, or windows would not advance")
-        if self.min_context_tokens >= self.max_length_tokens:
-            raise ValueError("min_context_tokens must be below max_length_tokens, leaving room for the answer")
-        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +118,34 @@ class _NliExplainer:
         return [self._names[int(np.argmax(row[self._indices]))] for row in logits]
 
 
+@dataclass(frozen=True, slots=True)
+class _Models:
+    """What :meth:`SpanModelDetector.start` loads."""
+
+    tokenizer: Tokenizer
+    span: OnnxClassifier
+    nli: _NliExplainer | None
+
+    @classmethod
+    def load(cls, config: SpanModelConfig, model_path: Path) -> _Models:
+        tokenizer = load_tokenizer(config.tokenizer_path or model_path.parent / TOKENIZER_FILE, "span")
+        specials = tokenizer.num_special_tokens_to_add(is_pair=True)
+        if config.max_length_tokens - specials - config.min_context_tokens < 1:
+            raise ValueError(
+                f"max_length_tokens={config.max_length_tokens} leaves no answer token after {specials} special "
+                f"tokens and min_context_tokens={config.min_context_tokens}"
+            )
+        span = OnnxClassifier(
+            model_path,
+            "span",
+            output_rank=3,
+            min_labels=config.hallucination_label_index + 1,
+            threads=config.threads,
+        )
+        nli = _NliExplainer(config, config.nli_model_path) if config.nli_model_path else None
+        return cls(tokenizer, span, nli)
+
+
 class SpanModelDetector(Detector):
     """Flags answers whose tokens a token-classification model finds unsupported by the context."""
 
@@ -178,25 +156,21 @@ class SpanModelDetector(Detector):
         if config.model_path is None:
             raise ValueError("span_model: model_path is not set; use build_span_model_detector to skip the detector")
         self._config = config
+        self._model_path = config.model_path
         self._threshold = checked_threshold(threshold)
-        self._tokenizer = load_tokenizer(config.tokenizer_path or config.model_path.parent / TOKENIZER_FILE, "span")
-        specials = self._tokenizer.num_special_tokens_to_add(is_pair=True)
-        if config.max_length_tokens - specials - config.min_context_tokens < 1:
-            raise ValueError(
-                f"max_length_tokens={config.max_length_tokens} leaves no answer token after {specials} special "
-                f"tokens and min_context_tokens={config.min_context_tokens}"
-            )
-        self._model = OnnxClassifier(
-            config.model_path,
-            "span",
-            output_rank=3,
-            min_labels=config.hallucination_label_index + 1,
-            threads=config.threads,
-        )
-        self._nli = _NliExplainer(config, config.nli_model_path) if config.nli_model_path else None
+        self._models: _Models | None = None
+
+    def start(self) -> None:
+        """Load the tokenizer and the models (a :class:`ModelLoadError` naming a file that is unusable)."""
+        self._loaded()
+
+    def close(self) -> None:
+        """Drop the tokenizer and the ONNX sessions."""
+        self._models = None
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Classify every window of every call in shared padded batches, then explain the spans."""
+        models = self._loaded()
         results: list[DetectorResult | None] = [None] * len(calls)
         jobs: list[tuple[int, str, str]] = []
         for index, call in enumerate(calls):
@@ -206,7 +180,7 @@ class SpanModelDetector(Detector):
                 results[index] = self._skipped("no grounding context to check the answer against")
             else:
                 jobs.append((index, _first_segment(call), call.answer))
-        encodings = self._tokenizer.encode_batch([(first, answer) for _, first, answer in jobs]) if jobs else []
+        encodings = models.tokenizer.encode_batch([(first, answer) for _, first, answer in jobs]) if jobs else []
         planned: list[tuple[int, _Plan]] = []
         for (index, first, answer), encoding in zip(jobs, encodings, strict=True):
             plan = self._plan(encoding, first, answer)
@@ -214,16 +188,21 @@ class SpanModelDetector(Detector):
                 results[index] = self._skipped("the tokenizer found no tokens in the answer or the context")
             else:
                 planned.append((index, plan))
-        window_probabilities = self._classify([plan for _, plan in planned])
+        window_probabilities = self._classify(models.span, [plan for _, plan in planned])
         found = [
             (index, plan, windows, _find_spans(plan, windows.min(axis=0), self._config.token_threshold))
             for (index, plan), windows in zip(planned, window_probabilities, strict=True)
         ]
-        if self._nli is not None:
-            found = _explain(self._nli, found)
+        if models.nli is not None:
+            found = _explain(models.nli, found)
         for index, plan, _, spans in found:
             results[index] = self._result(plan, spans)
         return [result for result in results if result is not None]
+
+    def _loaded(self) -> _Models:
+        if self._models is None:
+            self._models = _Models.load(self._config, self._model_path)
+        return self._models
 
     def _plan(self, encoding: Encoding, first: str, answer: str) -> _Plan | None:
         """Cut the first segment into windows that each fit ``max_length_tokens`` with the answer."""
@@ -266,10 +245,10 @@ class SpanModelDetector(Detector):
             context_truncated=len(starts) > config.max_chunks,
         )
 
-    def _classify(self, plans: Sequence[_Plan]) -> list[FloatArray]:
+    def _classify(self, model: OnnxClassifier, plans: Sequence[_Plan]) -> list[FloatArray]:
         """Per plan, a [windows, answer tokens] matrix of hallucination probabilities."""
         chunks = [chunk for plan in plans for chunk in plan.chunks]
-        logits = iter(self._model.run([chunk.sequence for chunk in chunks], self._config.batch_size))
+        logits = iter(model.run([chunk.sequence for chunk in chunks], self._config.batch_size))
         label = self._config.hallucination_label_index
         matrices = []
         for plan in plans:
@@ -282,7 +261,6 @@ class SpanModelDetector(Detector):
 
     def _result(self, plan: _Plan, spans: list[_Span]) -> DetectorResult:
         score = _aggregate([span.probability for span in spans], self._config.aggregation)
-        flagged = score >= self._threshold
         evidence: dict[str, Any] = {
             "spans": [_span_evidence(plan.answer, span) for span in spans[:MAX_SPANS]],
             "span_count": len(spans),
@@ -297,26 +275,11 @@ class SpanModelDetector(Detector):
             summary = f"{len(spans)} unsupported span(s); strongest {text!r} p={worst.probability:.2f}"
         else:
             summary = "no unsupported spans"
-        severity = max((span.severity for span in spans), default=_DEFAULT_SEVERITY) if flagged else 0
-        return self._make(DetectorStatus.OK, score, summary, evidence, severity)
+        severity = max((span.severity for span in spans), default=_DEFAULT_SEVERITY)
+        return self.scored_result(score, self._threshold, severity=severity, summary=summary, evidence=evidence)
 
     def _skipped(self, reason: str) -> DetectorResult:
-        return self._make(DetectorStatus.SKIPPED, 0.0, reason, {}, 0)
-
-    def _make(
-        self, status: DetectorStatus, score: float, summary: str, evidence: Mapping[str, Any], severity: int
-    ) -> DetectorResult:
-        return DetectorResult(
-            detector=self.name,
-            detector_version=self.version,
-            score=score,
-            flagged=status is DetectorStatus.OK and score >= self._threshold,
-            threshold=self._threshold,
-            status=status,
-            severity=severity,
-            summary=summary,
-            evidence=evidence,
-        )
+        return self.skipped_result(reason, self._threshold)
 
 
 def build_span_model_detector(config: SpanModelConfig, threshold: float) -> SpanModelDetector | None:

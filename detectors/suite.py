@@ -9,18 +9,22 @@ Detectors that compare the answer with context also need the prompt to carry som
 the question itself (the sentinel's ``has_context``); a factual question asked with none
 is the sentinel's ``unverified_factual`` finding instead, and only context-free detectors
 (confidence) judge it.  Structural detectors (schema & tool calls) run on every call.
+
+How long each detector takes on a batch goes to an optional ``on_timing`` observer (the
+worker's metrics), so this package needs nothing from ``pipeline``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
 from detectors.llm_call import LLMCall
 from detectors.sentinel import needs_fact_check
-from pipeline import metrics
+
+TimingObserver = Callable[[str, float], None]  # detector name, seconds it spent on one batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +43,13 @@ class DetectorSuite:
         structural: Sequence[Detector],
         content: Sequence[Detector] = (),
         sentinel: Detector | None = None,
+        on_timing: TimingObserver | None = None,
     ) -> None:
         self.structural = list(structural)
         self.content = list(content)
         self.sentinel = sentinel
+        self._on_timing = on_timing
+        self._started = False
 
     @property
     def detectors(self) -> list[Detector]:
@@ -53,11 +60,13 @@ class DetectorSuite:
         """Run every detector on ``calls``; content detectors see only the calls that pass the gate."""
         if not calls:
             return []
-        runs = [DetectorRun(d.name, _timed(d, calls)) for d in self.structural]
+        if not self._started:
+            self.start()
+        runs = [DetectorRun(d.name, self._timed(d, calls)) for d in self.structural]
         verdicts: list[DetectorResult] = []
         checked = list(range(len(calls)))
         if self.sentinel is not None:
-            verdicts = _timed(self.sentinel, calls)
+            verdicts = self._timed(self.sentinel, calls)
             runs.append(DetectorRun(self.sentinel.name, verdicts))
             checked = [i for i, call in enumerate(calls) if call.sources or needs_fact_check(verdicts[i])]
         with_context = [i for i in checked if calls[i].sources or not verdicts or _has_context(verdicts[i])]
@@ -65,7 +74,7 @@ class DetectorSuite:
         for detector in self.content:
             eligible = with_context if detector.needs_context else checked
             subset = [calls[i] for i in eligible]
-            by_index = dict(zip(eligible, _timed(detector, subset), strict=True)) if subset else {}
+            by_index = dict(zip(eligible, self._timed(detector, subset), strict=True)) if subset else {}
             results = [
                 by_index.get(i) or _skipped(detector, i in passed_gate, verdicts[i] if verdicts else None)
                 for i in range(len(calls))
@@ -74,29 +83,31 @@ class DetectorSuite:
         return runs
 
     def start(self) -> None:
-        """Load every detector's models."""
+        """Load every detector's models; :meth:`run` does it first when nobody did."""
         for detector in self.detectors:
             detector.start()
+        self._started = True
 
     def close(self) -> None:
         """Release every detector's resources."""
         for detector in self.detectors:
             detector.close()
+        self._started = False
+
+    def _timed(self, detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        started = time.perf_counter()
+        results = run_detector(detector, calls)
+        if self._on_timing is not None:
+            self._on_timing(detector.name, time.perf_counter() - started)
+        return results
 
 
 def _has_context(verdict: DetectorResult) -> bool:
-    return verdict.status is not DetectorStatus.OK or bool(verdict.evidence.get("has_context", True))
+    return verdict.status is not DetectorStatus.OK or verdict.sentinel is None or verdict.sentinel.has_context
 
 
 def _skipped(detector: Detector, passed_gate: bool, verdict: DetectorResult | None) -> DetectorResult:
     if passed_gate:
         return detector.skipped_result("no context beyond the question to check the answer against")
-    label = verdict.evidence.get("label", "non-factual") if verdict else "non-factual"
+    label = verdict.sentinel.label if verdict and verdict.sentinel else "non-factual"
     return detector.skipped_result(f"skipped: {label} prompt without sources needs no fact check")
-
-
-def _timed(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorResult]:
-    started = time.perf_counter()
-    results = run_detector(detector, calls)
-    metrics.DETECTOR_SECONDS.labels(detector.name).observe(time.perf_counter() - started)
-    return results

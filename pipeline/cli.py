@@ -147,7 +147,8 @@ def baseline(
     Writes a versioned YAML file (default DATA_DIR/baselines.yaml); point
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
     """
-    from pipeline.offline.baseline import BaselineError, run_baseline
+    from detectors.baselines import BaselineError
+    from pipeline.offline.baseline import run_baseline
     from pipeline.sinks.clickhouse import open_clickhouse
 
     if (input_path is None) == (not from_clickhouse):

@@ -13,9 +13,12 @@ from pathlib import Path
 import pytest
 from clickhouse_connect.driver.client import Client
 
-from detectors.embeddings import MODEL_CACHE_ENV, Embedder, EmbeddingConfig
+from detectors.config import EmbeddingConfig
+from detectors.embeddings import Embedder
 from pipeline.sinks.clickhouse import connect
 from pipeline.tools.demo_broker import TansuBroker
+
+MODEL_CACHE_ENV = "HALLUWATCH_MODEL_CACHE"  # Settings.model_cache
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -34,7 +37,7 @@ def model_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="session")
 def exported_model(model_cache_dir: Path) -> None:
     """Export the default embedding model once, before tests start worker processes that load it."""
-    Embedder(EmbeddingConfig()).load()
+    Embedder(EmbeddingConfig(cache_dir=model_cache_dir)).load()
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from detectors.claims import ClaimsConfig
-from detectors.self_consistency import SelfConsistencyConfig
+from detectors.config import ClaimsConfig, SelfConsistencyConfig
 
 
 class RiskRule(BaseModel):

@@ -13,16 +13,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from detectors.confidence import ConfidenceConfig
-from detectors.contradiction import ContradictionConfig
-from detectors.embeddings import EmbeddingConfig
-from detectors.grounding import GroundingConfig
-from detectors.schema_violation import SchemaViolationConfig
-from detectors.sentinel import SentinelConfig
-from detectors.span_model import SpanModelConfig
+from detectors.config import DetectorSettings, default_model_cache
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
 from pipeline.config.content_policy import (
@@ -45,22 +39,6 @@ Mode = Annotated[ContentMode, BeforeValidator(lambda value: LEGACY_MODES.get(val
 
 class ConfigError(ValueError):
     """The configuration is unusable; the message names the field and the source."""
-
-
-class DetectorSettings(BaseModel):
-    """Per-detector configuration (the YAML file's ``detectors:`` section)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
-    # The sentence-embedding model shared by the embedding-based detectors.
-    embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
-    sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
-    grounding: GroundingConfig = Field(default_factory=GroundingConfig)
-    contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
-    confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
-    # Off unless a token-classification ONNX model is configured (model_path).
-    span_model: SpanModelConfig = Field(default_factory=SpanModelConfig)
 
 
 class Settings(BaseSettings):
@@ -141,6 +119,8 @@ class Settings(BaseSettings):
     # Backoff while ClickHouse or the broker refuses writes; the batch is retried, never dropped.
     write_retry_max_seconds: float = Field(default=30.0, gt=0)
 
+    # Exported ONNX models (HALLUWATCH_MODEL_CACHE); detectors.embeddings.cache_dir, when set, wins.
+    model_cache: Path = Field(default_factory=default_model_cache)
     thresholds_file: Path | None = None  # None: the built-in defaults
     # Per-model entropy baselines written by `halluwatch baseline` (confidence detector).
     baselines_file: Path | None = None
@@ -182,6 +162,13 @@ class Settings(BaseSettings):
                 f"kafka_request_timeout_seconds ({self.kafka_request_timeout_seconds:g}) must be at least "
                 f"kafka_session_timeout_seconds ({self.kafka_session_timeout_seconds:g})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _model_cache_reaches_embeddings(self) -> Settings:
+        embeddings = self.detectors.embeddings
+        if "cache_dir" not in embeddings.model_fields_set:
+            self.detectors.embeddings = embeddings.model_copy(update={"cache_dir": self.model_cache})
         return self
 
     @model_validator(mode="after")

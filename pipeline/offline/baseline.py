@@ -2,15 +2,8 @@
 
 The confidence detector scores how far an answer's mean token entropy lies from what is
 normal *for that model*; this module measures "normal" on traffic the user vouches for
-(a trace file of labelled-good calls, or ClickHouse rows) and writes it as a versioned
-YAML file the workers load::
-
-    version: entropy-3f1c2a9b7d        # content hash: same statistics, same version
-    created: "2026-11-22T10:00:00Z"
-    source: "trace file good.jsonl"
-    top_k: 5                           # the detector must run with the same top_k
-    models:
-      gpt-4o-mini: {mean: 0.412, stdev: 0.118, n: 1840}
+(a trace file of labelled-good calls, or ClickHouse rows) and writes it as the versioned
+YAML file the workers load (its format: :mod:`detectors.baselines`).
 
 Responses are measured with :func:`detectors.confidence.mean_entropy`, the very function
 the detector uses.  A model with fewer than ``min_responses`` measurable responses (or
@@ -20,21 +13,20 @@ make every answer look anomalous.  Such models are named in the summary.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
 import statistics
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from clickhouse_connect.driver.client import Client
-from pydantic import ValidationError
 
-from detectors.confidence import DEFAULT_MIN_TOKENS, DEFAULT_TOP_K, ModelBaseline, mean_entropy
+from detectors.baselines import BaselineError, content_version, write_baselines
+from detectors.confidence import mean_entropy
+from detectors.config import DEFAULT_MIN_TOKENS, DEFAULT_TOP_K, ModelBaseline
 from detectors.llm_call import LLMCall, Message, TokenLogprob, TopLogprob
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import iter_spans
@@ -45,12 +37,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MIN_RESPONSES = 30
 LOGPROBS_COLUMN = "logprobs_json"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_VERSION_PREFIX = "entropy-"
 _STAT_DECIMALS = 6
-
-
-class BaselineError(ValueError):
-    """Baselines cannot be computed, read or written; the message says which input and why."""
 
 
 def response_entropies(
@@ -77,7 +64,7 @@ def baselines_from_entropies(
         if len(values) >= min_responses
     }
     counts = {model: len(entropies[model]) for model, (_, stdev) in stats.items() if stdev > 0.0}
-    version = _content_version({model: (*stats[model], n) for model, n in counts.items()})
+    version = content_version({model: (*stats[model], n) for model, n in counts.items()})
     return {
         model: ModelBaseline(mean=stats[model][0], stdev=stats[model][1], n=n, version=version)
         for model, n in counts.items()
@@ -100,12 +87,6 @@ def compute_baselines(
 
 def _skipped(entropies: Mapping[str, list[float]], baselines: Mapping[str, ModelBaseline]) -> dict[str, int]:
     return {model: len(values) for model, values in sorted(entropies.items()) if model not in baselines}
-
-
-def _content_version(stats: Mapping[str, tuple[float, float, int]]) -> str:
-    """A version that changes exactly when the statistics do."""
-    canonical = json.dumps(sorted((model, *values) for model, values in stats.items()))
-    return _VERSION_PREFIX + hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
 # --- inputs ------------------------------------------------------------------------------
@@ -211,46 +192,6 @@ def parse_logprobs_json(text: str) -> tuple[TokenLogprob, ...]:
         )
         for position in json.loads(text)
     )
-
-
-# --- the baselines file -----------------------------------------------------------------------
-
-
-def write_baselines(
-    path: Path, baselines: Mapping[str, ModelBaseline], source_description: str, top_k: int = DEFAULT_TOP_K
-) -> str:
-    """Write the versioned baselines file (see the module docstring); returns its version."""
-    if not baselines:
-        raise BaselineError("no baselines to write")
-    stats = {model: (b.mean, b.stdev, b.n) for model, b in baselines.items()}
-    version = _content_version(stats)
-    document = {
-        "version": version,
-        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source": source_description,
-        "top_k": top_k,
-        "models": {model: {"mean": mean, "stdev": stdev, "n": n} for model, (mean, stdev, n) in sorted(stats.items())},
-    }
-    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return version
-
-
-def load_baselines(path: Path) -> dict[str, ModelBaseline]:
-    """Read a baselines file; each baseline carries the file's version.  Errors name file and field."""
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BaselineError(f"cannot read baselines file {path}: {exc}") from exc
-    if not isinstance(document, dict) or not document.get("version") or not isinstance(document.get("models"), dict):
-        raise BaselineError(f"{path}: expected a mapping with 'version' and 'models'")
-    version = str(document["version"])
-    baselines = {}
-    for model, entry in document["models"].items():
-        try:
-            baselines[str(model)] = ModelBaseline.model_validate({**entry, "version": version})
-        except (ValidationError, TypeError) as exc:
-            raise BaselineError(f"{path}: models.{model} is not a baseline: {exc}") from exc
-    return baselines
 
 
 # --- the command ------------------------------------------------------------------------------

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from detectors.llm_call import LLMCall, Message, Source
-from detectors.registry import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, combined_verdict, flagged_spans
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import BinaryMetrics, all_positive_f1, auroc, binary_metrics, span_overlap
+from pipeline.spans.suite import suite_from_settings
 
 
 class EvalInputError(ValueError):
@@ -143,7 +143,7 @@ _process_suite: DetectorSuite | None = None
 
 def _init_process(settings: Settings) -> None:
     global _process_suite
-    _process_suite = build_suite(settings, load_thresholds(settings.thresholds_file))
+    _process_suite = suite_from_settings(settings, load_thresholds(settings.thresholds_file))
 
 
 def _score_in_process(records: Sequence[EvalRecord]) -> list[EvalOutput]:

@@ -19,7 +19,6 @@ from typing import Any
 import faust
 from faust.types import Message
 
-from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
@@ -31,6 +30,7 @@ from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_migrated
 from pipeline.sinks.findings_otlp import FindingExporter
 from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
+from pipeline.spans.suite import suite_from_settings
 from pipeline.stream.dropped_records import SkippedRecordsWatchdog, commit_only_contiguous
 from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import publish, raw_topic, retrying
@@ -52,7 +52,7 @@ class PipelineWorker:
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         self.settings = settings
         thresholds = load_thresholds(settings.thresholds_file)
-        self.suite = build_suite(settings, thresholds)
+        self.suite = suite_from_settings(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
         logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
         self.processor = SpanBatchProcessor(

@@ -17,13 +17,13 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.alert import DeliveryStatus
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.rows import alert_row, finding_row, llm_call_row
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.spans.suite import suite_from_settings
 from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings
 from pipeline.tools.example_traces import example_traces
 
@@ -32,7 +32,7 @@ def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:
     settings = demo_settings(data_dir, "127.0.0.1:9")
     migrate(client, database)
     thresholds = load_thresholds(settings.thresholds_file)
-    suite = build_suite(settings, thresholds)
+    suite = suite_from_settings(settings, thresholds)
     suite.start()
     try:
         processor = SpanBatchProcessor(

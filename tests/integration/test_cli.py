@@ -67,11 +67,11 @@ def test_replay_produces_both_file_exporter_formats(tansu: TansuBroker, topic_pr
 
 
 def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):
-    from detectors.registry import build_suite
     from detectors.thresholds import load_thresholds
     from pipeline.config.settings import load_settings
     from pipeline.ingest.normalize import normalize_span
     from pipeline.ingest.otlp_traces import iter_spans
+    from pipeline.spans.suite import suite_from_settings
 
     traces = example_traces()
     write_json_lines(tmp_path / "good.jsonl", traces)
@@ -85,8 +85,8 @@ def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):
     assert refused.returncode != 0 and "need 30" in refused.stderr
 
     calls = [c for t in traces for s in iter_spans(t) if (c := normalize_span(s)) is not None and c.logprobs]
-    suite = build_suite(load_settings(baselines_file=out), load_thresholds())
+    suite = suite_from_settings(load_settings(baselines_file=out), load_thresholds())
     runs = {run.detector: run.results for run in suite.run(calls)}
     assert {str(r.status) for r in runs["confidence"]} == {"ok"}
-    without = {run.detector: run.results for run in build_suite(load_settings(), load_thresholds()).run(calls)}
+    without = {run.detector: run.results for run in suite_from_settings(load_settings(), load_thresholds()).run(calls)}
     assert {str(r.status) for r in without["confidence"]} == {"skipped"}

@@ -14,19 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from detectors.confidence import ModelBaseline
+from detectors.baselines import BaselineError, load_baselines, write_baselines
+from detectors.config import ModelBaseline
 from detectors.llm_call import LLMCall, TokenLogprob, TopLogprob
 from pipeline.offline.baseline import (
-    BaselineError,
     baselines_from_entropies,
     calls_from_clickhouse,
     calls_from_trace_file,
     compute_baselines,
-    load_baselines,
     parse_logprobs_json,
     response_entropies,
     run_baseline,
-    write_baselines,
 )
 from pipeline.tools.example_traces import example_traces
 from pipeline.tools.replay import write_json_lines

@@ -12,7 +12,6 @@ from pydantic import SecretStr
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.chat import USAGE_KEY
 from detectors.claims import (
-    ClaimsConfig,
     ClaimsDetector,
     JudgeOutputError,
     Verdict,
@@ -20,6 +19,7 @@ from detectors.claims import (
     parse_json_object,
     parse_verdicts,
 )
+from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall, Source
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines

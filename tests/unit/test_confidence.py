@@ -8,14 +8,8 @@ from itertools import pairwise
 import pytest
 
 from detectors.base import DetectorStatus
-from detectors.confidence import (
-    ConfidenceConfig,
-    ConfidenceDetector,
-    ModelBaseline,
-    anomaly_score,
-    mean_entropy,
-    position_entropy,
-)
+from detectors.confidence import ConfidenceDetector, anomaly_score, mean_entropy, position_entropy
+from detectors.config import ConfidenceConfig, ModelBaseline
 from detectors.llm_call import LLMCall, TokenLogprob, TopLogprob
 from tests.calls import make_llm_call
 

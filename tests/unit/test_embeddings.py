@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from detectors.embeddings import Embedder, EmbeddingConfig, EmbeddingError, resolve_model_dir
+from detectors.config import EmbeddingConfig
+from detectors.embeddings import Embedder, EmbeddingError, resolve_model_dir
 
 SENTENCES = [
     "The Eiffel Tower was built between 1887 and 1889.",
@@ -96,7 +97,7 @@ def test_duplicates_and_empty_input(int8: Embedder) -> None:
 
 
 def test_export_leaves_only_finished_files(int8: Embedder, fp32: Embedder) -> None:
-    (folder,) = [p for p in (int8.config.cache_dir or Path()).iterdir() if p.is_dir()]
+    (folder,) = [p for p in (int8.config.cache_dir).iterdir() if p.is_dir()]
     assert sorted(p.name for p in folder.iterdir()) == ["model.fp32.onnx", "model.int8.onnx", "tokenizer.json"]
 
 

@@ -23,11 +23,18 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from detectors.confidence import ConfidenceConfig, ConfidenceDetector, ModelBaseline
-from detectors.contradiction import ContradictionConfig, ContradictionDetector
+from detectors.confidence import ConfidenceDetector
+from detectors.config import (
+    ConfidenceConfig,
+    ContradictionConfig,
+    ModelBaseline,
+    SchemaViolationConfig,
+    SentinelConfig,
+)
+from detectors.contradiction import ContradictionDetector
 from detectors.quantities import extract_claims, extract_names, extract_values
-from detectors.schema_violation import SchemaViolationConfig, SchemaViolationDetector
-from detectors.sentinel import SentinelConfig, SentinelDetector
+from detectors.schema_violation import SchemaViolationDetector
+from detectors.sentinel import SentinelDetector
 from detectors.suite import DetectorSuite
 from detectors.text import parse_citations, split_sentences
 from pipeline.config.content_policy import STORE_ALL, ContentLimits, redact

@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorStatus, run_detector
-from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
-from detectors.grounding import CONTEXT_SOURCE_ID, GroundingConfig, GroundingDetector
+from detectors.config import EmbeddingConfig, GroundingConfig
+from detectors.embeddings import Embedder, Vectors
+from detectors.grounding import CONTEXT_SOURCE_ID, GroundingDetector
 from detectors.llm_call import LLMCall, Source
 from tests.calls import make_llm_call
 

@@ -11,14 +11,9 @@ from typing import Any
 import pytest
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
+from detectors.config import SchemaViolationConfig, ToolSpec
 from detectors.llm_call import LLMCall, Message, ToolCall, ToolDefinition
-from detectors.schema_violation import (
-    MAX_VIOLATIONS,
-    SchemaViolationConfig,
-    SchemaViolationDetector,
-    ToolSpec,
-    _validator_for_json,
-)
+from detectors.schema_violation import MAX_VIOLATIONS, SchemaViolationDetector
 
 SEARCH_DOCS = ToolDefinition(
     name="search_docs",
@@ -383,9 +378,11 @@ class TestUntrustedSpanSchemas:
         det = detector()
         call = make_call(tool_calls=(tool_call("search_docs", {"query": "q"}),), definitions=(SEARCH_DOCS,))
         det.detect_batch([call])
-        misses = _validator_for_json.cache_info().misses
+        compiled = det._schemas._span_tools.cache_info()
         det.detect_batch([call] * 50)
-        assert _validator_for_json.cache_info().misses == misses
+        assert det._schemas._span_tools.cache_info().misses == compiled.misses == 1
+        det.close()
+        assert det._schemas._span_tools.cache_info().currsize == 0
 
 
 # --- structured output --------------------------------------------------------------------

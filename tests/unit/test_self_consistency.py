@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.chat import USAGE_KEY
-from detectors.embeddings import Embedder, EmbeddingConfig, Vectors
+from detectors.config import EmbeddingConfig, SelfConsistencyConfig
+from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import Message, ToolCall
-from detectors.self_consistency import SelfConsistencyConfig, SelfConsistencyDetector, replay_messages
+from detectors.self_consistency import SelfConsistencyDetector, replay_messages
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
 from pipeline.config.sampled import LLMEndpointConfig
@@ -40,8 +42,8 @@ DIVERGENT = [
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder(EmbeddingConfig())
+def embedder(model_cache_dir: Path) -> Embedder:
+    return Embedder(EmbeddingConfig(cache_dir=model_cache_dir))
 
 
 @pytest.fixture

@@ -1,35 +1,16 @@
-"""Fact-check sentinel: training, held-out accuracy, obvious prompts, the unverified_factual finding."""
+"""Fact-check sentinel: obvious prompts, the unverified_factual finding, the typed verdict."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from detectors.base import DetectorStatus
+from detectors.base import DetectorStatus, SentinelVerdict
+from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall, Message, Source
-from detectors.sentinel import (
-    LABELS,
-    SentinelConfig,
-    SentinelDetector,
-    SentinelModel,
-    SentinelModelError,
-    needs_fact_check,
-    read_prompts,
-    train_sentinel,
-)
+from detectors.sentinel import LABELS, SentinelDetector, SentinelModel, SentinelModelError, needs_fact_check
 from tests.calls import make_llm_call
-
-PROMPTS = Path(__file__).parents[2] / "detectors" / "data" / "sentinel_prompts.jsonl"
-
-# Held-out floors.  Over eight stratified 80/20 splits of the shipped prompt set the
-# 5-class accuracy ranged 0.889-0.941 (mean 0.91) and factual-vs-rest was about 0.93;
-# with 135 held-out prompts one split's standard error is about 0.025, so the floors
-# sit three to four standard errors under the mean: a failure means the model or the
-# features regressed, not an unlucky split.
-ACCURACY_FLOOR = 0.80
-FACTUAL_ACCURACY_FLOOR = 0.85
 
 
 @pytest.fixture(scope="module")
@@ -39,31 +20,6 @@ def detector() -> SentinelDetector:
 
 def llm_call(prompt: str, answer: str = "An answer.", **fields: object) -> LLMCall:
     return make_llm_call(answer, **{"input_messages": (Message("user", prompt),), **fields})
-
-
-def test_prompt_set_is_large_varied_and_labelled() -> None:
-    examples = read_prompts(PROMPTS)
-    labels = [label for _, label in examples]
-    assert len(examples) >= 400
-    assert all(labels.count(label) >= 80 for label in LABELS)
-    assert len({text for text, _ in examples}) == len(examples)
-
-
-def test_training_is_deterministic(tmp_path: Path) -> None:
-    subset = tmp_path / "subset.jsonl"
-    subset.write_text("".join(PROMPTS.read_text(encoding="utf-8").splitlines(keepends=True)[::3]), encoding="utf-8")
-    first, second = tmp_path / "a.json", tmp_path / "b.json"
-    assert train_sentinel(subset, first, 0.25, seed=7) == train_sentinel(subset, second, 0.25, seed=7)
-    assert first.read_bytes() == second.read_bytes()
-
-
-def test_shipped_model_is_the_one_the_prompt_set_trains(tmp_path: Path) -> None:
-    report = train_sentinel(PROMPTS, tmp_path / "model.json", holdout_fraction=0.2, seed=0)
-    assert report.accuracy >= ACCURACY_FLOOR
-    assert report.factual_accuracy >= FACTUAL_ACCURACY_FLOOR
-    assert set(report.recall) == set(LABELS) and min(report.recall.values()) >= 0.6
-    assert report.n_holdout >= 100
-    assert SentinelModel.load().training == json.loads((tmp_path / "model.json").read_text())["training"]
 
 
 @pytest.mark.parametrize(
@@ -168,12 +124,29 @@ def test_batch_order_and_empty_batch(detector: SentinelDetector) -> None:
     assert detector.detect_batch([]) == []
 
 
-def test_bad_model_and_prompt_files_name_the_file(tmp_path: Path) -> None:
+def test_bad_model_file_is_named_when_started(tmp_path: Path) -> None:
     bad = tmp_path / "model.json"
     bad.write_text('{"format": 99}')
+    detector = SentinelDetector(SentinelConfig(model_path=bad), 0.5)  # loads nothing yet
     with pytest.raises(SentinelModelError, match=str(bad)):
-        SentinelDetector(SentinelConfig(model_path=bad), 0.5)
-    prompts = tmp_path / "prompts.jsonl"
-    prompts.write_text('{"text": "hi", "label": "smalltalk"}\n')
-    with pytest.raises(SentinelModelError, match=f"{prompts}:1"):
-        read_prompts(prompts)
+        detector.start()
+
+
+def test_the_verdict_is_typed_and_matches_the_stored_evidence(detector: SentinelDetector) -> None:
+    [result] = detector.detect_batch([llm_call("Who was the first woman to win a Nobel Prize?", "Marie Curie.")])
+    assert result.sentinel == SentinelVerdict(
+        label="factual",
+        confidence=pytest.approx(result.evidence["probability"], abs=1e-4),
+        needs_fact_check=True,
+        has_context=False,
+    )
+    assert result.evidence["label"] == result.sentinel.label
+
+
+def test_close_drops_the_model_and_the_next_batch_loads_it_again() -> None:
+    detector = SentinelDetector(SentinelConfig(), threshold=0.3)
+    detector.start()
+    first = detector.detect_batch([llm_call("Write a haiku about the sea.")])
+    detector.close()
+    assert detector._model is None
+    assert detector.detect_batch([llm_call("Write a haiku about the sea.")]) == first

@@ -9,9 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorResult, DetectorStatus
+from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall, Source
 from detectors.onnx_models import ModelLoadError
-from detectors.span_model import SpanModelConfig, SpanModelDetector, build_span_model_detector
+from detectors.span_model import SpanModelDetector, build_span_model_detector
 from tests.calls import make_llm_call
 from tests.unit import tiny_models
 from tests.unit.tiny_models import probability
@@ -40,7 +41,9 @@ def make(models: Path) -> Make:
     def build(threshold: float = 0.5, **config: Any) -> SpanModelDetector:
         config.setdefault("model_path", models / "span.onnx")
         config.setdefault("tokenizer_path", models / "tokenizer.json")
-        return SpanModelDetector(SpanModelConfig(**config), threshold)
+        detector = SpanModelDetector(SpanModelConfig(**config), threshold)
+        detector.start()
+        return detector
 
     return build
 
@@ -314,16 +317,25 @@ def test_build_returns_a_detector_with_the_tokenizer_beside_the_model(models: Pa
     assert isinstance(detector, SpanModelDetector) and detector.name == "span_model"
 
 
-def test_missing_model_names_the_path(models: Path, tmp_path: Path) -> None:
+def test_missing_model_names_the_path_when_started(models: Path, tmp_path: Path) -> None:
     missing = tmp_path / "absent.onnx"
+    detector = SpanModelDetector(SpanModelConfig(model_path=missing, tokenizer_path=models / "tokenizer.json"), 0.5)
     with pytest.raises(ModelLoadError, match=str(missing)):
-        SpanModelDetector(SpanModelConfig(model_path=missing, tokenizer_path=models / "tokenizer.json"), 0.5)
+        detector.start()
 
 
 def test_missing_tokenizer_names_the_path(models: Path, tmp_path: Path) -> None:
     model = tiny_models.write_span_model(tmp_path / "span.onnx")  # no tokenizer.json beside it
     with pytest.raises(ModelLoadError, match=str(tmp_path / "tokenizer.json")):
-        SpanModelDetector(SpanModelConfig(model_path=model), 0.5)
+        SpanModelDetector(SpanModelConfig(model_path=model), 0.5).start()
+
+
+def test_close_releases_the_models_and_a_later_batch_loads_them_again(make: Make) -> None:
+    detector = make()
+    first = detector.detect_batch([make_call("It is in Rome.")])
+    detector.close()
+    assert detector._models is None
+    assert detector.detect_batch([make_call("It is in Rome.")]) == first
 
 
 def test_missing_nli_model_names_the_path(make: Make, tmp_path: Path, models: Path) -> None:

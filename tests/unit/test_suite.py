@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from detectors.base import Detector, DetectorResult, DetectorStatus
+from detectors.base import Detector, DetectorResult, DetectorStatus, SentinelVerdict
 from detectors.llm_call import LLMCall, Source
 from detectors.suite import DetectorSuite
 from tests.calls import make_llm_call
@@ -34,11 +34,12 @@ class PromptSentinel(Detector):
                 0.0,
                 False,
                 0.5,
-                evidence={
-                    "label": "factual" if c.prompt.endswith("?") else "creative",
-                    "needs_fact_check": c.prompt.endswith("?"),
-                    "has_context": "\n" in c.prompt,
-                },
+                sentinel=SentinelVerdict(
+                    label="factual" if c.prompt.endswith("?") else "creative",
+                    confidence=0.9,
+                    needs_fact_check=c.prompt.endswith("?"),
+                    has_context="\n" in c.prompt,
+                ),
             )
             for c in calls
         ]
@@ -89,3 +90,34 @@ def test_a_bare_factual_question_gets_only_context_free_detectors():
     assert confidence.batches == [["1", "2"]]
     assert "no context beyond the question" in runs["grounding"][0].summary
     assert "creative prompt" in runs["grounding"][2].summary
+
+
+class Started(Recording):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.starts = self.closes = 0
+
+    def start(self) -> None:
+        self.starts += 1
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_the_first_run_starts_every_detector_once_and_close_lets_the_next_run_start_again():
+    structural, content = Started("schema"), Started("grounding")
+    suite = DetectorSuite([structural], [content])
+    suite.run([_call("1", "Write a poem")])
+    suite.run([_call("2", "Write a poem")])
+    assert (structural.starts, content.starts) == (1, 1)
+    suite.close()
+    suite.run([_call("3", "Write a poem")])
+    assert (structural.starts, structural.closes) == (2, 1)
+
+
+def test_each_detectors_time_goes_to_the_observer():
+    timings: list[tuple[str, float]] = []
+    suite = DetectorSuite([Recording("schema")], [Recording("grounding")], on_timing=lambda *t: timings.append(t))
+    suite.run([_call("1", "Write a poem")])
+    assert [name for name, _ in timings] == ["schema", "grounding"]
+    assert all(seconds >= 0.0 for _, seconds in timings)
