@@ -31,7 +31,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.embeddings import default_cache_dir
 from pipeline.alerting.stage import ROUTER_BATCH, ROUTER_BATCH_SECONDS
 from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings
@@ -198,7 +197,7 @@ def settings_report(args: argparse.Namespace) -> dict[str, Any]:
         "router_max": ROUTER_BATCH,
         "batch_max_messages": Settings.model_fields["batch_max_messages"].default,
         "route_max_per_minute": MAX_PER_MINUTE,
-        "model_cache": str(default_cache_dir()),
+        "model_cache": str(Settings().model_cache),
     }
 
 

@@ -36,11 +36,11 @@ import faust
 from detectors.chat import USAGE_KEY
 from detectors.claims import EXTRACT_INSTRUCTIONS
 from detectors.llm_call import LLMCall
-from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.config.settings import Settings
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.spans.suite import suite_from_settings
 from pipeline.stream.plumbing import raw_topic
 from pipeline.tools.example_traces import example_traces, mixed_traffic
 from tests.openai_server import OpenAIServer
@@ -91,7 +91,7 @@ def settings_for(base_url: str, *, claims: bool = False, rate: float = 1.0) -> S
 
 def example_calls() -> list[LLMCall]:
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(build_suite(Settings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(suite_from_settings(Settings(), thresholds), thresholds.version)
     traces = example_traces()
     calls = processor.process([InboundMessage(b"k", t.SerializeToString()) for t in traces]).llm_calls
     # Answers with context beyond the question: the calls the claims judge does not skip.
@@ -140,7 +140,7 @@ def hot_path(base_url: str, traces: int, runs: int) -> dict[str, Any]:
         for t in mixed_traffic(traces)
     ]
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(build_suite(Settings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(suite_from_settings(Settings(), thresholds), thresholds.version)
     samplers = {"1%": stage(settings_for(base_url, rate=0.01)), "100%": stage(settings_for(base_url))}
     for i in range(0, len(messages), 500):  # warm-up: the grounding detector's window cache
         processor.process(messages[i : i + 500])

@@ -19,11 +19,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.llm_call import LLMCall
-from detectors.registry import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from pipeline.config.settings import load_settings
 from pipeline.offline.evaluate import read_records, record_to_call
+from pipeline.spans.suite import suite_from_settings
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth" / "ragtruth.jsonl"
 
@@ -44,11 +44,11 @@ def main() -> None:
     args = parser.parse_args()
     calls = [record_to_call(r) for r in list(read_records(DATA))[: args.limit]]
     settings, thresholds = load_settings(), load_thresholds()
-    warmup = build_suite(settings, thresholds)
+    warmup = suite_from_settings(settings, thresholds)
     warmup.run(calls[:4])  # the one-time model export/load is not what we measure
     cold, warm = [], []
     for _ in range(args.runs):
-        suite = build_suite(settings, thresholds)  # a fresh window cache
+        suite = suite_from_settings(settings, thresholds)  # a fresh window cache
         cold.append(timed_pass(suite, calls, args.batch))
         warm.append(timed_pass(suite, calls, args.batch))
         suite.close()

@@ -32,16 +32,18 @@ from detectors.embeddings import Embedder, EmbeddingConfig
 from detectors.grounding import GroundingConfig, GroundingDetector
 from detectors.llm_call import LLMCall
 from detectors.text import split_sentences
+from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import auroc, best_f1_threshold
 from pipeline.offline.evaluate import read_records, record_to_call
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 QUALITY_SETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice")
 SEED_SPLIT = re.compile(r"(?<=[.!?])\s+")
+MODEL_CACHE = Settings().model_cache  # $HALLUWATCH_MODEL_CACHE, as the worker's
 
 
 def detector(precision: str, config: GroundingConfig | None = None) -> GroundingDetector:
-    embedder = Embedder(EmbeddingConfig(precision=precision))  # type: ignore[arg-type]
+    embedder = Embedder(EmbeddingConfig(precision=precision, cache_dir=MODEL_CACHE))  # type: ignore[arg-type]
     embedder.load()
     return GroundingDetector(config or GroundingConfig(), 0.5, embedder)
 
@@ -75,7 +77,7 @@ def speed(calls: list[LLMCall], runs: int, batch: int) -> dict[str, float]:
         rates[f"{precision} warm"] = [run_batches(warm.detect_batch, calls, batch) for _ in range(runs)]
         rates[f"{precision} cold"] = [run_batches(detector(precision).detect_batch, calls, batch) for _ in range(runs)]
     few = calls[: max(len(calls) // 5, 10)]
-    naive = Embedder(EmbeddingConfig())  # same runtime, so the ratio measures the method
+    naive = Embedder(EmbeddingConfig(cache_dir=MODEL_CACHE))  # same runtime, so the ratio measures the method
     rates["int8 baseline (seed 000)"] = [run_batches(lambda c: baseline(naive, c), few, batch) for _ in range(runs)]
     for name, values in rates.items():
         print(f"| {name} | **{statistics.median(values):.1f}** | {' / '.join(f'{v:.1f}' for v in values)} |")
@@ -84,7 +86,8 @@ def speed(calls: list[LLMCall], runs: int, batch: int) -> dict[str, float]:
 
 def agreement(calls: list[LLMCall]) -> None:
     sentences = [s.text for call in calls for s in split_sentences(call.answer)][:2000]
-    int8, fp32 = Embedder(EmbeddingConfig(precision="int8")), Embedder(EmbeddingConfig(precision="fp32"))
+    int8 = Embedder(EmbeddingConfig(precision="int8", cache_dir=MODEL_CACHE))
+    fp32 = Embedder(EmbeddingConfig(precision="fp32", cache_dir=MODEL_CACHE))
     cosines = (int8.encode(sentences) * fp32.encode(sentences)).sum(axis=1)
     print(f"embedding agreement on {len(sentences)} answer sentences: "
           f"mean cosine {cosines.mean():.4f}, min {cosines.min():.4f}")  # fmt: skip
@@ -137,7 +140,7 @@ def main() -> None:
         print(f"warm int8 / baseline: {rates['int8 warm'] / rates['int8 baseline (seed 000)']:.1f}x; "
               f"cold int8 / baseline: {rates['int8 cold'] / rates['int8 baseline (seed 000)']:.1f}x")  # fmt: skip
         agreement(calls)
-        base_scores = baseline(Embedder(EmbeddingConfig()), calls)
+        base_scores = baseline(Embedder(EmbeddingConfig(cache_dir=MODEL_CACHE)), calls)
         print(f"baseline AUROC on these {len(calls)} RAGTruth calls: {auroc(base_scores, actual):.3f}")
     if "quality" not in args.skip:
         quality({name: load(name, args.quality_limit) for name in QUALITY_SETS})

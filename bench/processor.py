@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.registry import build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.config.settings import Settings
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.spans.suite import suite_from_settings
 from pipeline.tools.example_traces import mixed_traffic
 
 
@@ -34,7 +34,7 @@ def main() -> None:
         for t in mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace)
     ]
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(build_suite(Settings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(suite_from_settings(Settings(), thresholds), thresholds.version)
     rates = []
     for _ in range(args.runs):
         started = time.perf_counter()
