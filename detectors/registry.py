@@ -16,9 +16,9 @@ from detectors.embeddings import Embedder
 from detectors.grounding import GroundingDetector
 from detectors.schema_violation import SchemaViolationDetector
 from detectors.sentinel import SentinelDetector
-from detectors.span_model import build_span_model_detector
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
+from detectors.token_classifier import build_token_classifier_detector
 
 
 def build_suite(
@@ -41,7 +41,7 @@ def build_suite(
         ),
     ]
     if config.span_model.model_path is not None:
-        span_model = build_span_model_detector(config.span_model, thresholds.for_detector("span_model"))
+        span_model = build_token_classifier_detector(config.span_model, thresholds.for_detector("span_model"))
         content += [span_model] if span_model else []
     return DetectorSuite(
         structural=[

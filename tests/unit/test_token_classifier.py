@@ -12,7 +12,7 @@ from detectors.base import DetectorResult, DetectorStatus
 from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall, Source
 from detectors.onnx_models import ModelLoadError
-from detectors.span_model import SpanModelDetector, build_span_model_detector
+from detectors.token_classifier import TokenClassifierDetector, build_token_classifier_detector
 from tests.calls import make_llm_call
 from tests.unit import tiny_models
 from tests.unit.tiny_models import probability
@@ -33,15 +33,15 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-Make = Callable[..., SpanModelDetector]
+Make = Callable[..., TokenClassifierDetector]
 
 
 @pytest.fixture
 def make(models: Path) -> Make:
-    def build(threshold: float = 0.5, **config: Any) -> SpanModelDetector:
+    def build(threshold: float = 0.5, **config: Any) -> TokenClassifierDetector:
         config.setdefault("model_path", models / "span.onnx")
         config.setdefault("tokenizer_path", models / "tokenizer.json")
-        detector = SpanModelDetector(SpanModelConfig(**config), threshold)
+        detector = TokenClassifierDetector(SpanModelConfig(**config), threshold)
         detector.start()
         return detector
 
@@ -71,7 +71,7 @@ def make_call(answer: str, context: str = CONTEXT, question: str = QUESTION) -> 
     return make_llm_call(answer, question, [Source("1", context)] if context else [])
 
 
-def detect(detector: SpanModelDetector, answer: str, **kwargs: Any) -> DetectorResult:
+def detect(detector: TokenClassifierDetector, answer: str, **kwargs: Any) -> DetectorResult:
     (result,) = detector.detect_batch([make_call(answer, **kwargs)])
     return result
 
@@ -309,17 +309,18 @@ def test_nli_runs_all_spans_of_all_calls_in_one_batch(
 
 
 def test_no_model_path_means_no_detector() -> None:
-    assert build_span_model_detector(SpanModelConfig(), 0.5) is None
+    assert build_token_classifier_detector(SpanModelConfig(), 0.5) is None
 
 
 def test_build_returns_a_detector_with_the_tokenizer_beside_the_model(models: Path) -> None:
-    detector = build_span_model_detector(SpanModelConfig(model_path=models / "span.onnx"), 0.5)
-    assert isinstance(detector, SpanModelDetector) and detector.name == "span_model"
+    detector = build_token_classifier_detector(SpanModelConfig(model_path=models / "span.onnx"), 0.5)
+    assert isinstance(detector, TokenClassifierDetector) and detector.name == "span_model"
 
 
 def test_missing_model_names_the_path_when_started(models: Path, tmp_path: Path) -> None:
     missing = tmp_path / "absent.onnx"
-    detector = SpanModelDetector(SpanModelConfig(model_path=missing, tokenizer_path=models / "tokenizer.json"), 0.5)
+    config = SpanModelConfig(model_path=missing, tokenizer_path=models / "tokenizer.json")
+    detector = TokenClassifierDetector(config, 0.5)
     with pytest.raises(ModelLoadError, match=str(missing)):
         detector.start()
 
@@ -327,7 +328,7 @@ def test_missing_model_names_the_path_when_started(models: Path, tmp_path: Path)
 def test_missing_tokenizer_names_the_path(models: Path, tmp_path: Path) -> None:
     model = tiny_models.write_span_model(tmp_path / "span.onnx")  # no tokenizer.json beside it
     with pytest.raises(ModelLoadError, match=str(tmp_path / "tokenizer.json")):
-        SpanModelDetector(SpanModelConfig(model_path=model), 0.5).start()
+        TokenClassifierDetector(SpanModelConfig(model_path=model), 0.5).start()
 
 
 def test_close_releases_the_models_and_a_later_batch_loads_them_again(make: Make) -> None:
@@ -353,7 +354,7 @@ def test_wrong_kind_of_model_is_rejected(make: Make, models: Path) -> None:
 
 def test_direct_construction_without_a_model_is_an_error() -> None:
     with pytest.raises(ValueError, match="model_path"):
-        SpanModelDetector(SpanModelConfig(), 0.5)
+        TokenClassifierDetector(SpanModelConfig(), 0.5)
 
 
 def test_threshold_out_of_range(make: Make) -> None:

@@ -1,12 +1,16 @@
 """Model-based span detection (SPEC §4.8): a token classifier marks unsupported answer spans.
 
+"Spans" here are stretches of the answer text, not OpenTelemetry spans.  The detector keeps
+the name ``span_model`` in findings, thresholds and the ``detectors.span_model`` settings,
+which stored data and deployed settings files already use.
+
 LettuceDetect-style: the context and the question form the first segment of a pair
 encoding, the answer the second; the model gives every answer token a hallucination
 probability, tokens at or above ``token_threshold`` become character spans of the answer,
 and the response score aggregates the spans.  An optional NLI model then explains each
 span against its context (HaluGate): contradiction → severity 4, neutral → 2, entailment
 → the span is dropped as a false positive.  Both models are ONNX files the user provides;
-without ``model_path`` the detector is not built at all (:func:`build_span_model_detector`).
+without ``model_path`` the detector is not built at all (:func:`build_token_classifier_detector`).
 
 Design choices, stated because each trades something:
 
@@ -120,7 +124,7 @@ class _NliExplainer:
 
 @dataclass(frozen=True, slots=True)
 class _Models:
-    """What :meth:`SpanModelDetector.start` loads."""
+    """What :meth:`TokenClassifierDetector.start` loads."""
 
     tokenizer: Tokenizer
     span: OnnxClassifier
@@ -146,7 +150,7 @@ class _Models:
         return cls(tokenizer, span, nli)
 
 
-class SpanModelDetector(Detector):
+class TokenClassifierDetector(Detector):
     """Flags answers whose tokens a token-classification model finds unsupported by the context."""
 
     name = "span_model"
@@ -154,7 +158,7 @@ class SpanModelDetector(Detector):
 
     def __init__(self, config: SpanModelConfig, threshold: float) -> None:
         if config.model_path is None:
-            raise ValueError("span_model: model_path is not set; use build_span_model_detector to skip the detector")
+            raise ValueError("span_model: model_path is not set; build_token_classifier_detector skips the detector")
         self._config = config
         self._model_path = config.model_path
         self._threshold = checked_threshold(threshold)
@@ -282,9 +286,9 @@ class SpanModelDetector(Detector):
         return self.skipped_result(reason, self._threshold)
 
 
-def build_span_model_detector(config: SpanModelConfig, threshold: float) -> SpanModelDetector | None:
+def build_token_classifier_detector(config: SpanModelConfig, threshold: float) -> TokenClassifierDetector | None:
     """The detector, or ``None`` when no model is configured (the detector is off)."""
-    return None if config.model_path is None else SpanModelDetector(config, threshold)
+    return None if config.model_path is None else TokenClassifierDetector(config, threshold)
 
 
 def _first_segment(call: LLMCall) -> str:
