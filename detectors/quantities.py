@@ -20,8 +20,9 @@ Trade-offs, stated because each one costs recall for precision or speed:
   (``1.`` at a line start) and references such as ``passage 2`` are not claims and are
   skipped.  Numbers glued to letters (``COVID-19``, ``3D``, ``F-16``) are identifiers,
   not quantities.
-* Units are normalized to one base unit per dimension (metres, seconds, bytes, …);
-  ``month`` and ``year`` durations use average lengths.  Temperatures are kept in °C.
+* Units are normalized to one base unit per dimension (metres, seconds, bytes, …),
+  with the factors of ``data/units.yaml``; ``month`` and ``year`` durations use average
+  lengths.  Temperatures are kept in °C.
 * Dates keep which parts were written (year, month, day), so ``March 1999`` is not
   confused with ``March 3``.
 """
@@ -34,7 +35,10 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from importlib import resources
 from typing import Final
+
+import yaml
 
 
 class Kind(StrEnum):
@@ -80,73 +84,27 @@ class Mention:
 _SCALES: Final = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
                   "b": 1e9, "trillion": 1e12, "tn": 1e12}  # fmt: skip
 
-# unit as written (lowercase for words) -> (dimension, factor to the base unit)
-_UNITS: Final[dict[str, tuple[str, float]]] = {}
+
+def _load_units() -> dict[str, tuple[str, float]]:
+    """Read ``data/units.yaml``: unit as written (lowercase for words) -> (dimension, factor to the base unit)."""
+    document = yaml.safe_load(resources.files("detectors.data").joinpath("units.yaml").read_text("utf-8"))
+    units: dict[str, tuple[str, float]] = {}
+    for dimension, entries in document.items():
+        for entry in entries:
+            factor = entry["factor"]
+            # A string here is usually an exponent PyYAML did not take for a number (1e3).
+            if not isinstance(factor, int | float) or isinstance(factor, bool) or factor <= 0:
+                raise ValueError(
+                    f"units.yaml: {dimension} {entry['names']}: factor {factor!r} is not a positive number"
+                )
+            for name in entry["names"]:
+                if not isinstance(name, str) or name in units:
+                    raise ValueError(f"units.yaml: {dimension}: unit {name!r} is not a new name")
+                units[name] = (dimension, float(factor))
+    return units
 
 
-def _add_units(dimension: str, factor: float, *names: str) -> None:
-    for name in names:
-        _UNITS[name] = (dimension, factor)
-
-
-_add_units("length", 1e-3, "mm", "millimeter", "millimeters", "millimetre", "millimetres")
-_add_units("length", 1e-2, "cm", "centimeter", "centimeters", "centimetre", "centimetres")
-_add_units("length", 1.0, "m", "meter", "meters", "metre", "metres")
-_add_units("length", 1e3, "km", "kilometer", "kilometers", "kilometre", "kilometres")
-_add_units("length", 0.0254, "inch", "inches")
-_add_units("length", 0.3048, "ft", "foot", "feet")
-_add_units("length", 0.9144, "yd", "yard", "yards")
-_add_units("length", 1609.344, "mi", "mile", "miles")
-_add_units("area", 1.0, "m2", "m²", "square meters", "square metres", "sq m")
-_add_units("area", 1e6, "km2", "km²", "square kilometers", "square kilometres", "sq km")
-_add_units("area", 0.092903, "sq ft", "square feet")
-_add_units("area", 2589988.0, "sq mi", "square miles")
-_add_units("area", 4046.86, "acre", "acres")
-_add_units("area", 1e4, "ha", "hectare", "hectares")
-_add_units("mass", 1e-6, "mg", "milligram", "milligrams")
-_add_units("mass", 1e-3, "g", "gram", "grams")
-_add_units("mass", 1.0, "kg", "kilogram", "kilograms", "kilo", "kilos")
-_add_units("mass", 1e3, "tonne", "tonnes", "ton", "tons", "metric tons")
-_add_units("mass", 0.45359237, "lb", "lbs", "pound", "pounds")
-_add_units("mass", 0.0283495, "oz", "ounce", "ounces")
-_add_units("duration", 1e-3, "ms", "millisecond", "milliseconds")
-_add_units("duration", 1.0, "s", "sec", "secs", "second", "seconds")
-_add_units("duration", 60.0, "min", "mins", "minute", "minutes")
-_add_units("duration", 3600.0, "h", "hr", "hrs", "hour", "hours")
-_add_units("duration", 86400.0, "day", "days")
-_add_units("duration", 604800.0, "week", "weeks")
-_add_units("duration", 2629800.0, "month", "months")
-_add_units("duration", 31557600.0, "yr", "yrs", "year", "years")
-_add_units("duration", 315576000.0, "decade", "decades")
-_add_units("data", 1.0, "byte", "bytes")
-_add_units("data", 1e3, "kb", "kilobyte", "kilobytes")
-_add_units("data", 1e6, "mb", "megabyte", "megabytes")
-_add_units("data", 1e9, "gb", "gigabyte", "gigabytes")
-_add_units("data", 1e12, "tb", "terabyte", "terabytes")
-_add_units("data", 1024.0, "kib")
-_add_units("data", 1024.0**2, "mib")
-_add_units("data", 1024.0**3, "gib")
-_add_units("data", 1024.0**4, "tib")
-_add_units("volume", 1e-3, "ml", "milliliter", "milliliters", "millilitre", "millilitres")
-_add_units("volume", 1.0, "l", "liter", "liters", "litre", "litres")
-_add_units("volume", 3.78541, "gallon", "gallons")
-_add_units("speed", 1 / 3.6, "km/h", "kph", "kmh")
-_add_units("speed", 0.44704, "mph")
-_add_units("speed", 1.0, "m/s")
-_add_units("power", 1.0, "w", "watt", "watts")
-_add_units("power", 1e3, "kw", "kilowatt", "kilowatts")
-_add_units("power", 1e6, "mw", "megawatt", "megawatts")
-_add_units("power", 1e9, "gw", "gigawatt", "gigawatts")
-_add_units("energy", 1.0, "wh")
-_add_units("energy", 1e3, "kwh")
-_add_units("energy", 1e6, "mwh")
-_add_units("energy", 1e9, "gwh")
-_add_units("food energy", 1.0, "kcal", "calorie", "calories", "cal")
-_add_units("frequency", 1.0, "hz")
-_add_units("frequency", 1e3, "khz")
-_add_units("frequency", 1e6, "mhz")
-_add_units("frequency", 1e9, "ghz")
-_add_units("angle", 1.0, "degree", "degrees", "°")
+_UNITS: Final = _load_units()
 
 _TEMPERATURE: Final[dict[str, Callable[[float], float]]] = {
     "°c": lambda value: value,

@@ -9,16 +9,17 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from pipeline.ingest.otlp_traces import attributes, iter_spans
 from pipeline.tools.example_traces import (
-    _TOOL_DEFINITIONS,
     EXAMPLE_OUTPUT_SCHEMAS,
     EXAMPLES,
     LOG_EVENT_EXAMPLES,
+    TOOL_DEFINITIONS,
     Convention,
     Example,
     example_log_event_telemetry,
     example_traces,
     mixed_traffic,
 )
+from pipeline.tools.example_traces.data import ExampleDataError, Row
 
 # Attribute keys (or key prefixes ending in ".") each convention's LLM span must carry.
 CONVENTION_KEYS = {
@@ -157,7 +158,7 @@ def schema_errors(example: Example) -> list[str]:
         if name not in example.tools:
             errors.append(f"unknown tool {name}")
             continue
-        validator = jsonschema.Draft202012Validator(_TOOL_DEFINITIONS[name][1])
+        validator = jsonschema.Draft202012Validator(TOOL_DEFINITIONS[name].parameters)
         errors += [e.message for e in validator.iter_errors(json.loads(arguments))]
     schema = EXAMPLE_OUTPUT_SCHEMAS.get(example.operation)
     if schema is not None:
@@ -180,6 +181,25 @@ def test_enough_positive_and_negative_examples_for_the_schema_detector():
     assert len(EXAMPLES) - len(flagged) >= 4
     assert any(e.finish_reason == "length" for e in flagged)
     assert any(e.hallucinated and not e.schema_violation for e in EXAMPLES)
+
+
+@pytest.mark.parametrize(
+    ("row", "key", "kind", "error"),
+    [
+        ({"name": "x", "answr": "y"}, "name", str, r"examples\[3\]: unknown keys \['answr'\]"),
+        ({"name": 7}, "name", str, r"examples\[3\]\.name: expected str, got 7"),
+        ({"confidence": True}, "confidence", float, r"examples\[3\]\.confidence: expected float, got True"),
+        ({}, "name", str, r"examples\[3\]: missing 'name'"),
+    ],
+)
+def test_data_file_mistakes_fail_naming_their_place(row, key, kind, error):
+    with pytest.raises(ExampleDataError, match=error), Row(row, "examples.yaml examples[3]") as reader:
+        reader.need(key, kind)
+
+
+def test_tool_parameters_are_valid_draft_2020_12():
+    for tool in TOOL_DEFINITIONS.values():
+        jsonschema.Draft202012Validator.check_schema(tool.parameters)
 
 
 def test_output_schemas_are_valid_draft_2020_12():

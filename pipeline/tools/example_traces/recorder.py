@@ -1,0 +1,83 @@
+"""Recording with the real OpenTelemetry SDK and encoding with its OTLP encoders.
+
+What comes out is exactly what a collector would put on Kafka, so the demo, the tests and
+the benchmarks parse the same bytes production does.
+"""
+
+from __future__ import annotations
+
+from opentelemetry import trace
+from opentelemetry._logs import Logger
+from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from pipeline.tools.example_traces.writers import SpanSpec
+
+MS = 1_000_000  # nanoseconds per millisecond
+
+
+class Recorder:
+    """Records traces and logs with private SDK pipelines (the global providers are never set)."""
+
+    def __init__(self) -> None:
+        self._exporter = InMemorySpanExporter()
+        self._log_exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+        self._providers: dict[str, tuple[TracerProvider, LoggerProvider]] = {}
+
+    def _providers_of(self, service: str) -> tuple[TracerProvider, LoggerProvider]:
+        if service not in self._providers:
+            resource = Resource.create(
+                {"service.name": service, "service.version": "1.4.2", "deployment.environment.name": "demo"}
+            )
+            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+            tracer_provider.add_span_processor(SimpleSpanProcessor(self._exporter))
+            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
+            logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self._log_exporter))
+            self._providers[service] = (tracer_provider, logger_provider)
+        return self._providers[service]
+
+    def tracer(self, service: str, scope: str) -> trace.Tracer:
+        """Return a tracer of ``scope`` whose spans carry ``service`` as their resource."""
+        return self._providers_of(service)[0].get_tracer(scope)
+
+    def logger(self, service: str, scope: str) -> Logger:
+        """Return a logger of ``scope`` whose records carry ``service`` as their resource."""
+        return self._providers_of(service)[1].get_logger(scope)
+
+    def collect_logs(self) -> LogsData:
+        """Every log record since the last call, as one OTLP ``LogsData``."""
+        request = encode_logs(self._log_exporter.get_finished_logs())
+        self._log_exporter.clear()
+        # ExportLogsServiceRequest and LogsData are wire-identical (field 1, ResourceLogs).
+        logs = LogsData()
+        logs.ParseFromString(request.SerializeToString())
+        return logs
+
+    def collect(self) -> TracesData:
+        """Everything recorded since the last call, as one OTLP ``TracesData``."""
+        request = encode_spans(self._exporter.get_finished_spans())
+        self._exporter.clear()
+        # ExportTraceServiceRequest and TracesData are wire-identical (field 1, ResourceSpans).
+        traces = TracesData()
+        traces.ParseFromString(request.SerializeToString())
+        return traces
+
+
+def record_span(
+    tracer: trace.Tracer, spec: SpanSpec, parent: trace.Span | None, start_ns: int, duration_ns: int
+) -> trace.Span:
+    """Record the finished span ``spec`` under ``parent`` (a root when ``None``)."""
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    span = tracer.start_span(
+        spec.name, context=context, kind=spec.kind, attributes=spec.attributes, start_time=start_ns
+    )
+    span.end(end_time=start_ns + duration_ns)
+    return span

@@ -1,0 +1,76 @@
+"""The example requests as traces: an HTTP server root, the retrieval when there are sources, the LLM call."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from opentelemetry import trace
+from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.trace import SpanKind
+
+from pipeline.tools.example_traces.content import app, usage
+from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES, Convention, Example
+from pipeline.tools.example_traces.recorder import MS, Recorder, record_span
+from pipeline.tools.example_traces.writers import LLM_WRITERS, SCOPES, log_events, retrieval
+
+
+def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None:
+    """Record one request: HTTP server root, the retrieval when there are sources, the LLM call."""
+    web = recorder.tracer(example.service, "opentelemetry.instrumentation.fastapi")
+    llm = recorder.tracer(example.service, SCOPES[example.convention])
+    llm_ms = 300 + 25 * usage(example)[1]
+    retrieval_ms = 35 if example.sources else 0
+    route = app(example).route
+    root = web.start_span(
+        f"POST {route}",
+        kind=SpanKind.SERVER,
+        start_time=start_ns,
+        attributes={
+            "http.request.method": "POST",
+            "http.route": route,
+            "url.path": route,
+            "url.scheme": "https",
+            "server.address": f"{example.service}.example.com",
+            "http.response.status_code": 200,
+        },
+    )
+    if example.sources:
+        # GenAI and OpenInference retrievals come from the LLM framework's instrumentation,
+        # the others are plain database queries.
+        if example.convention in (Convention.GENAI, Convention.OPENINFERENCE):
+            retriever = llm
+        else:
+            retriever = recorder.tracer(example.service, "opentelemetry.instrumentation.psycopg")
+        record_span(retriever, retrieval(example), root, start_ns + 5 * MS, 30 * MS)
+    llm_start_ns = start_ns + (10 + retrieval_ms) * MS
+    llm_span = record_span(llm, LLM_WRITERS[example.convention](example), root, llm_start_ns, llm_ms * MS)
+    if example.convention is Convention.GENAI_EVENTS:
+        logger = recorder.logger(example.service, SCOPES[example.convention])
+        in_call = trace.set_span_in_context(llm_span)
+        for name, body in log_events(example):
+            logger.emit(timestamp=llm_start_ns, context=in_call, event_name=name, body=body)
+    root.end(end_time=start_ns + (20 + retrieval_ms + llm_ms) * MS)
+
+
+def recorded(examples: Sequence[Example], start_ns: int, recorder: Recorder | None = None) -> list[TracesData]:
+    """One ``TracesData`` per example, a second apart from ``start_ns``."""
+    recorder = recorder or Recorder()
+    traces = []
+    for i, example in enumerate(examples):
+        _record_example(recorder, example, start_ns + i * 1_000 * MS)
+        traces.append(recorder.collect())
+    return traces
+
+
+def example_traces() -> list[TracesData]:
+    """Record the demo set: one ``TracesData`` per row of :data:`EXAMPLES`, a second apart, ending now."""
+    return recorded(EXAMPLES, time.time_ns() - len(EXAMPLES) * 1_000 * MS)
+
+
+def example_log_event_telemetry() -> tuple[list[TracesData], LogsData]:
+    """Record :data:`LOG_EVENT_EXAMPLES`, ending now: one ``TracesData`` per row, and all their log records."""
+    recorder = Recorder()
+    traces = recorded(LOG_EVENT_EXAMPLES, time.time_ns() - len(LOG_EVENT_EXAMPLES) * 1_000 * MS, recorder)
+    return traces, recorder.collect_logs()
