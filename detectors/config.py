@@ -90,6 +90,22 @@ class EmbeddingConfig(BaseModel):
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
     batch_size: int = Field(default=64, ge=1)
     window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")
+    token_window_overlap: int = Field(
+        default=64, ge=0, description="tokens neighbouring windows share when a text is longer than max_length"
+    )
+    token_cache_size: int = Field(default=256, ge=0, description="token matrices kept for cache=True texts")
+
+
+class UnsupportedSpansConfig(BaseModel):
+    """Where the learned word and call models live, and how much text is read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_path: Path | None = Field(default=None, description="model JSON from `halluwatch train`; None: built-in")
+    max_answer_chars: int = Field(default=20_000, ge=1)
+    # A long document costs one model window per ~1,000 characters; answers rarely draw on more.
+    max_support_chars: int = Field(default=40_000, ge=1, description="per source; the rest is not read")
+    max_evidence_spans: int = Field(default=20, ge=1)
 
 
 class GroundingConfig(BaseModel):
@@ -247,6 +263,7 @@ class DetectorSettings(BaseModel):
     embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
     grounding: GroundingConfig = Field(default_factory=GroundingConfig)
+    unsupported_spans: UnsupportedSpansConfig = Field(default_factory=UnsupportedSpansConfig)
     contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
     confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
     # Off unless a token-classification ONNX model is configured (model_path).

@@ -1,4 +1,4 @@
-"""Sentence embeddings through onnxruntime, for the embedding-based detectors (grounding).
+"""Sentence and token embeddings through onnxruntime, for the embedding-based detectors.
 
 Any sentence-transformers model folder is exported once to ONNX with ``torch.onnx.export``
 (and, for ``int8``, quantized with ``quantize_dynamic(per_channel=True)``), then run with
@@ -17,6 +17,9 @@ Design choices:
 * **Batches sorted by token length**, so padding (wasted attention) stays small.
 * **An LRU cache for texts that recur** (source windows: the same documents come back in
   trace after trace); answers are encoded fresh and never evict them.
+* **Token embeddings** (:meth:`Embedder.encode_tokens`) are the model's contextual outputs
+  before pooling, for texts of any length: overlapping windows of ``max_length`` tokens,
+  a token seen by two windows averaged over both.  Each keeps its character span.
 """
 
 from __future__ import annotations
@@ -53,6 +56,14 @@ _POOLING_KEYS = {
 _KEY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json")
 
 
+@dataclass(frozen=True, slots=True)
+class TokenVectors:
+    """One text's contextual token embeddings (L2-normalised rows) and each token's character span."""
+
+    vectors: Vectors
+    offsets: tuple[tuple[int, int], ...]
+
+
 class EmbeddingError(RuntimeError):
     """The model cannot be found, exported or loaded; the message names the model."""
 
@@ -79,8 +90,11 @@ class Embedder:
         self.texts_encoded = 0
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, Vectors] = OrderedDict()
+        self._token_cache: OrderedDict[bytes, TokenVectors] = OrderedDict()
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
+        self._whole_text_tokenizer: Tokenizer | None = None  # no truncation: token windows cover it all
+        self._specials: tuple[list[int], list[int]] = ([], [])  # ids around every window ([CLS] ... [SEP])
         self._pooling = "mean"
         self._input_names: tuple[str, ...] = ()
         self._dimension = 0
@@ -122,12 +136,34 @@ class Embedder:
                     self._cache.popitem(last=False)
         return out
 
+    def encode_tokens(self, texts: Sequence[str], *, cache: bool = False) -> list[TokenVectors]:
+        """Contextual token embeddings of each text, whatever its length; ``cache=True`` for texts that recur."""
+        self.load()
+        out: list[TokenVectors] = []
+        for text in texts:
+            key = _text_key(text)
+            with self._lock:
+                hit = self._token_cache.get(key) if cache else None
+                if hit is not None:
+                    self._token_cache.move_to_end(key)
+            if hit is None:
+                hit = self._run_tokens(text)
+                if cache and self.config.token_cache_size:
+                    with self._lock:
+                        self._token_cache[key] = hit
+                        while len(self._token_cache) > self.config.token_cache_size:
+                            self._token_cache.popitem(last=False)
+            out.append(hit)
+        return out
+
     def close(self) -> None:
-        """Drop the session, the tokenizer and the cache."""
+        """Drop the session, the tokenizers and the caches."""
         with self._lock:
             self._session = None
             self._tokenizer = None
+            self._whole_text_tokenizer = None
             self._cache.clear()
+            self._token_cache.clear()
 
     def _open(self, artifacts: _Artifacts) -> None:
         import onnxruntime
@@ -145,7 +181,40 @@ class Embedder:
         self._pooling = artifacts.pooling
         self._dimension = int(session.get_outputs()[0].shape[-1])
         self._tokenizer = tokenizer
+        whole = Tokenizer.from_file(str(artifacts.tokenizer))
+        whole.no_padding()
+        whole.no_truncation()
+        # The special tokens the model expects around a text: the encoding of an empty text.
+        empty = whole.encode("").ids
+        self._specials = (empty[:1], empty[1:])
+        self._whole_text_tokenizer = whole
         self._session = session
+
+    def _run_tokens(self, text: str) -> TokenVectors:
+        """One text's token embeddings through overlapping windows of at most ``max_length`` tokens."""
+        assert self._session is not None and self._whole_text_tokenizer is not None  # noqa: S101 - narrowing
+        encoding = self._whole_text_tokenizer.encode(text, add_special_tokens=False)
+        ids, offsets = encoding.ids, tuple(encoding.offsets)
+        head, tail = self._specials
+        width = max(self.config.max_length - len(head) - len(tail), 1)
+        step = max(width - self.config.token_window_overlap, 1)
+        summed = np.zeros((len(ids), self._dimension), dtype=np.float32)
+        seen = np.zeros(len(ids), dtype=np.float32)
+        first = 0
+        while first < len(ids):
+            window = ids[first : first + width]
+            row = np.asarray([[*head, *window, *tail]], dtype=np.int64)
+            feeds = {"input_ids": row, "attention_mask": np.ones_like(row), "token_type_ids": np.zeros_like(row)}
+            hidden = np.asarray(self._session.run(None, {n: feeds[n] for n in self._input_names})[0], dtype=np.float32)
+            summed[first : first + len(window)] += hidden[0, len(head) : len(head) + len(window)]
+            seen[first : first + len(window)] += 1
+            if first + width >= len(ids):
+                break
+            first += step
+        vectors: Vectors = (summed / np.maximum(seen, 1)[:, None]).astype(np.float32)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        self.texts_encoded += 1
+        return TokenVectors(vectors, offsets)
 
     def _run(self, texts: list[str]) -> Vectors:
         """Embed texts through the model, in batches of similar token length."""

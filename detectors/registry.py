@@ -19,6 +19,7 @@ from detectors.sentinel import SentinelDetector
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
 from detectors.token_classifier import build_token_classifier_detector
+from detectors.unsupported_spans import UnsupportedSpansDetector
 
 
 def build_suite(
@@ -33,11 +34,13 @@ def build_suite(
     ``config`` win.
     """
     confidence = config.confidence.model_copy(update={"baselines": {**baselines, **config.confidence.baselines}})
+    embedder = Embedder(config.embeddings)  # one model and one source cache for both embedding detectors
     content: list[Detector] = [
         ContradictionDetector(config.contradiction, thresholds.for_detector(ContradictionDetector.name)),
         ConfidenceDetector(confidence, thresholds.for_detector(ConfidenceDetector.name)),
-        GroundingDetector(
-            config.grounding, thresholds.for_detector(GroundingDetector.name), Embedder(config.embeddings)
+        GroundingDetector(config.grounding, thresholds.for_detector(GroundingDetector.name), embedder),
+        UnsupportedSpansDetector(
+            config.unsupported_spans, thresholds.for_detector(UnsupportedSpansDetector.name), embedder
         ),
     ]
     if config.span_model.model_path is not None:

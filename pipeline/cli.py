@@ -6,6 +6,7 @@ Heavy modules (faust, chDB) are imported inside the commands that need them, so
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime
 from pathlib import Path
@@ -207,7 +208,7 @@ def evaluate(
             out.write(output.to_json() + "\n")
             outputs.append(output)
     alerting = settings.alerting
-    click.echo(report(records, outputs, AgreementRule(alerting.rules, alerting.window_seconds)))
+    click.echo(report(records, outputs, AgreementRule.from_settings(alerting)))
 
 
 @main.command()
@@ -263,7 +264,7 @@ def calibrate(
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
     labelled = _labelled_scores(settings, input_path, since, workers)
-    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
+    rule = AgreementRule.from_settings(settings.alerting)
     try:
         result = calibrate(
             labelled, load_thresholds(settings.thresholds_file), rule, target_precision=target_precision,
@@ -280,6 +281,44 @@ def calibrate(
         click.echo(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})")
     click.echo(f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}")
     click.echo(f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Folder with one sub-folder of JSONL records per set (the layout of shared/data).")  # fmt: skip
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records of each set (a quick try).")
+def train(config_path: Path | None, data_dir: Path, output_path: Path, limit: int | None) -> None:
+    """Learn the unsupported_spans detector's word and call models; write them as reviewable JSON.
+
+    Trains on sets whose licence allows it (RAGTruth spans for the word model; RAGTruth, BEGIN,
+    FaithDial and WiCE labels for the call model), holding out 30 % of the
+    source documents; the file records the data's SHA-256, the seed and both sides' metrics.
+    Point detectors.unsupported_spans.model_path at OUTPUT, or rebuild the built-in model with
+    --output detectors/data/unsupported_spans.json.
+    """
+    from tqdm import tqdm
+
+    from detectors.embeddings import Embedder
+    from detectors.unsupported_spans import UnsupportedSpansDetector
+    from pipeline.offline import train as training
+
+    settings = _settings(config_path)
+    detectors = settings.detectors
+    detector = UnsupportedSpansDetector(detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings))
+    try:
+        files = training.data_files(data_dir, training.TRAINING_SETS)
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    rows = training.extract(detector, files, limit, lambda records, total: tqdm(records, total=total, unit="rec"))
+    report = training.train(rows, training.describe_data(files, rows))
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    output_path.write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
+    click.echo(f"unsupported_spans model {report.model.version} written to {output_path}")
+    for name, sides in report.metrics.items():
+        click.echo(f"  {name:<16} " + "  ".join(f"{side}: {json.dumps(values)}" for side, values in sides.items()))
 
 
 def _labelled_scores(

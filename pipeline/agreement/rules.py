@@ -20,7 +20,7 @@ from typing import Any
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.config.alerting import AlertRule
+from pipeline.config.alerting import AlertingSettings, AlertRule
 
 
 def counts_toward_agreement(finding: Mapping[str, Any]) -> bool:
@@ -82,9 +82,17 @@ class Decision:
 class AgreementRule:
     """Applies findings to trace states and decides when an alert fires."""
 
-    def __init__(self, rules: Iterable[AlertRule], window_seconds: float) -> None:
+    def __init__(
+        self, rules: Iterable[AlertRule], window_seconds: float, signal_of: Mapping[str, str] | None = None
+    ) -> None:
         self.rules = list(rules)
         self.window_seconds = window_seconds
+        self.signal_of = dict(signal_of or {})
+
+    @classmethod
+    def from_settings(cls, config: AlertingSettings) -> AgreementRule:
+        """The rules, window and same-signal groups of the settings' ``alerting:`` section."""
+        return cls(config.rules, config.window_seconds, config.signal_of())
 
     def expired(self, first_seen: float, now: float) -> bool:
         """Whether a window that opened at ``first_seen`` has closed."""
@@ -126,14 +134,14 @@ class AgreementRule:
         """The first matching rule, unless it or a higher-priority rule already fired."""
         severities = {name: flag.severity for name, flag in state.flags.items()}
         for index, rule in enumerate(self.rules):
-            if rule.matches(severities):
+            if rule.matches(severities, self.signal_of):
                 already = {r.name for r in self.rules[: index + 1]}
                 return None if already & set(state.fired) else rule
         return None
 
     def agrees(self, flagged: Mapping[str, int]) -> bool:
         """Whether some rule would alert on detectors that flagged (name -> severity)."""
-        return any(rule.matches(flagged) for rule in self.rules)
+        return any(rule.matches(flagged, self.signal_of) for rule in self.rules)
 
     @staticmethod
     def _alert(state: TraceState, rule: AlertRule, now: float) -> Alert:

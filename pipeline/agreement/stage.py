@@ -42,7 +42,7 @@ class AgreementStage:
     ) -> None:
         config = settings.alerting
         self._settings = settings
-        self.rule = AgreementRule(config.rules, config.window_seconds)
+        self.rule = AgreementRule.from_settings(config)
         self.alerts_topic = alerts_topic
         # Applied once, here: the alerts topics, the alerts table and every message then carry the same.
         self._content = settings.content_policies().alerts

@@ -17,7 +17,8 @@ class AlertRule(BaseModel):
 
     ``all_of`` names detectors that must all have flagged; ``min_severity`` is then the
     highest severity those (or, without ``all_of``, any flagged detectors) must reach;
-    ``min_detectors`` counts distinct flagged detectors.
+    ``min_detectors`` counts distinct flagged signals: detectors that read one signal (see
+    ``AlertingSettings.same_signal``) count once.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -28,9 +29,10 @@ class AlertRule(BaseModel):
     all_of: list[str] = Field(default_factory=list)
     min_severity: int = Field(default=0, ge=0, le=4)
 
-    def matches(self, flagged: Mapping[str, int]) -> bool:
-        """Whether detectors that flagged (name -> severity) satisfy this rule."""
-        if len(flagged) < self.min_detectors or any(name not in flagged for name in self.all_of):
+    def matches(self, flagged: Mapping[str, int], signal_of: Mapping[str, str] | None = None) -> bool:
+        """Whether detectors that flagged (name -> severity), grouped by ``signal_of``, satisfy this rule."""
+        signals = {(signal_of or {}).get(name, name) for name in flagged}
+        if len(signals) < self.min_detectors or any(name not in flagged for name in self.all_of):
             return False
         considered = [flagged[name] for name in self.all_of] if self.all_of else list(flagged.values())
         return max(considered, default=0) >= self.min_severity
@@ -76,6 +78,10 @@ class AlertingSettings(BaseModel):
     # Rules in priority order: the first that matches fires; a later match of an earlier
     # rule escalates, a later rule never adds a second alert below one already sent.
     rules: list[AlertRule] = Field(default_factory=default_rules)
+    # Detectors that read one signal count once toward min_detectors: agreement is worth
+    # something only between independent detectors, and these two compare the answer with the
+    # sources through the same embedding model.
+    same_signal: list[list[str]] = Field(default_factory=lambda: [["grounding", "unsupported_spans"]])
     routes: dict[str, RouteConfig] = Field(default_factory=default_routes)
 
     slack_bot_token: SecretStr | None = None
@@ -108,6 +114,10 @@ class AlertingSettings(BaseModel):
         if len(names) != len(set(names)):
             raise ValueError("rule names must be unique")
         return self
+
+    def signal_of(self) -> dict[str, str]:
+        """Each grouped detector's signal: the first name of its ``same_signal`` group."""
+        return {name: group[0] for group in self.same_signal for name in group}
 
     def pagerduty_severity_for(self, severity: int) -> str:
         """The PagerDuty severity for an alert severity."""

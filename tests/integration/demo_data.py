@@ -50,7 +50,7 @@ def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:
     sink = ClickHouseSink(client, database)
     sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now) for call in result.llm_calls])
     sink.add("findings", [finding_row(record, now) for record in result.findings])
-    rule = AgreementRule(settings.alerting.rules, settings.alerting.window_seconds)
+    rule = AgreementRule.from_settings(settings.alerting)
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in result.findings:
         # As the agreement stage reads them: the JSON the worker publishes on halluwatch.findings.

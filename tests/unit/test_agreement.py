@@ -153,3 +153,14 @@ def test_rule_matching():
     assert rule.matches({"contradiction": 4, "grounding": 2})
     assert not rule.matches({"contradiction": 2, "grounding": 4})
     assert not rule.matches({"contradiction": 4})
+
+
+def test_detectors_reading_one_signal_count_once():
+    rule = AgreementRule.from_settings(AlertingSettings())
+    _, alerts = run(rule, [finding("grounding"), finding("unsupported_spans")])
+    assert alerts == []  # both compare the answer with the sources through one embedding model
+    _, alerts = run(rule, [finding("unsupported_spans"), finding("contradiction")])
+    assert [a.rule for a in alerts] == ["two-detectors"]
+    ungrouped = AgreementRule.from_settings(AlertingSettings(same_signal=[]))
+    _, alerts = run(ungrouped, [finding("grounding"), finding("unsupported_spans")])
+    assert [a.rule for a in alerts] == ["two-detectors"]

@@ -306,7 +306,8 @@ def test_diff_against_builtin(tmp_path: Path):
     path = tmp_path / "t.yaml"
     version = write_thresholds(calibration, path, now=NOW)
     text = diff_thresholds(builtin_path(), path)
-    assert text.startswith(f"version: builtin-2 -> {version}\ndataset: none -> 6 records, 4 positives")
+    builtin = load_thresholds().version
+    assert text.startswith(f"version: {builtin} -> {version}\ndataset: none -> 6 records, 4 positives")
     assert "sentinel" in text and "kept: not a hallucination detector" in text
 
 

@@ -120,3 +120,21 @@ def test_unknown_model_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(EmbeddingError, match="no-such/model"):
         Embedder(EmbeddingConfig(model="no-such/model", cache_dir=tmp_path)).load()
+
+
+def test_token_embeddings_match_the_pooled_sentence_and_cover_long_texts(tmp_path_factory) -> None:
+    embedder = Embedder(EmbeddingConfig(precision="fp32", cache_dir=cache_dir(tmp_path_factory), max_length=32,
+                                        token_window_overlap=8))  # fmt: skip
+    short = SENTENCES[0]
+    tokens = embedder.encode_tokens([short])[0]
+    assert "".join(short[a:b] for a, b in tokens.offsets) == short.replace(" ", "")  # every character, in order
+    assert np.allclose(np.linalg.norm(tokens.vectors, axis=1), 1.0, atol=1e-5)
+    # Mean-pooled, the tokens point where the sentence embedding points (which also pools [CLS] and [SEP]).
+    pooled = tokens.vectors.mean(axis=0)
+    assert float(pooled @ embedder.encode([short])[0]) / float(np.linalg.norm(pooled)) > 0.9
+    long_text = " ".join(SENTENCES[:4] * 6)  # far beyond one 32-token window
+    long_tokens = embedder.encode_tokens([long_text], cache=True)[0]
+    assert long_tokens.offsets[-1][1] == len(long_text.rstrip(".")) + 1  # the last token is covered too
+    assert len(long_tokens.vectors) == len(long_tokens.offsets)
+    assert not np.isnan(long_tokens.vectors).any()
+    assert embedder.encode_tokens([long_text], cache=True)[0] is long_tokens  # served from the cache

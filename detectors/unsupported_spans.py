@@ -1,0 +1,198 @@
+"""Unsupported-spans detector (SPEC §4.1): which words of the answer no source supports, and where.
+
+Each answer word gets support features from one forward pass of the embedding model over
+the answer and one over each source (plus the question), cached by content hash like
+grounding's windows (:mod:`detectors.support_features`).  Two small learned models, read
+from a JSON file that ``halluwatch train`` writes (:mod:`detectors.learned`), turn them
+into decisions:
+
+* the **word model** gives each word the probability that it is hallucinated; runs of
+  content words at or above the file's ``span_threshold`` (stop words between them join a
+  run) become spans with character offsets into the answer, each with the source text its
+  weakest word matched best;
+* the **call model** turns the word probabilities and support statistics (share of content
+  words absent from the sources, weakly supported words, unsupported numbers, lengths) into
+  the call's score, a probability that the answer is hallucinated.
+
+Trained on RAGTruth's span labels (word model) and several sets' response labels (call
+model), split by source document; the file records the data, seeds and held-out metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import UnsupportedSpansConfig
+from detectors.embeddings import Embedder
+from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic
+from detectors.llm_call import LLMCall
+from detectors.support_features import (
+    CALL_FEATURES,
+    WORD_FEATURES,
+    WordSupport,
+    call_features,
+    vocabulary,
+    word_support,
+)
+
+_BUILT_IN = "unsupported_spans.json"
+_SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
+
+
+class SupportModelError(ValueError):
+    """The model file is missing, unreadable or made for other features; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupportModel:
+    """The learned half of the detector: word and call models and the span threshold."""
+
+    version: str
+    word_model: BinnedLogistic
+    call_model: ScaledLogistic
+    span_threshold: float
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SupportModel:
+        """Read the JSON form; the feature lists must be the ones this code computes."""
+        model = cls(
+            version=str(data["version"]),
+            word_model=BinnedLogistic.from_dict(data["word_model"]),
+            call_model=ScaledLogistic.from_dict(data["call_model"]),
+            span_threshold=float(data["span_threshold"]),
+        )
+        if model.word_model.features != WORD_FEATURES or model.call_model.features != CALL_FEATURES:
+            raise ValueError("the file's features are not this version's; retrain with `halluwatch train`")
+        return model
+
+
+def load_support_model(path: Path | None) -> SupportModel:
+    """The model at ``path``, or the built-in one; a SupportModelError names the file and the fault."""
+    where = str(path) if path else f"detectors/data/{_BUILT_IN}"
+    try:
+        if path is None:
+            text = resources.files("detectors.data").joinpath(_BUILT_IN).read_text("utf-8")
+        else:
+            text = path.read_text("utf-8")
+        return SupportModel.from_dict(json.loads(text))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SupportModelError(f"unsupported_spans model {where}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class SupportTexts:
+    """What an answer may be supported by: the sources (or the prompt) and the question."""
+
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+
+def support_texts(call: LLMCall, max_chars: int) -> SupportTexts:
+    """The call's sources, or its prompt context without any, plus the question; each cut at ``max_chars``."""
+    pairs = [(s.id, s.text) for s in call.sources if s.text.strip()]
+    if not pairs and call.grounding_text.strip():
+        pairs = [("context", call.grounding_text)]
+    elif call.prompt.strip():
+        pairs.append(("question", call.prompt))
+    return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs))
+
+
+class UnsupportedSpansDetector(Detector):
+    """Flags answers whose words the sources do not support, pointing at the spans (see module docstring)."""
+
+    name = "unsupported_spans"
+    version = "1.0.0"
+
+    def __init__(self, config: UnsupportedSpansConfig, threshold: float, embedder: Embedder) -> None:
+        self.config = config
+        self._threshold = checked_threshold(threshold)
+        self._embedder = embedder
+        self._model: SupportModel | None = None
+
+    def start(self) -> None:
+        """Open the embedding model and read the learned model file."""
+        self._embedder.load()
+        if self._model is None:
+            self._model = load_support_model(self.config.model_path)
+
+    def close(self) -> None:
+        """Release the embedding model and the learned model."""
+        self._model = None
+        self._embedder.close()
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        """Score each call; the embedder caches the sources' token matrices across calls."""
+        self.start()
+        return [self._detect(call) for call in calls]
+
+    def support(self, call: LLMCall) -> WordSupport | None:
+        """The answer's word support features, or None when there is nothing to compare."""
+        answer = call.answer[: self.config.max_answer_chars]
+        support = support_texts(call, self.config.max_support_chars)
+        if not answer.strip() or not support.texts:
+            return None
+        answer_tokens = self._embedder.encode_tokens([answer])[0]
+        support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
+        return word_support(answer, answer_tokens, support_tokens, vocabulary(list(support.texts)))
+
+    def _detect(self, call: LLMCall) -> DetectorResult:
+        assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
+        words = self.support(call)
+        if words is None or not len(words.words):
+            return self.skipped_result("no answer words or no sources to check them against", self._threshold)
+        probabilities = self._model.word_model.predict(words.features)
+        score = float(
+            self._model.call_model.predict(call_features(words.features, words.support_tokens, probabilities)[None, :])[
+                0
+            ]
+        )
+        spans = self._spans(call, words, probabilities)
+        if spans:
+            quoted = ", ".join(f'"{s["text"]}"' for s in spans[:3])
+            summary = f"{len(spans)} unsupported span(s): {quoted}" + (" ..." if len(spans) > 3 else "")
+        else:
+            summary = "every content word supported by the sources"
+        evidence = {"spans": spans[: self.config.max_evidence_spans], "words": len(words.words),
+                    "model_version": self._model.version}  # fmt: skip
+        return self.scored_result(score, self._threshold, severity=2, summary=summary, evidence=evidence)
+
+    def _spans(self, call: LLMCall, words: WordSupport, probabilities: Matrix) -> list[dict[str, Any]]:
+        assert self._model is not None  # noqa: S101 - narrowing: called from _detect
+        answer = call.answer
+        support = support_texts(call, self.config.max_support_chars)
+        flagged = words.content & (probabilities >= self._model.span_threshold)
+        spans: list[dict[str, Any]] = []
+        run: list[int] = []
+        for i in range(len(words.words) + 1):
+            if i < len(words.words) and flagged[i]:
+                run.append(i)
+            elif i == len(words.words) or words.content[i]:  # a stop word may sit inside a run
+                if run:
+                    spans.append(self._span(answer, support, words, probabilities, run))
+                run = []
+        return sorted(spans, key=lambda s: -float(s["probability"]))
+
+    def _span(
+        self, answer: str, support: SupportTexts, words: WordSupport, probabilities: Matrix, run: list[int]
+    ) -> dict[str, Any]:
+        first, last = words.words[run[0]], words.words[run[-1]]
+        weakest = run[int(np.argmax(probabilities[run]))]
+        span: dict[str, Any] = {"start": first.start, "end": last.end, "text": answer[first.start : last.end],
+                                "probability": round(float(probabilities[weakest]), 4)}  # fmt: skip
+        match = words.matches[weakest]
+        if match is not None:
+            text = support.texts[match.support]
+            lo = max(0, match.start - _SNIPPET_CONTEXT_CHARS)
+            span |= {
+                "source_id": support.ids[match.support],
+                "source_text": text[lo : match.end + _SNIPPET_CONTEXT_CHARS],
+            }
+        return span

@@ -1,0 +1,245 @@
+"""``halluwatch train``: the unsupported-spans detector's word and call models, from labelled data.
+
+Reproducible by construction: fixed seeds, records split by source document (a hash of the
+context, so no document sits on both sides), data files named with their SHA-256, and the
+held-out metrics written next to the coefficients.  Only sets whose licence allows shipping
+what is learned from them are trained on (:data:`TRAINING_SETS`); FaithBench (CC BY-NC-SA)
+and the sets without context are for evaluation only.
+
+* The **word model** learns from RAGTruth's span labels: a word is hallucinated when a gold
+  span covers it.  Its span threshold is the one with the best character-overlap span F1 on
+  the training records.
+* The **call model** learns from the response labels of every training set, each set given
+  the same total weight so no one set's style dominates.  SummEdits is left out: its edited
+  summaries reuse the source's words, so word support says nothing about them (contradiction
+  is the detector that catches those).
+
+Fitting is L2-regularised logistic regression by Newton's method in numpy: deterministic,
+seconds on a laptop, no scikit-learn at run time or here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
+from detectors.support_features import CALL_FEATURES, WORD_FEATURES, call_features
+from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
+from pipeline.offline.eval_metrics import auroc, span_overlap
+from pipeline.offline.evaluate import EvalRecord, read_records, record_to_call
+
+logger = logging.getLogger(__name__)
+
+# Sets whose licence allows shipping weights learned from them (each folder's README).  SummEdits
+# (Apache-2.0) would be allowed, but word support does not separate its edited summaries (held-out
+# AUROC 0.46): training on it only bends the weights that work elsewhere.
+TRAINING_SETS = ("ragtruth", "begin", "faithdial_audit", "wice")
+SPAN_SETS = frozenset({"ragtruth"})  # sets whose span labels the word model learns from
+HELD_OUT_SHARE = 0.3
+SEED = "halluwatch-train-1"
+_QUANTILES = np.linspace(0.1, 0.9, 9)  # inner bin edges of each continuous word feature
+_WORD_L2 = 1.0
+_CALL_L2 = 1.0
+_SPAN_THRESHOLDS = np.round(np.arange(0.02, 0.6, 0.01), 3)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFeatures:
+    """One record's word features, what the words are labelled, and its side of the split."""
+
+    dataset: str
+    record: EvalRecord
+    features: Matrix
+    word_labels: np.ndarray[Any, np.dtype[np.bool_]]
+    support_tokens: int
+    held_out: bool
+    word_spans: tuple[tuple[int, int], ...]
+
+
+@dataclass
+class TrainingReport:
+    """What ``train`` did, for the file and the terminal."""
+
+    model: SupportModel
+    metrics: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model file: the models, then how they were made."""
+        return {
+            "version": self.model.version,
+            "span_threshold": self.model.span_threshold,
+            "word_model": self.model.word_model.to_dict(),
+            "call_model": self.model.call_model.to_dict(),
+            "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": self.data, "metrics": self.metrics},
+        }
+
+
+def held_out(record: EvalRecord) -> bool:
+    """Whether the record's source document is on the held-out side (the same for every run)."""
+    digest = hashlib.sha256((SEED + "\x00" + "\x00".join(record.context)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < HELD_OUT_SHARE
+
+
+def data_files(data_dir: Path, sets: Sequence[str]) -> dict[str, Path]:
+    """Each set's JSONL file under ``data_dir/<set>/``; a FileNotFoundError names a missing one."""
+    files = {}
+    for name in sets:
+        found = sorted((data_dir / name).glob("*.jsonl"))
+        if not found:
+            raise FileNotFoundError(f"no {name} data under {data_dir / name}")
+        files[name] = found[0]
+    return files
+
+
+Progress = Callable[[Iterator[tuple[str, EvalRecord]], int], Iterable[tuple[str, EvalRecord]]]
+
+
+def extract(
+    detector: UnsupportedSpansDetector,
+    files: dict[str, Path],
+    limit: int | None = None,
+    progress: Progress = lambda records, _total: records,
+) -> list[RecordFeatures]:
+    """Word features of every labelled record with context and an answer (the first ``limit`` of each set)."""
+    records = [(name, r) for name, path in files.items() for r in itertools.islice(read_records(path), limit)]
+    usable = [(name, r) for name, r in records if r.context and r.answer.strip() and r.hallucinated is not None]
+    out = []
+    for name, record in progress(iter(usable), len(usable)):
+        support = detector.support(record_to_call(record))
+        if support is None or not len(support.words):
+            continue
+        labels = np.array([any(s < w.end and e > w.start for s, e in record.spans) for w in support.words])
+        out.append(RecordFeatures(name, record, support.features, labels, support.support_tokens, held_out(record),
+                                  tuple((w.start, w.end) for w in support.words)))  # fmt: skip
+    return out
+
+
+def fit_logistic(x: Matrix, y: Matrix, weights: Matrix, l2: float, iterations: int = 50) -> tuple[Matrix, float]:
+    """L2-regularised logistic regression (intercept not penalised) by Newton's method."""
+    design = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(design.shape[1])
+    penalty = np.full(design.shape[1], l2)
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w, -30, 30)))
+        gradient = design.T @ (weights * (p - y)) + penalty * w
+        hessian = (design * (weights * p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
+        step = np.linalg.solve(hessian, gradient)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w[:-1], float(w[-1])
+
+
+def train_word_model(rows: Sequence[RecordFeatures]) -> BinnedLogistic:
+    """The word model over the training side of the span sets."""
+    x = np.vstack([r.features for r in rows])
+    y = np.concatenate([r.word_labels for r in rows]).astype(float)
+    edges: list[tuple[float, ...] | None] = []
+    for j in range(x.shape[1]):
+        values = np.unique(x[:, j])
+        edges.append(None if len(values) <= 2 else tuple(float(v) for v in np.unique(np.quantile(x[:, j], _QUANTILES))))
+    coef, intercept = fit_logistic(binned_design(x, edges), y, np.ones(len(y)), _WORD_L2)
+    return BinnedLogistic(WORD_FEATURES, tuple(edges), tuple(float(c) for c in coef), intercept)
+
+
+def call_rows(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> Matrix:
+    """The call model's input rows for ``rows``."""
+    return np.vstack([call_features(r.features, r.support_tokens, word_model.predict(r.features)) for r in rows])
+
+
+def train_call_model(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> ScaledLogistic:
+    """The call model over the training side of every set, each set weighing the same in total."""
+    x = call_rows(rows, word_model)
+    y = np.array([float(bool(r.record.hallucinated)) for r in rows])
+    sizes = {name: sum(1 for r in rows if r.dataset == name) for name in {r.dataset for r in rows}}
+    weights = np.array([len(rows) / (len(sizes) * sizes[r.dataset]) for r in rows])
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    coef, intercept = fit_logistic((x - mean) / scale, y, weights, _CALL_L2)
+    return ScaledLogistic(CALL_FEATURES, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
+                          tuple(float(c) for c in coef), intercept)  # fmt: skip
+
+
+def predicted_spans(row: RecordFeatures, probabilities: Matrix, threshold: float) -> list[tuple[int, int]]:
+    """Runs of flagged content words (stop words may sit inside a run), as the detector makes them."""
+    content = row.features[:, WORD_FEATURES.index("stop")] == 0
+    spans: list[tuple[int, int]] = []
+    run: list[int] = []
+    for i in range(len(content) + 1):
+        if i < len(content) and content[i] and probabilities[i] >= threshold:
+            run.append(i)
+        elif i == len(content) or content[i]:
+            if run:
+                spans.append((row.word_spans[run[0]][0], row.word_spans[run[-1]][1]))
+            run = []
+    return spans
+
+
+def span_f1(rows: Sequence[RecordFeatures], word_model: BinnedLogistic, threshold: float) -> float:
+    """Character-overlap span F1 over the records that have gold spans."""
+    with_spans = [r for r in rows if r.record.spans]
+    predicted = [predicted_spans(r, word_model.predict(r.features), threshold) for r in with_spans]
+    return span_overlap(predicted, [r.record.spans for r in with_spans]).f1
+
+
+def train(rows: Sequence[RecordFeatures], data: dict[str, Any]) -> TrainingReport:
+    """Fit both models on the training side and measure them on both sides."""
+    train_rows = [r for r in rows if not r.held_out]
+    span_rows = [r for r in train_rows if r.dataset in SPAN_SETS]
+    word_model = train_word_model(span_rows)
+    span_threshold = max(_SPAN_THRESHOLDS, key=lambda t: span_f1(span_rows, word_model, float(t)))
+    call_model = train_call_model(train_rows, word_model)
+    # Named after what made it (data and features), so a rebuild from the same data is the same file.
+    recipe = json.dumps([data, WORD_FEATURES, CALL_FEATURES, SEED], sort_keys=True).encode()
+    version = f"1-{hashlib.sha256(recipe).hexdigest()[:12]}"
+    model = SupportModel(version, word_model, call_model, float(span_threshold))
+    return TrainingReport(model, measure(rows, model), data)
+
+
+def measure(rows: Sequence[RecordFeatures], model: SupportModel) -> dict[str, Any]:
+    """AUROC of the call model per set and side; word AUROC and span F1 on the span sets."""
+    metrics: dict[str, Any] = {}
+    for name in sorted({r.dataset for r in rows}):
+        for side, is_held_out in (("train", False), ("held_out", True)):
+            part = [r for r in rows if r.dataset == name and r.held_out == is_held_out]
+            if not part:
+                continue
+            scores = model.call_model.predict(call_rows(part, model.word_model))
+            actual = [bool(r.record.hallucinated) for r in part]
+            entry: dict[str, Any] = {"records": len(part), "auroc": _rounded(auroc(list(scores), actual))}
+            if name in SPAN_SETS:
+                words = np.concatenate([r.word_labels for r in part])
+                probabilities = np.concatenate([model.word_model.predict(r.features) for r in part])
+                entry["word_auroc"] = _rounded(auroc(list(probabilities), list(words)))
+                entry["span_f1"] = round(span_f1(part, model.word_model, model.span_threshold), 4)
+            metrics.setdefault(name, {})[side] = entry
+    return metrics
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def describe_data(files: dict[str, Path], rows: Sequence[RecordFeatures]) -> dict[str, Any]:
+    """Each training file's name, SHA-256 and split sizes, for the model file."""
+    described = {}
+    for name, path in files.items():
+        part = [r for r in rows if r.dataset == name]
+        described[name] = {
+            "file": path.name,
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "train": sum(1 for r in part if not r.held_out),
+            "held_out": sum(1 for r in part if r.held_out),
+        }
+    return described

@@ -1,0 +1,77 @@
+"""The unsupported-spans detector on the real MiniLM and the shipped model file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from detectors.base import DetectorStatus
+from detectors.config import EmbeddingConfig, UnsupportedSpansConfig
+from detectors.embeddings import Embedder
+from detectors.llm_call import Source
+from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
+from tests.calls import make_llm_call
+
+EIFFEL = (
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. It was built from "
+    "1887 to 1889 as the entrance to the 1889 World's Fair, and is 330 metres tall."
+)
+FAITHFUL = "The Eiffel Tower in Paris was built from 1887 to 1889 and is 330 metres tall."
+INVENTED = "The Eiffel Tower in Paris was built in 1950 by Gustave Klimt and is 500 metres tall."
+
+
+@pytest.fixture
+def detector(tmp_path_factory: pytest.TempPathFactory) -> UnsupportedSpansDetector:
+    embedder = Embedder(EmbeddingConfig(cache_dir=tmp_path_factory.getbasetemp() / "models"))
+    detector = UnsupportedSpansDetector(UnsupportedSpansConfig(), 0.5, embedder)
+    detector.start()
+    return detector
+
+
+def call(answer: str, context: str = EIFFEL, question: str = "Tell me about the Eiffel Tower."):
+    return make_llm_call(answer, question, [Source("doc-1", context)])
+
+
+def test_invented_facts_score_higher_and_are_pointed_at_with_offsets(detector: UnsupportedSpansDetector):
+    faithful, invented = detector.detect_batch([call(FAITHFUL), call(INVENTED)])
+    assert faithful.status is DetectorStatus.OK and invented.status is DetectorStatus.OK
+    assert invented.score > faithful.score
+    spans = invented.evidence["spans"]
+    flagged_text = " ".join(INVENTED[s["start"] : s["end"]] for s in spans)
+    assert "1950" in flagged_text and "Klimt" in flagged_text
+    assert all(s["text"] == INVENTED[s["start"] : s["end"]] for s in spans)  # offsets into the answer
+    assert all(s["source_id"] == "doc-1" and s["source_text"] in EIFFEL for s in spans)
+    assert not any("Eiffel" in s["text"] for s in spans)
+
+
+def test_nothing_to_compare_is_skipped(detector: UnsupportedSpansDetector):
+    empty_answer, no_context = detector.detect_batch([call(""), make_llm_call("It is tall.")])
+    assert empty_answer.status is DetectorStatus.SKIPPED and no_context.status is DetectorStatus.SKIPPED
+
+
+def test_close_releases_the_model_and_start_reads_it_again(detector: UnsupportedSpansDetector):
+    detector.close()
+    assert detector.detect_batch([call(FAITHFUL)])[0].status is DetectorStatus.OK
+
+
+def test_a_bad_model_file_is_named(tmp_path: Path):
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps({"version": "x", "span_threshold": 0.1, "word_model": {}, "call_model": {}}))
+    with pytest.raises(SupportModelError, match=re.escape(str(path))):
+        load_support_model(path)
+    with pytest.raises(SupportModelError, match=r"absent\.json"):
+        load_support_model(tmp_path / "absent.json")
+
+
+def test_the_shipped_model_records_how_it_was_made():
+    shipped = json.loads(
+        Path(__file__).resolve().parents[2].joinpath("detectors/data/unsupported_spans.json").read_text()
+    )
+    training = shipped["training"]
+    assert set(training["data"]) == {"ragtruth", "begin", "faithdial_audit", "wice"}
+    assert all(len(d["sha256"]) == 64 and d["held_out"] > 0 for d in training["data"].values())
+    assert training["metrics"]["ragtruth"]["held_out"]["auroc"] > 0.7
+    assert load_support_model(None).version == shipped["version"]
