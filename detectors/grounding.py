@@ -39,7 +39,6 @@ Design choices, each a trade of recall, precision or cost:
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 from collections.abc import Sequence
@@ -53,7 +52,7 @@ from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import GroundingConfig
 from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
-from detectors.text import Sentence, parse_citations, split_sentences, words
+from detectors.text import Sentence, is_json_document, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ class GroundingDetector(Detector):
         answer = call.answer
         if not answer.strip():
             return _Plan(skipped=self.skipped_result("empty answer", self._threshold))
-        if _is_json(answer):
+        if is_json_document(answer):
             # Structured output: its shape is schema_violation's, its values contradiction's.
             return _Plan(skipped=self.skipped_result("structured (JSON) answer has no sentences", self._threshold))
         sources = call.sources or _context_source(call)
@@ -281,17 +280,6 @@ class GroundingDetector(Detector):
         return self.scored_result(
             score, self._threshold, severity=4 if missing else 2, summary=summary, evidence=evidence
         )
-
-
-def _is_json(text: str) -> bool:
-    stripped = text.strip()
-    if stripped[:1] not in ("{", "["):
-        return False
-    try:
-        json.loads(stripped)
-    except ValueError:
-        return False
-    return True
 
 
 def _context_source(call: LLMCall) -> tuple[Source, ...]:

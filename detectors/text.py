@@ -11,6 +11,7 @@ answer span.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -107,3 +108,15 @@ def parse_citations(sentence: str) -> Citations:
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (CJK: one per character), for lexical overlap and length checks."""
     return _WORD.findall(text.lower())
+
+
+def is_json_document(text: str) -> bool:
+    """Whether ``text`` is one JSON object or array (structured output has no sentences or words to support)."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "["):
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return False
+    return True

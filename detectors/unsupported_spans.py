@@ -42,6 +42,7 @@ from detectors.support_features import (
     vocabulary,
     word_support,
 )
+from detectors.text import is_json_document
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -145,6 +146,9 @@ class UnsupportedSpansDetector(Detector):
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
+        if is_json_document(call.answer):
+            # Structured output: its shape is schema_violation's, its values contradiction's.
+            return self.skipped_result("structured (JSON) answer has no prose to check", self._threshold)
         words = self.support(call)
         if words is None or not len(words.words):
             return self.skipped_result("no answer words or no sources to check them against", self._threshold)

@@ -48,8 +48,10 @@ def test_invented_facts_score_higher_and_are_pointed_at_with_offsets(detector: U
 
 
 def test_nothing_to_compare_is_skipped(detector: UnsupportedSpansDetector):
-    empty_answer, no_context = detector.detect_batch([call(""), make_llm_call("It is tall.")])
+    structured = call('{"name": "Eiffel Tower", "height_m": 500}')
+    empty_answer, no_context, json_answer = detector.detect_batch([call(""), make_llm_call("It is tall."), structured])
     assert empty_answer.status is DetectorStatus.SKIPPED and no_context.status is DetectorStatus.SKIPPED
+    assert json_answer.status is DetectorStatus.SKIPPED and "JSON" in json_answer.summary
 
 
 def test_close_releases_the_model_and_start_reads_it_again(detector: UnsupportedSpansDetector):
