@@ -1,6 +1,6 @@
 -- title: Calls, flags and agreement by service / model / operation
 -- chart: table
--- description: Per service, model and operation: LLM calls checked, calls one or more hallucination detectors flagged, and calls two or more flagged (the agreement the alert rules build on).
+-- description: Per service, model and operation: LLM calls checked, calls one or more hallucination detectors flagged, and calls two or more independent detectors flagged (the agreement the alert rules build on; grounding and unsupported_spans read one signal and count once).
 SELECT
     call_service AS service,
     call_model AS model,
@@ -16,7 +16,7 @@ FROM
         any(service) AS call_service,
         any(model) AS call_model,
         any(operation) AS call_operation,
-        uniqExactIf(detector, flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS flagging_detectors
+        uniqExactIf(if(detector = 'unsupported_spans', 'grounding', detector), flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS flagging_detectors
     FROM halluwatch.findings FINAL
     WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
     GROUP BY trace_id, span_id
