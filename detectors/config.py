@@ -264,6 +264,8 @@ class DetectorSettings(BaseModel):
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
     grounding: GroundingConfig = Field(default_factory=GroundingConfig)
     unsupported_spans: UnsupportedSpansConfig = Field(default_factory=UnsupportedSpansConfig)
+    # How `halluwatch eval` combines the detectors into one verdict: a file from `halluwatch train`.
+    verdict_model: Path | None = Field(default=None, description="verdict model JSON; None: built-in")
     contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
     confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
     # Off unless a token-classification ONNX model is configured (model_path).

@@ -14,8 +14,11 @@ the data and metrics next to the coefficients.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,6 +110,18 @@ class ScaledLogistic:
         if any(s <= 0 for s in model.scale):
             raise ValueError("scaled model: every scale must be positive")
         return model
+
+
+def read_model_file(path: Path | None, built_in: str) -> dict[str, Any]:
+    """A model file's JSON: the file at ``path``, or the package's built-in ``detectors/data/<built_in>``."""
+    if path is not None:
+        text = path.read_text("utf-8")
+    else:
+        text = resources.files("detectors.data").joinpath(built_in).read_text("utf-8")
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data
 
 
 def binned_design(x: Matrix, edges: Sequence[tuple[float, ...] | None]) -> Matrix:

@@ -20,10 +20,8 @@ model), split by source document; the file records the data, seeds and held-out 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ import numpy as np
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
 from detectors.embeddings import Embedder
-from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic
+from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
 from detectors.support_features import (
     CALL_FEATURES,
@@ -79,11 +77,7 @@ def load_support_model(path: Path | None) -> SupportModel:
     """The model at ``path``, or the built-in one; a SupportModelError names the file and the fault."""
     where = str(path) if path else f"detectors/data/{_BUILT_IN}"
     try:
-        if path is None:
-            text = resources.files("detectors.data").joinpath(_BUILT_IN).read_text("utf-8")
-        else:
-            text = path.read_text("utf-8")
-        return SupportModel.from_dict(json.loads(text))
+        return SupportModel.from_dict(read_model_file(path, _BUILT_IN))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SupportModelError(f"unsupported_spans model {where}: {exc}") from exc
 

@@ -10,7 +10,7 @@ import json
 import logging
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -287,37 +287,61 @@ def calibrate(
 @CONFIG_OPTION
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Folder with one sub-folder of JSONL records per set (the layout of shared/data).")  # fmt: skip
-@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--output-dir", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="For unsupported_spans.json and verdict.json (detectors/data: the built-in ones).")  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records of each set (a quick try).")
-def train(config_path: Path | None, data_dir: Path, output_path: Path, limit: int | None) -> None:
-    """Learn the unsupported_spans detector's word and call models; write them as reviewable JSON.
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Processes for the verdict.")
+def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int | None, workers: int) -> None:
+    """Learn the unsupported_spans detector's models and eval's verdict model; write them as reviewable JSON.
 
-    Trains on sets whose licence allows it (RAGTruth spans for the word model; RAGTruth, BEGIN,
-    FaithDial and WiCE labels for the call model), holding out 30 % of the
-    source documents; the file records the data's SHA-256, the seed and both sides' metrics.
-    Point detectors.unsupported_spans.model_path at OUTPUT, or rebuild the built-in model with
-    --output detectors/data/unsupported_spans.json.
+    Trains only on sets whose licence allows shipping what is learned: RAGTruth spans for the
+    word model; RAGTruth, BEGIN, FaithDial and WiCE labels for the call model; those and
+    SummEdits for the verdict over every detector. 30 % of the source documents are held out;
+    each file records the data's SHA-256, the seed and both sides' metrics. Point
+    detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
+    the built-in ones with --output-dir detectors/data.
     """
     from tqdm import tqdm
 
     from detectors.embeddings import Embedder
     from detectors.unsupported_spans import UnsupportedSpansDetector
     from pipeline.offline import train as training
+    from pipeline.offline.evaluate import evaluate
 
     settings = _settings(config_path)
     detectors = settings.detectors
-    detector = UnsupportedSpansDetector(detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings))
     try:
-        files = training.data_files(data_dir, training.TRAINING_SETS)
+        files = training.data_files(data_dir, training.VERDICT_SETS)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
+    output_dir.mkdir(parents=True, exist_ok=True)
+    support_files = {name: files[name] for name in training.TRAINING_SETS}
+    detector = UnsupportedSpansDetector(detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings))
+    rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
+    report = training.train(rows, training.describe_data(support_files, rows))
+    support_path = output_dir / "unsupported_spans.json"
+    _write_json(support_path, report.to_dict())
+    click.echo(f"unsupported_spans model {report.model.version} written to {support_path}")
+    _echo_metrics(report.metrics)
 
-    rows = training.extract(detector, files, limit, lambda records, total: tqdm(records, total=total, unit="rec"))
-    report = training.train(rows, training.describe_data(files, rows))
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    output_path.write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
-    click.echo(f"unsupported_spans model {report.model.version} written to {output_path}")
-    for name, sides in report.metrics.items():
+    records = training.labelled_records(files, limit)
+    with_model = training.with_support_model(settings, support_path)
+    scoring = evaluate([r for _, r in records], with_model, workers=workers, learned_verdict=False)
+    outputs = list(tqdm(scoring, total=len(records), unit="rec"))
+    model, metrics = training.train_verdict(records, outputs)
+    data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
+    verdict_path = output_dir / "verdict.json"
+    _write_json(verdict_path, training.verdict_file(model, metrics, data))
+    click.echo(f"verdict model written to {verdict_path}")
+    _echo_metrics(metrics)
+
+
+def _write_json(path: Path, document: dict[str, Any]) -> None:
+    path.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+
+
+def _echo_metrics(metrics: dict[str, Any]) -> None:
+    for name, sides in metrics.items():
         click.echo(f"  {name:<16} " + "  ".join(f"{side}: {json.dumps(values)}" for side, values in sides.items()))
 
 

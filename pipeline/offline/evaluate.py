@@ -19,10 +19,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from detectors.learned import ScaledLogistic
 from detectors.llm_call import LLMCall, Message, Source
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
-from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, combined_verdict, flagged_spans
+from detectors.verdict import (
+    NOT_HALLUCINATION_EVIDENCE,
+    combined_verdict,
+    flagged_spans,
+    load_verdict_model,
+    verdict_features,
+)
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import BinaryMetrics, all_positive_f1, auroc, binary_metrics, span_overlap
@@ -55,6 +62,7 @@ class EvalOutput:
     hallucinated: bool
     detectors: dict[str, dict[str, Any]]
     spans: list[dict[str, Any]] = field(default_factory=list)
+    verdict_features: tuple[float, ...] = ()  # the verdict model's inputs (``halluwatch train``), not written
 
     def to_json(self) -> str:
         """One output line."""
@@ -110,13 +118,15 @@ def record_to_call(record: EvalRecord) -> LLMCall:
     )
 
 
-def score_batch(suite: DetectorSuite, records: Sequence[EvalRecord]) -> list[EvalOutput]:
+def score_batch(
+    suite: DetectorSuite, records: Sequence[EvalRecord], verdict: ScaledLogistic | None = None
+) -> list[EvalOutput]:
     """Run the suite on a batch of records (batched exactly as the worker batches spans)."""
     runs = suite.run([record_to_call(record) for record in records])
     outputs = []
     for index, record in enumerate(records):
         results = [run.results[index] for run in runs]
-        score, hallucinated = combined_verdict(results)
+        score, hallucinated = combined_verdict(results, verdict)
         outputs.append(
             EvalOutput(
                 id=record.id,
@@ -133,37 +143,47 @@ def score_batch(suite: DetectorSuite, records: Sequence[EvalRecord]) -> list[Eva
                     for r in results
                 },
                 spans=flagged_spans(results),
+                verdict_features=tuple(float(v) for v in verdict_features(results)),
             )
         )
     return outputs
 
 
 _process_suite: DetectorSuite | None = None
+_process_verdict: ScaledLogistic | None = None
 
 
-def _init_process(settings: Settings) -> None:
-    global _process_suite
+def _init_process(settings: Settings, learned_verdict: bool) -> None:
+    global _process_suite, _process_verdict
     _process_suite = suite_from_settings(settings, load_thresholds(settings.thresholds_file))
+    _process_verdict = load_verdict_model(settings.detectors.verdict_model) if learned_verdict else None
 
 
 def _score_in_process(records: Sequence[EvalRecord]) -> list[EvalOutput]:
     assert _process_suite is not None, "worker process not initialised"  # noqa: S101 - set by the pool initializer
-    return score_batch(_process_suite, records)
+    return score_batch(_process_suite, records, _process_verdict)
 
 
 def evaluate(
-    records: Iterable[EvalRecord], settings: Settings, batch_size: int = 32, workers: int = 1
+    records: Iterable[EvalRecord],
+    settings: Settings,
+    batch_size: int = 32,
+    workers: int = 1,
+    learned_verdict: bool = True,
 ) -> Iterator[EvalOutput]:
-    """Score records in input order; ``workers`` > 1 runs batches in separate processes."""
+    """Score records in input order; ``workers`` > 1 runs batches in separate processes.
+
+    ``learned_verdict=False`` combines the detectors by their maximum, as training the verdict model needs.
+    """
     if batch_size < 1 or workers < 1:
         raise ValueError(f"batch_size and workers must be positive, got {batch_size} and {workers}")
     batches = _batched(records, batch_size)
     if workers == 1:
-        _init_process(settings)
+        _init_process(settings, learned_verdict)
         for batch in batches:
             yield from _score_in_process(batch)
         return
-    with ProcessPoolExecutor(workers, initializer=_init_process, initargs=(settings,)) as pool:
+    with ProcessPoolExecutor(workers, initializer=_init_process, initargs=(settings, learned_verdict)) as pool:
         for outputs in pool.map(_score_in_process, batches):
             yield from outputs
 

@@ -34,8 +34,10 @@ import numpy as np
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
 from detectors.support_features import CALL_FEATURES, WORD_FEATURES, call_features
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
+from detectors.verdict import VERDICT_FEATURES
+from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import auroc, span_overlap
-from pipeline.offline.evaluate import EvalRecord, read_records, record_to_call
+from pipeline.offline.evaluate import EvalOutput, EvalRecord, read_records, record_to_call
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +46,14 @@ logger = logging.getLogger(__name__)
 # AUROC 0.46): training on it only bends the weights that work elsewhere.
 TRAINING_SETS = ("ragtruth", "begin", "faithdial_audit", "wice")
 SPAN_SETS = frozenset({"ragtruth"})  # sets whose span labels the word model learns from
+# The verdict model weighs every detector; on SummEdits contradiction is the one that knows.
+VERDICT_SETS = (*TRAINING_SETS, "summedits")
 HELD_OUT_SHARE = 0.3
 SEED = "halluwatch-train-1"
 _QUANTILES = np.linspace(0.1, 0.9, 9)  # inner bin edges of each continuous word feature
 _WORD_L2 = 1.0
 _CALL_L2 = 1.0
+_VERDICT_L2 = 1.0
 _SPAN_THRESHOLDS = np.round(np.arange(0.02, 0.6, 0.01), 3)
 
 
@@ -111,8 +116,7 @@ def extract(
     progress: Progress = lambda records, _total: records,
 ) -> list[RecordFeatures]:
     """Word features of every labelled record with context and an answer (the first ``limit`` of each set)."""
-    records = [(name, r) for name, path in files.items() for r in itertools.islice(read_records(path), limit)]
-    usable = [(name, r) for name, r in records if r.context and r.answer.strip() and r.hallucinated is not None]
+    usable = labelled_records(files, limit)
     out = []
     for name, record in progress(iter(usable), len(usable)):
         support = detector.support(record_to_call(record))
@@ -231,6 +235,11 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256, hex."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def describe_data(files: dict[str, Path], rows: Sequence[RecordFeatures]) -> dict[str, Any]:
     """Each training file's name, SHA-256 and split sizes, for the model file."""
     described = {}
@@ -238,8 +247,53 @@ def describe_data(files: dict[str, Path], rows: Sequence[RecordFeatures]) -> dic
         part = [r for r in rows if r.dataset == name]
         described[name] = {
             "file": path.name,
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "sha256": file_sha256(path),
             "train": sum(1 for r in part if not r.held_out),
             "held_out": sum(1 for r in part if r.held_out),
         }
     return described
+
+
+def with_support_model(settings: Settings, path: Path) -> Settings:
+    """``settings`` whose unsupported_spans detector reads the model file at ``path``."""
+    detectors = settings.detectors
+    support = detectors.unsupported_spans.model_copy(update={"model_path": path})
+    return settings.model_copy(update={"detectors": detectors.model_copy(update={"unsupported_spans": support})})
+
+
+def labelled_records(files: dict[str, Path], limit: int | None = None) -> list[tuple[str, EvalRecord]]:
+    """Each set's labelled records with context and an answer (the first ``limit`` of each set)."""
+    records = [(name, r) for name, path in files.items() for r in itertools.islice(read_records(path), limit)]
+    return [(name, r) for name, r in records if r.context and r.answer.strip() and r.hallucinated is not None]
+
+
+def train_verdict(
+    records: Sequence[tuple[str, EvalRecord]], outputs: Sequence[EvalOutput]
+) -> tuple[ScaledLogistic, dict[str, Any]]:
+    """The verdict model over the training side of every set (each set weighing the same), and its AUROCs."""
+    x = np.array([o.verdict_features for o in outputs])
+    y = np.array([float(bool(r.hallucinated)) for _, r in records])
+    names = [name for name, _ in records]
+    fit = np.array([not held_out(r) for _, r in records])
+    sizes = {name: sum(1 for n, f in zip(names, fit, strict=True) if f and n == name) for name in set(names)}
+    weights = np.array([len(names) / (len(sizes) * sizes[n]) for n in names])[fit]
+    mean, scale = x[fit].mean(axis=0), x[fit].std(axis=0)
+    scale[scale == 0] = 1.0
+    coef, intercept = fit_logistic((x[fit] - mean) / scale, y[fit], weights, _VERDICT_L2)
+    model = ScaledLogistic(VERDICT_FEATURES, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
+                           tuple(float(c) for c in coef), intercept)  # fmt: skip
+    scores = model.predict(x)
+    metrics: dict[str, Any] = {}
+    for name in sorted(sizes):
+        for side, is_fit in (("train", True), ("held_out", False)):
+            part = [i for i, n in enumerate(names) if n == name and fit[i] == is_fit]
+            area = auroc([float(scores[i]) for i in part], [bool(y[i]) for i in part])
+            metrics.setdefault(name, {})[side] = {"records": len(part), "auroc": _rounded(area)}
+    return model, metrics
+
+
+def verdict_file(model: ScaledLogistic, metrics: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """The verdict model file: the model, then how it was made."""
+    recipe = json.dumps([data, VERDICT_FEATURES, SEED], sort_keys=True).encode()
+    return {"version": f"1-{hashlib.sha256(recipe).hexdigest()[:12]}", "model": model.to_dict(),
+            "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": data, "metrics": metrics}}  # fmt: skip

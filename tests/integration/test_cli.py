@@ -90,3 +90,49 @@ def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):
     assert {str(r.status) for r in runs["confidence"]} == {"ok"}
     without = {run.detector: run.results for run in suite_from_settings(load_settings(), load_thresholds()).run(calls)}
     assert {str(r.status) for r in without["confidence"]} == {"skipped"}
+
+
+def write_sets(root: Path, per_set: int = 16) -> None:
+    """Tiny labelled sets in the shared/data layout: invented years are the hallucinations."""
+    import json
+
+    for name in ("ragtruth", "begin", "faithdial_audit", "wice", "summedits"):
+        (root / name).mkdir(parents=True)
+        lines = []
+        for i in range(per_set):
+            context = f"Bridge {i} over the river was opened in {1900 + i} and is {100 + i} metres long."
+            invented = i % 2 == 1
+            year = 1990 + i if invented else 1900 + i
+            answer = f"Bridge {i} was opened in {year} and is {100 + i} metres long."
+            start = answer.index(str(year))
+            spans = [{"start": start, "end": start + 4}] if invented else []
+            lines.append(json.dumps({"id": f"{name}-{i}", "task": "qa", "question": f"When did bridge {i} open?",
+                                     "context": [context], "answer": answer, "hallucinated": invented,
+                                     "spans": spans}))  # fmt: skip
+        (root / name / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_train_writes_both_models_reproducibly(tmp_path: Path):
+    import json
+
+    write_sets(tmp_path / "data")
+    runs = []
+    for out in ("first", "second"):
+        done = halluwatch("train", "--data", str(tmp_path / "data"), "--output-dir", str(tmp_path / out),
+                          "--workers", "1")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "verdict model written" in done.stdout
+        runs.append({f: (tmp_path / out / f).read_text() for f in ("unsupported_spans.json", "verdict.json")})
+    assert runs[0] == runs[1]  # same data, same files
+    support = json.loads(runs[0]["unsupported_spans.json"])
+    assert set(support["training"]["data"]) == {"ragtruth", "begin", "faithdial_audit", "wice"}
+    verdict = json.loads(runs[0]["verdict.json"])
+    assert "summedits" in verdict["training"]["data"] and verdict["model"]["kind"] == "scaled_logistic"
+    # A worker or eval reads them when pointed at them.
+    from detectors.unsupported_spans import load_support_model
+    from detectors.verdict import load_verdict_model
+
+    assert load_support_model(tmp_path / "first" / "unsupported_spans.json").version == support["version"]
+    assert load_verdict_model(tmp_path / "first" / "verdict.json").features
+    missing = halluwatch("train", "--data", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"))
+    assert missing.returncode == 2 and "nowhere" in missing.stderr

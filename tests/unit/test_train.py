@@ -9,8 +9,18 @@ import pytest
 
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import SupportModel
-from pipeline.offline.evaluate import EvalRecord
-from pipeline.offline.train import RecordFeatures, data_files, fit_logistic, held_out, predicted_spans, train
+from detectors.verdict import VERDICT_FEATURES
+from pipeline.offline.evaluate import EvalOutput, EvalRecord
+from pipeline.offline.train import (
+    RecordFeatures,
+    data_files,
+    fit_logistic,
+    held_out,
+    predicted_spans,
+    train,
+    train_verdict,
+    verdict_file,
+)
 
 ABSENT = WORD_FEATURES.index("absent")
 BEST = WORD_FEATURES.index("best")
@@ -78,3 +88,22 @@ def test_missing_sets_are_named(tmp_path):
     (tmp_path / "ragtruth").mkdir()
     with pytest.raises(FileNotFoundError, match="ragtruth"):
         data_files(tmp_path, ["ragtruth"])
+
+
+def test_the_verdict_learns_which_detector_to_trust_per_set():
+    rng = np.random.default_rng(3)
+    records, outputs = [], []
+    for i in range(400):
+        label = bool(i % 2)
+        # Detector 0 (contradiction) knows the truth; detector 1 (grounding) is noise.
+        features = np.zeros(len(VERDICT_FEATURES))
+        features[0:2] = (0.3 + 0.4 * label + rng.normal(scale=0.1), 1.0)
+        features[2:4] = (rng.random(), 1.0)
+        record = EvalRecord(str(i), "", (f"document {i}",), "x", "qa", label)
+        records.append(("summedits" if i % 3 else "ragtruth", record))
+        outputs.append(EvalOutput(str(i), 0.0, False, {}, verdict_features=tuple(features)))
+    model, metrics = train_verdict(records, outputs)
+    weights = dict(zip(model.features, model.coef, strict=True))
+    assert weights["contradiction.score"] > 1.0 and abs(weights["grounding.score"]) < 0.3
+    assert metrics["summedits"]["held_out"]["auroc"] > 0.9
+    assert verdict_file(model, metrics, {"x": 1})["version"] == verdict_file(model, metrics, {"x": 1})["version"]
