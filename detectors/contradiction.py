@@ -16,7 +16,8 @@ Each answer mention gets one verdict:
   supported by the same number written with a unit or inside a date (``330`` by ``330
   meters``, ``1889`` by ``May 6, 1889``), and a number with a unit by the same bare
   number (JSON tool results often drop units).  Years, dates and times match exactly.
-  A name is supported when each of its words occurs in the context or the question.
+  A name is supported when each of its words occurs in the context or the question
+  (compared without case or accents: ``Zurich`` is ``Zürich``, ``Strasse`` is ``Straße``).
 * **conflict** (severity 4) — not supported, and the grounding text has a value of the
   same family (kind plus dimension, currency or written date parts) whose surrounding
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ _STEM_CHARS = 5
 _APPROXIMATE: Final = frozenset({Kind.NUMBER, Kind.PERCENT, Kind.MONEY, Kind.QUANTITY})
 _UNITLESS: Final = frozenset({Kind.NUMBER, Kind.YEAR})
 _WORD = re.compile(r"[^\W\d_]+")
+_ACCENTS: Final = dict.fromkeys(range(0x300, 0x370))  # combining diacritical marks, for str.translate to drop
 _STOPWORDS: Final = frozenset(
     """a an the this that these those there their they it its in on at of for to from by with and or but as if is
     are was were be been being has have had do does did will would can could should may might must not no so than
@@ -232,7 +235,7 @@ def _index(text: str) -> _Context:
         by_family=by_family,
         amounts=sorted(amount for mention in mentions for amount in mention.amounts),
         plain_amounts=sorted(amount for mention in mentions if mention.kind in _UNITLESS for amount in mention.amounts),
-        words=frozenset(_WORD.findall(text.lower())),
+        words=frozenset(_words(text)),
     )
 
 
@@ -287,8 +290,8 @@ def _date_parts(value: float, parts: str) -> int:
 def _window_stems(text: str, mention: Mention, words: int) -> frozenset[str]:
     """Content words within ``words`` words either side of a mention, cut to their first letters."""
     reach = words * 15
-    before = _WORD.findall(text[max(0, mention.start - reach) : mention.start].lower())[-words:]
-    after = _WORD.findall(text[mention.end : mention.end + reach].lower())[:words]
+    before = _words(text[max(0, mention.start - reach) : mention.start])[-words:]
+    after = _words(text[mention.end : mention.end + reach])[:words]
     return frozenset(word[:_STEM_CHARS] for word in before + after if word not in _STOPWORDS and len(word) > 1)
 
 
@@ -299,12 +302,25 @@ def _known(word: str, context: _Context) -> bool:
 
 def _head_stem(text: str, mention: Mention) -> str:
     """The first content word after a mention: what a bare number counts ("94 *points*"); "" when none."""
-    following = _WORD.findall(text[mention.end : mention.end + 40].lower())[:3]
+    following = _words(text[mention.end : mention.end + 40])[:3]
     return next((word[:_STEM_CHARS] for word in following if word not in _STOPWORDS and len(word) > 1), "")
 
 
 def _name_words(name: str) -> list[str]:
-    return [word for word in _WORD.findall(name.lower()) if len(word) > 1]
+    return [word for word in _words(name) if len(word) > 1]
+
+
+def _words(text: str) -> list[str]:
+    """The letter runs of ``text`` without case or accents: "Zürich" -> "zurich", "Straße" -> "strasse".
+
+    An answer may write a name as its context does not: without an accent, "ss" for "ß", in
+    decomposed or full-width characters.  Accents come off decomposed text, which is then
+    composed again so that Hangul syllables stay whole.
+    """
+    if text.isascii():
+        return _WORD.findall(text.lower())
+    bare = unicodedata.normalize("NFKD", text.casefold()).translate(_ACCENTS)
+    return _WORD.findall(unicodedata.normalize("NFC", bare))
 
 
 def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:

@@ -8,9 +8,18 @@ from the text alone.
 
 Trade-offs, stated because each one costs recall for precision or speed:
 
-* English notation only (``1,234.5``; month names in English).  Other scripts still
-  yield their Arabic-numeral numbers: word boundaries are ASCII, so ``建于1950年``
-  gives ``1950``.
+* Digits of any script (Arabic-Indic, full-width, …) and the common separators:
+  ``1,889``, ``1.889.000``, ``1'000``, ``330 000`` with a no-break or thin space.  A comma
+  is a decimal point only where it cannot group thousands and a unit, scale or currency
+  follows (``3,5 km``) or dots group before it (``1.234,5``); a lone dot always is one
+  (``1.889``).  Chinese numerals written with multipliers (``三百三十``, ``一千八百八十九``,
+  ``三万``), CJK dates (``1889年3月31日``) and units (``米``, ``公里``, ``亿``) are read;
+  digit-by-digit numerals (``一八八九年``) and ``点`` decimals are not.  Month names and
+  number words are English.
+* Letters with case (Latin, Greek, Cyrillic, …) make words: a number glued to one is an
+  identifier (``COVID-19``, ``3D``, ``F-16``) and names are runs of them (``Friedrichstraße``,
+  ``Île-de-France``).  Scripts without case do not space their words, so ``建于1950年``
+  still gives ``1950`` and ``东京Tower`` the name ``Tower``.
 * Overlapping candidates are resolved leftmost-longest, so ``March 3, 1999`` is one
   date, not two numbers, and ``$5 million`` one amount.
 * Two values joined by ``-``, ``to``, ``through`` or ``between … and`` become one
@@ -18,8 +27,8 @@ Trade-offs, stated because each one costs recall for precision or speed:
   million``).  ``and`` joins only after ``between``.
 * Fractions and ratios (``1/2``, ``24/7``), citation markers (``[1]``), list markers
   (``1.`` at a line start) and references such as ``passage 2`` are not claims and are
-  skipped.  Numbers glued to letters (``COVID-19``, ``3D``, ``F-16``) are identifiers,
-  not quantities.
+  skipped.  Comma pairs and lists (``(3,4)``, ``2,4,6``) are not decimals: only their
+  first number is read.
 * Units are normalized to one base unit per dimension (metres, seconds, bytes, …),
   with the factors of ``data/units.yaml``; ``month`` and ``year`` durations use average
   lengths.  Temperatures are kept in °C.
@@ -32,6 +41,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -82,7 +92,7 @@ class Mention:
 # --------------------------------------------------------------------------- tables
 
 _SCALES: Final = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
-                  "b": 1e9, "trillion": 1e12, "tn": 1e12}  # fmt: skip
+                  "b": 1e9, "trillion": 1e12, "tn": 1e12, "万": 1e4, "萬": 1e4, "亿": 1e8, "億": 1e8}  # fmt: skip
 
 
 def _load_units() -> dict[str, tuple[str, float]]:
@@ -112,22 +122,30 @@ _TEMPERATURE: Final[dict[str, Callable[[float], float]]] = {
     "degrees celsius": lambda value: value,
     "degrees fahrenheit": lambda value: (value - 32.0) * 5.0 / 9.0,
 }
-_PERCENT_UNITS: Final = frozenset({"%", "percent", "per cent", "pct", "percentage point", "percentage points"})
+_PERCENT_UNITS: Final = frozenset(
+    {"%", "\uff05", "percent", "per cent", "pct", "percentage point", "percentage points"}
+)
 _CURRENCIES: Final = {
     "$": "USD", "us$": "USD", "usd": "USD", "dollar": "USD", "dollars": "USD",
     "€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR",
     "£": "GBP", "gbp": "GBP", "¥": "JPY", "jpy": "JPY", "yen": "JPY",
     "₹": "INR", "inr": "INR", "rupees": "INR", "rs": "INR", "rs.": "INR",
     "cad": "CAD", "c$": "CAD", "aud": "AUD", "a$": "AUD", "chf": "CHF", "cny": "CNY", "yuan": "CNY",
+    "元": "CNY", "人民币": "CNY", "美元": "USD", "欧元": "EUR", "日元": "JPY", "円": "JPY", "英镑": "GBP",
 }  # fmt: skip
 # Units that are case-sensitive symbols: "m" is a metre, "M" is not; "MB"/"Mb" both mean data here.
 _SYMBOL_UNITS: Final = ("mm", "cm", "m", "km", "ft", "yd", "mi", "m2", "m²", "km2", "km²", "ha", "mg", "g", "kg",
                         "lb", "lbs", "oz", "ms", "s", "h", "hr", "hrs", "min", "mins", "sec", "secs", "yr", "yrs",
                         "ml", "mL", "l", "L", "W", "kW", "MW", "GW", "Wh", "kWh", "MWh", "GWh", "Hz", "kHz", "MHz",
                         "GHz", "KB", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "°C", "°F", "°", "%",
-                        "km/h", "m/s", "kph", "mph", "kcal")  # fmt: skip
+                        "km/h", "m/s", "kph", "mph", "kcal", "\uff05")  # fmt: skip
+# Matched case-insensitively: English words longer than two letters, and names in scripts without case (米, 公里).
 _WORD_UNITS: Final = sorted(
-    (name for name in [*_UNITS, *_TEMPERATURE, *_PERCENT_UNITS, *_CURRENCIES] if len(name) > 2 and name.isascii()),
+    (
+        name
+        for name in [*_UNITS, *_TEMPERATURE, *_PERCENT_UNITS, *_CURRENCIES]
+        if (len(name) > 2 and name.isascii()) or (name.isalpha() and name.lower() == name.upper())
+    ),
     key=len,
     reverse=True,
 )
@@ -140,56 +158,114 @@ _NUMBER_WORDS: Final = {
 _MONTHS: Final = {"jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "oct": 10,
                   "nov": 11, "dec": 12}  # fmt: skip
 _YEAR_RANGE: Final = (1500, 2100)
+_HAN_DIGITS: Final = {"\u3007": 0, "零": 0, "一": 1, "二": 2, "两": 2, "兩": 2, "三": 3, "四": 4, "五": 5, "六": 6,
+                      "七": 7, "八": 8, "九": 9}  # fmt: skip
+_HAN_POWERS: Final = {"十": 10, "百": 100, "千": 1000}
+_HAN_MYRIADS: Final = {"亿": 10**8, "億": 10**8, "万": 10**4, "萬": 10**4}  # largest first
 
 
 def _alternation(words: list[str] | tuple[str, ...]) -> str:
     return "|".join(re.escape(word).replace(r"\ ", r"\s+") for word in sorted(words, key=len, reverse=True))
 
 
+# --------------------------------------------------------------------------- character classes
+
+# Letters with case past the BMP (Adlam, Osage, Deseret, mathematical letters) are left out: re tests
+# characters past it range by range, which made every lookbehind on a case class twice as slow.
+_LAST_CASED: Final = 0xFFFF
+
+
+def _char_class(accept: Callable[[str], bool]) -> str:
+    """The body of a regex character class: the characters up to ``_LAST_CASED`` that ``accept``, as ranges.
+
+    Python's ``re`` has no Unicode property classes; building one from the running Unicode tables takes ~5 ms.
+    """
+    codes = [code for code in range(_LAST_CASED + 1) if accept(chr(code))]
+    runs = itertools.groupby(enumerate(codes), lambda pair: pair[1] - pair[0])
+    spans = [[code for _, code in run] for _, run in runs]
+    return "".join(f"{chr(span[0])}-{chr(span[-1])}" for span in spans)  # letters: no escaping needed
+
+
+def _is_upper_letter(char: str) -> bool:
+    return char.isalpha() and char.istitle()  # a lone character is "title" when upper- or titlecase (ǅ)
+
+
+def _is_cased_letter(char: str) -> bool:
+    return char.isalpha() and (char.istitle() or char.islower())
+
+
+_UPPER: Final = _char_class(_is_upper_letter)
+# Letters with case: scripts that space their words, so a digit or name touching one is part of a word.
+# CJK, Arabic or Thai letters are not in it: "于1950年" yields 1950 and "东京Tower" the name "Tower".
+_CASED: Final = _char_class(_is_cased_letter)
+
+
 # --------------------------------------------------------------------------- regexes
 
 # Every pattern starts with a character class and checks what precedes it only after that first
 # character: Python's engine then skips to candidate positions instead of trying each one (4x faster).
-# Boundaries are ASCII on purpose: CJK characters are \w in Python, and "于1950年" must still yield 1950.
-_DIGIT_START = r"\d(?<![A-Za-z0-9_.,/:]\d)(?<![A-Za-z]-\d)"  # not inside a word, number, code or fraction
-_NOT_BEFORE = r"(?![A-Za-z0-9])"
-_NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+_JOINS = rf"[{_CASED}\d_.,/:]"  # a digit after one of these continues a word, number, code or fraction
+_NOT_JOINED = rf"(?<!{_JOINS}\d)(?<![{_CASED}]-\d)"  # checked after a first digit; "F-16" is a code too
+_DIGIT_START = rf"\d{_NOT_JOINED}"
+_NOT_BEFORE = rf"(?![{_CASED}\d])"
+_BETWEEN = r"(?P<between>(?<=[Bb]etween\s.))?"  # after a first character: "between 5 and 10" is a range
+_SCALE_WORD = r"(?i:thousand|million|billion|trillion|bn|mn|tn)"
+_SCALE = rf"(?:{_SCALE_WORD}\b|[万萬亿億]|(?<=\d)(?:[kKmMbB]|bn|mn)(?![{_CASED}]))"
+_UNIT = rf"(?:{_alternation(_SYMBOL_UNITS)}|(?i:{_alternation(_WORD_UNITS)}))"
+_CURRENCY_SYMBOL = r"(?:US\$|C\$|A\$|[$€£¥₹])"
+# A number after its first digit: thousands groups ("1,889", "1.889.000", "1'000", "330 000" with a no-break
+# or thin space, Arabic "٬"), then decimals.  A comma is a decimal point only where it cannot group and a
+# unit, scale or currency follows ("3,5 km", "12,50 €"): English writes pairs and lists that way ("(3,4)",
+# "divisible by 3,5 and 7", "ethane-1,2-diol").  _plain_number reads a match by the same rules.
+_GROUP_MARKS: Final = "'\u2019\u00a0\u2009\u202f\u066c"
+_NUM_REST = (
+    r"(?:\d{0,2}(?:(?:,\d{3}(?!\d))+(?:[.\u066b]\d+)?"
+    r"|(?:\.\d{3}(?!\d)){2,}(?:,\d+)?|\.\d{3}(?!\d),\d+"
+    rf"|(?:[{_GROUP_MARKS}]\d{{3}}(?!\d))+(?:[.,\u066b]\d+)?)"
+    rf"|\d*(?:[.\u066b]\d+|,\d{{1,2}}(?=\s?(?:{_UNIT}|{_SCALE_WORD}|[万萬亿億]|{_CURRENCY_SYMBOL})(?![^\W\d_])))?)"
+)
+_NUM = rf"\d{_NUM_REST}"
 _ONES_WORDS = "one|two|three|four|five|six|seven|eight|nine"
 _WORD_NUM = (
     rf"(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:(?:\s*-\s*|\s)(?:{_ONES_WORDS}))?"
     r"|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen"
     r"|eighteen|nineteen|dozen)\b"
 )
-_SCALE_WORD = r"(?i:thousand|million|billion|trillion|bn|mn|tn)"
-_UNIT = rf"(?:{_alternation(_SYMBOL_UNITS)}|(?i:{_alternation(_WORD_UNITS)}))"
-_CURRENCY_SYMBOL = r"(?:US\$|C\$|A\$|[$€£¥₹])"
+# Chinese numerals with a multiplier, led by a digit or 十: lone characters (一, 十) are mostly parts of words,
+# runs led by 万 or 千 idioms (万一 "in case", 千万 "by all means"), and 第 makes an ordinal.  Atomic, so a
+# run glued to a letter is dropped rather than cut short.
+_HAN_LEADS: Final = "一二两兩三四五六七八九十"
+_HAN_DIGIT = f"[{''.join(_HAN_DIGITS)}]"
+_HAN_MULTIPLIERS: Final = "".join([*_HAN_POWERS, *_HAN_MYRIADS])
+_HAN_NUM = (
+    rf"(?>[{_HAN_LEADS}](?<!第.){_BETWEEN}"
+    rf"(?:(?<=十)(?:{_HAN_DIGIT}|[{_HAN_MULTIPLIERS}])|{_HAN_DIGIT}*[{_HAN_MULTIPLIERS}])"
+    rf"(?:{_HAN_DIGIT}|[{_HAN_MULTIPLIERS}])*)"
+)
 _CURRENCY_BEFORE = re.compile(rf"{_CURRENCY_SYMBOL}\s?\Z")
 # After the first number: an optional second one making a range, then scale and unit shared by both.
 _AMOUNT_TAIL = rf"""
     (?P<ord>st|nd|rd|th)?
     (?:\s*(?:-|\u2013|\u2014|(?i:to|through)|(?(between)(?i:and)|(?!)))\s*{_CURRENCY_SYMBOL}?
        (?P<num2>{_NUM}|(?i:{_WORD_NUM}))(?:st|nd|rd|th)?)?
-    (?:\s?(?P<scale>{_SCALE_WORD}\b|(?<=\d)(?:[kKmMbB]|bn|mn)(?![A-Za-z])))?
+    (?:\s?(?P<scale>{_SCALE}))?
     (?:[ \t]?(?P<unit>{_UNIT}))?
     {_NOT_BEFORE}"""
-_AMOUNT = re.compile(
-    rf"""(?P<num>\d(?P<between>(?<=[Bb]etween\s\d))?(?<![A-Za-z0-9_.,/:]\d)(?<![A-Za-z]-\d)
-    (?:\d{{0,2}}(?:,\d{{3}})+|\d*)(?:\.\d+)?){_AMOUNT_TAIL}""",
-    re.VERBOSE,
-)
+_AMOUNT = re.compile(rf"(?P<num>\d{_BETWEEN}{_NOT_JOINED}{_NUM_REST}){_AMOUNT_TAIL}", re.VERBOSE)
 _WORD_AMOUNT = re.compile(
-    rf"""(?P<num>[TtFfSsEeNnDd](?<![A-Za-z][A-Za-z])(?P<between>(?<=[Bb]etween\s.))?
+    rf"""(?P<num>[TtFfSsEeNnDd](?<![{_CASED}].){_BETWEEN}
     (?i:(?<=t)(?:wo|hree|en|welve|hirteen|wenty|hirty)|(?<=f)(?:our|ive|ourteen|ifteen|orty|ifty)
        |(?<=s)(?:ix|even|ixteen|eventeen|ixty|eventy)|(?<=e)(?:ight|leven|ighteen|ighty)|(?<=n)(?:ine|ineteen|inety)
        |(?<=d)ozen)
     (?:(?<=ty)(?:\s*-\s*|\s)(?:{_ONES_WORDS}))?\b){_AMOUNT_TAIL}""",
     re.VERBOSE,
 )
+_HAN_AMOUNT = re.compile(rf"(?P<num>{_HAN_NUM}){_AMOUNT_TAIL}", re.VERBOSE)
 _MONTH = (
     r"(?:(?<=J)(?:an(?:uary)?|une?|uly?)|(?<=F)eb(?:ruary)?|(?<=M)(?:ar(?:ch)?|ay)|(?<=A)(?:pr(?:il)?|ug(?:ust)?)"
     r"|(?<=S)ep(?:t(?:ember)?)?|(?<=O)ct(?:ober)?|(?<=N)ov(?:ember)?|(?<=D)ec(?:ember)?)\.?"
 )
-_MONTH_START = r"[JFMASOND](?<![A-Za-z][A-Z])"
+_MONTH_START = rf"[JFMASOND](?<![{_CASED}].)"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _DATES: Final = (
     re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?P<day>{_DAY})\b(?:,?\s+(?P<year>\d{{4}})\b)?"),
@@ -203,9 +279,14 @@ _DATES: Final = (
     ),
     re.compile(r"(?P<month>\d(?<![\d/.-]\d)\d?)/(?P<day>[12]\d|3[01]|0?[1-9])/(?P<year>\d{4})(?![\d/])"),
 )
+# 1889年3月31日, 1889年3月, 3月31日; month and day values are checked by _date_mention.
+_CJK_DATES: Final = (
+    re.compile(rf"(?P<year>{_DIGIT_START}\d{{3}})\s?年\s?(?P<month>\d\d?)\s?月(?:\s?(?P<day>\d\d?)\s?日)?"),
+    re.compile(rf"(?P<month>{_DIGIT_START}\d?)\s?月\s?(?P<day>\d\d?)\s?日"),
+)
 _TIME = re.compile(
-    r"(?P<hour>\d(?<![A-Za-z0-9_.,/:]\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?)?"
-    r"(?:\s?(?P<ampm>(?i:[ap]\.m\.|[ap]m)))?(?![A-Za-z0-9:])"
+    rf"(?P<hour>\d(?<!{_JOINS}\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?)?"
+    rf"(?:\s?(?P<ampm>(?i:[ap]\.m\.|[ap]m)))?(?![{_CASED}\d:])"
 )
 # Spans that look numeric but state nothing checkable: fractions/ratios, citations, references, list
 # markers, and lengths of the answer itself ("a summary in 55 words").  Digit runs are entered at
@@ -220,11 +301,19 @@ _NOT_CLAIMS = re.compile(
 )
 _RANGE_JOIN = re.compile(r"\s*(?:-|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
 
-_NAME_TOKEN = r"[A-ZÀ-ÖØ-Þ][A-Za-zÀ-ÖØ-öø-ÿ]*(?:['\u2019-][A-Za-zÀ-ÖØ-öø-ÿ]+)*"  # noqa: S105 - a regex of name tokens, not a password
+# A name word: a capital, then letters with case or accents written as separate marks (decomposed text),
+# joined inside by apostrophes, the Hawaiian okina or hyphens (O'Connor, Île-de-France, Müller-Lüdenscheidt).
+_NAME_CHARS = rf"{_CASED}\u0300-\u036f"
+_NAME_JOINERS = r"'\u2019\u02bb\u02bc-"
+_NAME_REST = rf"[{_NAME_CHARS}]*(?:[{_NAME_JOINERS}][{_NAME_CHARS}]+)*"
 _NAME_LINK = r"(?:of|de|da|del|der|van|von|la|le|du|bin|al|and|&)"  # "Bank of America", "Ludwig van Beethoven"
-_NAME = re.compile(rf"(?<![\w'\u2019-])(?P<name>{_NAME_TOKEN}(?:[ ](?:{_NAME_LINK}[ ])?{_NAME_TOKEN})*)")
-_LEADING_MARKS = frozenset(" \t\"'\u201c\u2018([*#>\u2022\u2013-")  # quotes, brackets, bullets
-_SENTENCE_ENDS = frozenset(".!?:;\n\r")
+_NAME = re.compile(
+    rf"(?P<name>[{_UPPER}](?<![{_NAME_CHARS}\d_{_NAME_JOINERS}].){_NAME_REST}"
+    rf"(?:[ ](?:{_NAME_LINK}[ ])?[{_UPPER}]{_NAME_REST})*)"
+)
+# Quotes, brackets, bullets, Spanish opening marks; sentence ends, CJK ones included.
+_LEADING_MARKS = frozenset(" \t\"'\u201c\u2018\u201e\u00ab([*#>\u2022\u2013\u00bf\u00a1\u300c\u300e\uff08-")
+_SENTENCE_ENDS = frozenset(".!?:;\n\r\u3002\uff01\uff1f\uff1b\uff1a")
 
 
 # --------------------------------------------------------------------------- builders
@@ -234,7 +323,57 @@ def _parse_number(text: str) -> float:
     words = text.lower().replace("-", " ").split()
     if words[0] in _NUMBER_WORDS:
         return float(sum(_NUMBER_WORDS.get(word, 0) for word in words))
-    return float(text.replace(",", ""))
+    return float(_plain_number(text))
+
+
+def _plain_number(text: str) -> str:
+    """A number as matched, in Python's notation: ``1.889.000`` -> ``1889000``, ``3,5`` -> ``3.5``; words unchanged."""
+    if text[0] in _HAN_LEADS:
+        return str(_han_value(text))
+    if not text[0].isdecimal():
+        return text
+    written = text if text.isascii() else "".join(str(unicodedata.decimal(c)) if c.isdecimal() else c for c in text)
+    number = written.replace("\u066b", ".").translate(_UNGROUPED)
+    point = _decimal_point(number, grouped=len(number) < len(written))
+    whole, fraction = number.rsplit(point, 1) if point else (number, "")
+    whole = whole.replace(",", "").replace(".", "")
+    return f"{whole}.{fraction}" if fraction else whole
+
+
+_UNGROUPED: Final = str.maketrans("", "", _GROUP_MARKS)
+
+
+def _decimal_point(number: str, *, grouped: bool) -> str:
+    """Which of ``.`` and ``,`` is the decimal point of a matched ``number``; "" when it has none.
+
+    Both marks: the last one (``1.234,5``, ``1,234.5``).  One mark after space or apostrophe groups:
+    it (``1 234,5``).  One mark repeated: thousands groups (``1.889.000``).  A lone dot is a
+    decimal point (``1.889``); a lone comma groups when three digits follow (``1,889``), else it
+    is one (``3,5 km``).
+    """
+    marks = [char for char in number if char in ".,"]
+    if not marks or (len(marks) > 1 and len(set(marks)) == 1):
+        return ""
+    if len(marks) > 1 or grouped or marks[0] == ".":
+        return marks[-1]
+    return "" if len(number.partition(",")[2]) == 3 else ","
+
+
+def _han_value(text: str) -> int:
+    """A Chinese numeral's value: 三百三十 = 330, 一千八百八十九 = 1889, 一亿两千万 = 120,000,000."""
+    for mark, myriad in _HAN_MYRIADS.items():
+        if mark in text:  # 一亿两千万: 一 hundred-millions, then 两千万
+            high, _, low = text.partition(mark)
+            return _han_value(high) * myriad + _han_value(low)
+    value = digit = 0
+    for char in text:
+        power = _HAN_POWERS.get(char)
+        if power is None:
+            digit = _HAN_DIGITS[char]
+        else:
+            value += (digit or 1) * power  # 十五: a power with no digit before it counts once
+            digit = 0
+    return value + digit
 
 
 def _precision(num_text: str, factor: float) -> float:
@@ -243,7 +382,7 @@ def _precision(num_text: str, factor: float) -> float:
     ``3.2`` and ``15,000`` were rounded by whoever wrote them, so a context value that
     rounds to them matches; ``200`` (one significant digit) says too little to allow that.
     """
-    digits = num_text.replace(",", "")
+    digits = _plain_number(num_text)
     if not digits[:1].isdigit():
         return 0.0
     whole, _, fraction = digits.partition(".")
@@ -346,11 +485,29 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     return Mention(Kind.DATE, match.start(), match.end(), match[0], value, value, f"date:{parts}", amounts)
 
 
-_EXTRACTORS: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], Mention | None]], ...]] = (
-    *((pattern, _date_mention) for pattern in _DATES),
-    (_TIME, _time_mention),
-    (_AMOUNT, _amount_mention),
-    (_WORD_AMOUNT, _amount_mention),
+@dataclass(frozen=True, slots=True)
+class _Extractor:
+    """A pattern and what builds a mention from its match.
+
+    ``needs``: characters one of which a text must hold for the pattern to match, so CJK patterns
+    cost nothing on other texts (a scan for "月" is quick).
+    """
+
+    pattern: re.Pattern[str]
+    build: Callable[[re.Match[str]], Mention | None]
+    needs: str = ""
+
+    def applies(self, text: str) -> bool:
+        return not self.needs or any(char in text for char in self.needs)
+
+
+_EXTRACTORS: Final = (
+    *(_Extractor(pattern, _date_mention) for pattern in _DATES),
+    *(_Extractor(pattern, _date_mention, needs="月") for pattern in _CJK_DATES),
+    _Extractor(_TIME, _time_mention),
+    _Extractor(_AMOUNT, _amount_mention),
+    _Extractor(_WORD_AMOUNT, _amount_mention),
+    _Extractor(_HAN_AMOUNT, _amount_mention, needs=_HAN_MULTIPLIERS),
 )
 
 
@@ -366,9 +523,9 @@ def extract_claims(text: str) -> list[Mention]:
 def extract_values(text: str) -> list[Mention]:
     """Every numeric mention of ``text`` (all kinds but names), in text order, ranges merged."""
     candidates: list[tuple[int, int, int, Mention]] = []
-    for priority, (pattern, build) in enumerate(_EXTRACTORS):
-        for match in pattern.finditer(text):
-            mention = build(match)
+    for priority, extractor in enumerate(_EXTRACTORS):
+        for match in extractor.pattern.finditer(text) if extractor.applies(text) else ():
+            mention = extractor.build(match)
             if mention is not None:
                 candidates.append((mention.start, mention.start - mention.end, priority, mention))
     chosen: list[Mention] = []

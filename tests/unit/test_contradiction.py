@@ -190,11 +190,64 @@ def test_non_english_text() -> None:
     answer = "埃菲尔铁塔建于1950年\uff0c高500米。"
     result = detect(answer, "埃菲尔铁塔建于1887年至1889年\uff0c高330米。")
     assert result.status is DetectorStatus.OK
-    assert {claim["text"] for claim in result.evidence["claims"]} == {"1950", "500"}
+    assert {claim["text"] for claim in result.evidence["claims"]} == {"1950", "500米"}  # 米: metres
     for claim in result.evidence["claims"]:
         assert answer[claim["start"] : claim["end"]] == claim["text"]
     german = detect("Der Turm wurde 1950 gebaut.", "Der Turm wurde 1887\u20131889 gebaut.")
     assert verdicts(german) == {"Turm": "supported", "1950": "conflict"}
+
+
+BERLIN_OFFICE = "Ship to the Berlin office, Friedrichstraße 12, 3rd floor."
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "verdict"),
+    [
+        ("It goes to Friedrichstraße 12 in Berlin.", BERLIN_OFFICE, "supported"),
+        ("It goes to Friedrichstrasse 12 in Berlin.", BERLIN_OFFICE, "supported"),  # "ss" for "ß"
+        ("It goes to Friedrichstraße 12 in Berlin.", BERLIN_OFFICE.replace("ß", "ss"), "supported"),
+        ("It goes to FRIEDRICHSTRASSE 12 in Berlin.", BERLIN_OFFICE, "supported"),
+        ("We fly to Zurich.", "Flights to Zürich leave daily.", "supported"),  # accents dropped
+        ("We fly to Zu\u0308rich.", "Flights to Zürich leave daily.", "supported"),  # decomposed ü
+        (
+            "We fly to \uff3a\uff55\uff52\uff49\uff43\uff48.",
+            "Flights to Zürich leave daily.",
+            "supported",
+        ),  # full-width
+        ("We fly to Łódź.", "Flights to Łódź leave daily.", "supported"),
+        ("We fly to Łódź.", "Flights to Lodz leave daily.", "unsupported"),  # Ł is a letter of its own
+    ],
+)
+def test_names_beyond_ascii_match_without_case_or_accents(answer: str, context: str, verdict: str) -> None:
+    names = {text: found for text, found in verdicts(detect(answer, context)).items() if not text[0].isdigit()}
+    assert set(names.values()) == {verdict}
+
+
+def test_unsupported_name_is_quoted_whole() -> None:
+    result = detect(
+        "It goes to Friedrichstraße 12 in Berlin.", BERLIN_OFFICE.replace("Friedrichstraße", "Kurfürstendamm")
+    )
+    assert verdicts(result) == {"Friedrichstraße": "unsupported", "12": "supported", "Berlin": "supported"}
+    assert result.summary == "answer says Friedrichstraße, context does not"
+    assert [span["text"] for span in result.evidence["spans"]] == ["Friedrichstraße"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "context", "verdict"),
+    [
+        ("Der Turm ist 3,5 km lang.", "The tower is 3500 m long.", "supported"),
+        ("Der Turm kostete 1.889.000 Euro.", "The tower cost 1,889,000 euros.", "supported"),
+        ("Der Turm ist \uff13\uff13\uff10 m hoch.", "The tower is 330 m tall.", "supported"),  # full-width
+        ("البرج ارتفاعه ٣٣٠ m", "The tower is 330 m tall.", "supported"),
+        ("埃菲尔铁塔高三百三十米。", "The tower is 330 m tall.", "supported"),
+        ("埃菲尔铁塔高三百米。", "埃菲尔铁塔高330米。", "conflict"),
+        ("埃菲尔铁塔于1889年3月31日开放。", "The tower opened on March 31, 1889.", "supported"),
+        ("埃菲尔铁塔于1889年5月6日开放。", "埃菲尔铁塔于1889年3月31日开放。", "conflict"),
+    ],
+)
+def test_numbers_beyond_ascii(answer: str, context: str, verdict: str) -> None:
+    claims = detect(answer, context).evidence["claims"]
+    assert [claim["verdict"] for claim in claims if claim["kind"] != "name"] == [verdict]
 
 
 def test_garbage_never_raises() -> None:
