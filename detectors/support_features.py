@@ -89,9 +89,9 @@ def split_words(text: str) -> list[Word]:
     return [Word(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
 
 
-def vocabulary(texts: list[str]) -> frozenset[str]:
-    """Lower-cased words of ``texts``, for exact-presence checks."""
-    return frozenset(w.group().lower() for text in texts for w in _WORD.finditer(text))
+def text_vocabulary(text: str) -> frozenset[str]:
+    """Lower-cased words of ``text``, for exact-presence checks."""
+    return frozenset(w.group().lower() for w in _WORD.finditer(text))
 
 
 def word_support(

@@ -20,6 +20,7 @@ model), split by source document; the file records the data, seeds and held-out 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +38,14 @@ from detectors.support_features import (
     WORD_FEATURES,
     WordSupport,
     call_features,
-    vocabulary,
+    text_vocabulary,
     word_support,
 )
 from detectors.text import is_json_document
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
+_VOCABULARY_CACHE_SIZE = 1024  # source texts whose word sets are kept
 
 
 class SupportModelError(ValueError):
@@ -111,6 +113,8 @@ class UnsupportedSpansDetector(Detector):
         self._threshold = checked_threshold(threshold)
         self._embedder = embedder
         self._model: SupportModel | None = None
+        # Sources recur across calls as their token matrices do; so do their words.
+        self._vocabulary = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(text_vocabulary)
 
     def start(self) -> None:
         """Open the embedding model and read the learned model file."""
@@ -121,6 +125,7 @@ class UnsupportedSpansDetector(Detector):
     def close(self) -> None:
         """Release the embedding model and the learned model."""
         self._model = None
+        self._vocabulary.cache_clear()
         self._embedder.close()
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
@@ -136,7 +141,8 @@ class UnsupportedSpansDetector(Detector):
             return None
         answer_tokens = self._embedder.encode_tokens([answer])[0]
         support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
-        return word_support(answer, answer_tokens, support_tokens, vocabulary(list(support.texts)))
+        vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
+        return word_support(answer, answer_tokens, support_tokens, vocabulary)
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector

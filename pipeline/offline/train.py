@@ -24,6 +24,7 @@ import hashlib
 import itertools
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,15 +164,19 @@ def call_rows(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> Mat
 
 
 def train_call_model(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> ScaledLogistic:
-    """The call model over the training side of every set, each set weighing the same in total."""
-    x = call_rows(rows, word_model)
+    """The call model over the training side of every set."""
     y = np.array([float(bool(r.record.hallucinated)) for r in rows])
-    sizes = {name: sum(1 for r in rows if r.dataset == name) for name in {r.dataset for r in rows}}
-    weights = np.array([len(rows) / (len(sizes) * sizes[r.dataset]) for r in rows])
+    return fit_scaled(call_rows(rows, word_model), y, [r.dataset for r in rows], CALL_FEATURES, _CALL_L2)
+
+
+def fit_scaled(x: Matrix, y: Matrix, datasets: Sequence[str], features: tuple[str, ...], l2: float) -> ScaledLogistic:
+    """A standardised logistic regression in which each set weighs the same in total."""
+    sizes = Counter(datasets)
+    weights = np.array([len(datasets) / (len(sizes) * sizes[name]) for name in datasets])
     mean, scale = x.mean(axis=0), x.std(axis=0)
     scale[scale == 0] = 1.0
-    coef, intercept = fit_logistic((x - mean) / scale, y, weights, _CALL_L2)
-    return ScaledLogistic(CALL_FEATURES, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
+    coef, intercept = fit_logistic((x - mean) / scale, y, weights, l2)
+    return ScaledLogistic(features, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
                           tuple(float(c) for c in coef), intercept)  # fmt: skip
 
 
@@ -275,16 +280,10 @@ def train_verdict(
     y = np.array([float(bool(r.hallucinated)) for _, r in records])
     names = [name for name, _ in records]
     fit = np.array([not held_out(r) for _, r in records])
-    sizes = {name: sum(1 for n, f in zip(names, fit, strict=True) if f and n == name) for name in set(names)}
-    weights = np.array([len(names) / (len(sizes) * sizes[n]) for n in names])[fit]
-    mean, scale = x[fit].mean(axis=0), x[fit].std(axis=0)
-    scale[scale == 0] = 1.0
-    coef, intercept = fit_logistic((x[fit] - mean) / scale, y[fit], weights, _VERDICT_L2)
-    model = ScaledLogistic(VERDICT_FEATURES, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
-                           tuple(float(c) for c in coef), intercept)  # fmt: skip
+    model = fit_scaled(x[fit], y[fit], [n for n, f in zip(names, fit, strict=True) if f], VERDICT_FEATURES, _VERDICT_L2)
     scores = model.predict(x)
     metrics: dict[str, Any] = {}
-    for name in sorted(sizes):
+    for name in sorted(set(names)):
         for side, is_fit in (("train", True), ("held_out", False)):
             part = [i for i, n in enumerate(names) if n == name and fit[i] == is_fit]
             area = auroc([float(scores[i]) for i in part], [bool(y[i]) for i in part])
