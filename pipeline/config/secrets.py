@@ -75,7 +75,8 @@ def install_scrubber(secrets: Iterable[str]) -> None:
 
     def scrubbed_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        record.msg, record.args = scrub(record.getMessage(), values), None
+        # Empty args, not None: formatters such as mode's wrap None into (None,) and format again.
+        record.msg, record.args = scrub(record.getMessage(), values), ()
         if record.exc_info:
             record.exc_text = scrub(logging.Formatter().formatException(record.exc_info), values)
             record.exc_info = None

@@ -76,6 +76,7 @@ class PipelineWorker:
 
     def _build_app(self) -> faust.App:
         s = self.settings
+        (s.data_dir / "faust").mkdir(parents=True, exist_ok=True)  # a fresh directory has none yet
         app = faust.App(
             s.kafka_group_id,
             broker=faust_broker_url(s.kafka_bootstrap),

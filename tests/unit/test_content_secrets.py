@@ -96,3 +96,24 @@ def test_log_records_are_scrubbed_message_and_traceback(caplog):
     assert "connecting with ***" in text and "auth failed for token ***" in text
     assert not _leaks(text)
     assert scrub("pw canary-ch-e29f here", secrets) == f"pw {MASK} here"
+
+
+def test_scrubbed_records_survive_formatters_that_format_arguments_again():
+    from mode.utils.logging import ExtensionFormatter  # faust's formatter: it wraps None args into (None,)
+
+    previous = logging.getLogRecordFactory()
+    install_scrubber(["hunter2-secret"])
+    try:
+        record = logging.getLogger("test.secrets").makeRecord(
+            "test.secrets",
+            logging.WARNING,
+            __file__,
+            1,
+            "dead-lettered %s/%s: %s 100%%",
+            ("t", 7, "hunter2-secret"),
+            None,
+        )
+    finally:
+        logging.setLogRecordFactory(previous)
+    text = ExtensionFormatter().format(record)
+    assert text.endswith("dead-lettered t/7: *** 100%")
