@@ -94,6 +94,10 @@ class EmbeddingConfig(BaseModel):
         default=64, ge=0, description="tokens neighbouring windows share when a text is longer than max_length"
     )
     token_cache_size: int = Field(default=256, ge=0, description="token matrices kept for cache=True texts")
+    # One batch's answer sentences (~7 per RAG answer, ~45 kB each): grounding's pass, reused by unsupported_spans.
+    answer_token_cache_size: int = Field(
+        default=1024, ge=0, description="token matrices kept from encode(keep_tokens=True), for the next detector"
+    )
 
 
 class UnsupportedSpansConfig(BaseModel):

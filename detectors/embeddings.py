@@ -20,6 +20,11 @@ Design choices:
 * **Token embeddings** (:meth:`Embedder.encode_tokens`) are the model's contextual outputs
   before pooling, for texts of any length: overlapping windows of ``max_length`` tokens,
   a token seen by two windows averaged over both.  Each keeps its character span.
+* **One forward pass for both.**  ``encode(texts, keep_tokens=True)`` also keeps each text's
+  token outputs for a while (``answer_token_cache_size``), so a detector asking for the
+  tokens of the same answer sentences right after (unsupported spans after grounding) gets
+  them without running the model again.  Short texts missing everywhere go through the model
+  in batches, like ``encode``; only texts longer than one window need the window loop.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from detectors.config import DEFAULT_EMBEDDING_MODEL, EmbeddingConfig
 
 if TYPE_CHECKING:
     import onnxruntime
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +96,7 @@ class Embedder:
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, Vectors] = OrderedDict()
         self._token_cache: OrderedDict[bytes, TokenVectors] = OrderedDict()
+        self._recent_tokens: OrderedDict[bytes, TokenVectors] = OrderedDict()  # from encode(keep_tokens=True)
         self._session: onnxruntime.InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
         self._whole_text_tokenizer: Tokenizer | None = None  # no truncation: token windows cover it all
@@ -98,6 +104,7 @@ class Embedder:
         self._pooling = "mean"
         self._input_names: tuple[str, ...] = ()
         self._dimension = 0
+        self._window = 0  # tokens per model input, special tokens included
 
     @property
     def dimension(self) -> int:
@@ -111,8 +118,12 @@ class Embedder:
             if self._session is None:
                 self._open(_prepare(self.config))
 
-    def encode(self, texts: Sequence[str], *, cache: bool = False) -> Vectors:
-        """Embed ``texts`` (one row each, same order); ``cache=True`` for texts that recur."""
+    def encode(self, texts: Sequence[str], *, cache: bool = False, keep_tokens: bool = False) -> Vectors:
+        """Embed ``texts`` (one row each, same order).
+
+        ``cache=True`` for texts that recur (their vectors are kept); ``keep_tokens=True`` for
+        texts whose token embeddings are asked for next (their token outputs are kept briefly).
+        """
         self.load()
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         keys = [_text_key(text) for text in texts]
@@ -121,7 +132,8 @@ class Embedder:
             for key, text in zip(keys, texts, strict=True):
                 if not (cache and key in self._cache):
                     missing.setdefault(key, text)
-        fresh = dict(zip(missing, self._run(list(missing.values())), strict=True))
+        passes = self._forward(list(missing.values()))
+        fresh = {key: one.pooled for key, one in zip(missing, passes, strict=True)}
         with self._lock:
             for row, key in enumerate(keys):
                 vector = fresh.get(key)
@@ -134,27 +146,36 @@ class Embedder:
                     self._cache[key] = vector
                 while len(self._cache) > self.config.window_cache_size:
                     self._cache.popitem(last=False)
+            if keep_tokens:
+                kept = {key: one.tokens for key, one in zip(missing, passes, strict=True) if one.tokens is not None}
+                _remember(self._recent_tokens, kept, self.config.answer_token_cache_size)
         return out
 
     def encode_tokens(self, texts: Sequence[str], *, cache: bool = False) -> list[TokenVectors]:
-        """Contextual token embeddings of each text, whatever its length; ``cache=True`` for texts that recur."""
+        """Contextual token embeddings of each text, whatever its length; ``cache=True`` for texts that recur.
+
+        Texts ``encode(..., keep_tokens=True)`` saw recently come from that pass.
+        """
         self.load()
-        out: list[TokenVectors] = []
-        for text in texts:
-            key = _text_key(text)
+        keys = [_text_key(text) for text in texts]
+        found: dict[bytes, TokenVectors] = {}
+        with self._lock:
+            for key in keys:
+                for store in (self._recent_tokens, self._token_cache) if cache else (self._recent_tokens,):
+                    hit = store.get(key)
+                    if hit is not None:
+                        store.move_to_end(key)
+                        found[key] = hit
+                        break
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
+        short = {key: text for key, text in missing.items() if self._fits_one_window(text)}
+        passes = self._forward(list(short.values()))
+        fresh = {key: one.tokens for key, one in zip(short, passes, strict=True) if one.tokens is not None}
+        fresh |= {key: self._run_tokens(text) for key, text in missing.items() if key not in fresh}
+        if cache:
             with self._lock:
-                hit = self._token_cache.get(key) if cache else None
-                if hit is not None:
-                    self._token_cache.move_to_end(key)
-            if hit is None:
-                hit = self._run_tokens(text)
-                if cache and self.config.token_cache_size:
-                    with self._lock:
-                        self._token_cache[key] = hit
-                        while len(self._token_cache) > self.config.token_cache_size:
-                            self._token_cache.popitem(last=False)
-            out.append(hit)
-        return out
+                _remember(self._token_cache, fresh, self.config.token_cache_size)
+        return [found.get(key) or fresh[key] for key in keys]
 
     def close(self) -> None:
         """Drop the session, the tokenizers and the caches."""
@@ -164,6 +185,7 @@ class Embedder:
             self._whole_text_tokenizer = None
             self._cache.clear()
             self._token_cache.clear()
+            self._recent_tokens.clear()
 
     def _open(self, artifacts: _Artifacts) -> None:
         import onnxruntime
@@ -176,7 +198,8 @@ class Embedder:
         session = onnxruntime.InferenceSession(str(artifacts.onnx), options, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_file(str(artifacts.tokenizer))
         tokenizer.no_padding()
-        tokenizer.enable_truncation(min(self.config.max_length, artifacts.max_length))
+        self._window = min(self.config.max_length, artifacts.max_length)
+        tokenizer.enable_truncation(self._window)
         self._input_names = tuple(i.name for i in session.get_inputs())
         self._pooling = artifacts.pooling
         self._dimension = int(session.get_outputs()[0].shape[-1])
@@ -196,7 +219,7 @@ class Embedder:
         encoding = self._whole_text_tokenizer.encode(text, add_special_tokens=False)
         ids, offsets = encoding.ids, tuple(encoding.offsets)
         head, tail = self._specials
-        width = max(self.config.max_length - len(head) - len(tail), 1)
+        width = max(self._window - len(head) - len(tail), 1)
         step = max(width - self.config.token_window_overlap, 1)
         summed = np.zeros((len(ids), self._dimension), dtype=np.float32)
         seen = np.zeros(len(ids), dtype=np.float32)
@@ -216,14 +239,19 @@ class Embedder:
         self.texts_encoded += 1
         return TokenVectors(vectors, offsets)
 
-    def _run(self, texts: list[str]) -> Vectors:
-        """Embed texts through the model, in batches of similar token length."""
+    def _fits_one_window(self, text: str) -> bool:
+        assert self._whole_text_tokenizer is not None  # noqa: S101 - narrowing: load() opened it
+        specials = len(self._specials[0]) + len(self._specials[1])
+        return len(self._whole_text_tokenizer.encode(text, add_special_tokens=False).ids) + specials <= self._window
+
+    def _forward(self, texts: list[str]) -> list[_Pass]:
+        """Run texts through the model in batches of similar token length: pooled and token outputs."""
         if not texts:
-            return np.zeros((0, self._dimension), dtype=np.float32)
-        assert self._session is not None and self._tokenizer is not None  # noqa: S101 - narrowing: encode() loaded them
+            return []
+        assert self._session is not None and self._tokenizer is not None  # noqa: S101 - narrowing: load() opened them
         encodings = self._tokenizer.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out = np.empty((len(texts), self._dimension), dtype=np.float32)
+        out: list[_Pass | None] = [None] * len(texts)
         size = self.config.batch_size
         for first in range(0, len(order), size):
             rows = order[first : first + size]
@@ -237,11 +265,40 @@ class Embedder:
                 mask[r, :n] = 1
                 types[r, :n] = encodings[i].type_ids
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            hidden = self._session.run(None, {name: feeds[name] for name in self._input_names})[0]
-            out[rows] = _pool(np.asarray(hidden, dtype=np.float32), mask, self._pooling)
+            hidden = np.asarray(self._session.run(None, {n: feeds[n] for n in self._input_names})[0], dtype=np.float32)
+            pooled = _pool(hidden, mask, self._pooling)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for r, i in enumerate(rows):
+                out[i] = _Pass(pooled[r], _token_vectors(hidden[r], encodings[i]))
         self.texts_encoded += len(texts)
-        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-        return out
+        return [one for one in out if one is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """One text's forward pass: its sentence embedding, and its token embeddings unless it was truncated."""
+
+    pooled: Vectors
+    tokens: TokenVectors | None
+
+
+def _token_vectors(hidden: Vectors, encoding: Encoding) -> TokenVectors | None:
+    """The text's own tokens (no [CLS]/[SEP], no padding), L2-normalised; None when the text was cut."""
+    if encoding.overflowing:
+        return None
+    rows = [i for i, special in enumerate(encoding.special_tokens_mask) if not special]
+    vectors: Vectors = hidden[rows]
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    return TokenVectors(vectors, tuple(encoding.offsets[i] for i in rows))
+
+
+def _remember(store: OrderedDict[bytes, TokenVectors], fresh: dict[bytes, TokenVectors], size: int) -> None:
+    """Add ``fresh`` to an LRU ``store`` of at most ``size`` entries (caller holds the lock)."""
+    if not size:
+        return
+    store.update(fresh)
+    while len(store) > size:
+        store.popitem(last=False)
 
 
 def _text_key(text: str) -> bytes:

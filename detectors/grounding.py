@@ -203,7 +203,8 @@ class GroundingDetector(Detector):
         if not rows:
             return
         claims = list(dict.fromkeys(row.claim for row in rows))
-        claim_vectors = dict(zip(claims, self._embedder.encode(claims), strict=True))
+        # keep_tokens: the unsupported-spans detector reads the same sentences' token embeddings next.
+        claim_vectors = dict(zip(claims, self._embedder.encode(claims, keep_tokens=True), strict=True))
         self._score(rows, claim_vectors)
         wide_sizes = self.config.window_sizes[1:]
         weak = [row for row in rows if row.windows and row.similarity < self.config.grounded_similarity]

@@ -40,7 +40,10 @@ def build_suite(
         ConfidenceDetector(confidence, thresholds.for_detector(ConfidenceDetector.name)),
         GroundingDetector(config.grounding, thresholds.for_detector(GroundingDetector.name), embedder),
         UnsupportedSpansDetector(
-            config.unsupported_spans, thresholds.for_detector(UnsupportedSpansDetector.name), embedder
+            config.unsupported_spans,
+            thresholds.for_detector(UnsupportedSpansDetector.name),
+            embedder,
+            language=config.grounding.language,
         ),
     ]
     if config.span_model.model_path is not None:

@@ -16,6 +16,7 @@ a model is trained on are the features it is run on.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Final
@@ -29,7 +30,7 @@ Matrix = npt.NDArray[np.float64]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD: Final = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,:'\u2019-][^\W_{_CJK}]+)*")
-_SENTENCE_END: Final = re.compile(r"[.!?:\n\u3002]\s*$")
+_SENTENCE_ENDS: Final = ".!?:\u3002"
 # Function words carry no claim of their own; their support says little.
 STOP_WORDS: Final = frozenset(
     line.strip()
@@ -71,22 +72,36 @@ class SupportMatch:
 
 @dataclass(frozen=True, slots=True)
 class WordSupport:
-    """The answer's words, their feature rows (``WORD_FEATURES`` order) and best matches."""
+    """The answer's words, their feature rows (``WORD_FEATURES`` order) and where each matched best.
+
+    ``best_token`` indexes the support tokens of all support texts stacked in order (-1: the
+    word has no token or there is no support); :meth:`match` turns one into a place in a text.
+    """
 
     words: tuple[Word, ...]
     features: Matrix
-    matches: tuple[SupportMatch | None, ...]
     support_tokens: int
+    best_token: npt.NDArray[np.int64]
+    token_owner: npt.NDArray[np.int64]
+    token_offsets: npt.NDArray[np.int64]
 
     @property
     def content(self) -> npt.NDArray[np.bool_]:
         """Which words are content words (not stop words)."""
         return self.features[:, WORD_FEATURES.index("stop")] == 0 if len(self.words) else np.zeros(0, dtype=bool)
 
+    def match(self, word: int) -> SupportMatch | None:
+        """The support token that word ``word`` matched best, or None."""
+        token = int(self.best_token[word])
+        if token < 0:
+            return None
+        start, end = self.token_offsets[token]
+        return SupportMatch(int(self.token_owner[token]), int(start), int(end))
 
-def split_words(text: str) -> list[Word]:
-    """The words of ``text`` with their offsets."""
-    return [Word(m.start(), m.end(), m.group()) for m in _WORD.finditer(text)]
+
+def split_words(text: str, offset: int = 0) -> list[Word]:
+    """The words of ``text`` with their offsets (plus ``offset``: ``text`` may be a slice of a longer one)."""
+    return [Word(m.start() + offset, m.end() + offset, m.group()) for m in _WORD.finditer(text)]
 
 
 def text_vocabulary(text: str) -> frozenset[str]:
@@ -95,42 +110,44 @@ def text_vocabulary(text: str) -> frozenset[str]:
 
 
 def word_support(
-    answer: str, answer_tokens: TokenVectors, support: list[TokenVectors], vocab: frozenset[str]
+    answer: str,
+    words: Sequence[Word],
+    answer_tokens: TokenVectors,
+    support: Sequence[TokenVectors],
+    vocab: frozenset[str],
 ) -> WordSupport:
-    """Support features of every answer word against the support texts' tokens."""
-    words = tuple(split_words(answer))
-    pieces = _pieces_per_word(words, answer_tokens.offsets)
-    rows = [i for i, p in enumerate(support) if len(p.offsets)]
-    support_tokens = sum(len(support[i].offsets) for i in rows)
-    best = np.zeros(len(answer_tokens.offsets))
-    top3 = np.zeros(len(answer_tokens.offsets))
-    best_index = np.full(len(answer_tokens.offsets), -1)
-    owner = np.zeros(0, dtype=np.int64)
-    if rows and len(answer_tokens.offsets):
-        matrix = np.vstack([support[i].vectors for i in rows])
-        owner = np.concatenate([np.full(len(support[i].offsets), i) for i in rows])
-        sims = answer_tokens.vectors @ matrix.T
-        best_index = sims.argmax(axis=1)
-        best = sims[np.arange(len(sims)), best_index]
-        k = min(3, sims.shape[1])
-        top3 = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
+    """Support features of each of the answer's ``words`` against the support texts' tokens."""
+    owner = np.repeat(np.arange(len(support), dtype=np.int64), [len(p.offsets) for p in support])
+    token_offsets = np.array([o for p in support for o in p.offsets], dtype=np.int64).reshape(-1, 2)
+    best, top3, best_index = _token_support(answer_tokens, support)
     n = len(words)
     features = np.zeros((n, len(WORD_FEATURES)))
-    matches: list[SupportMatch | None] = []
-    for i, (word, piece) in enumerate(zip(words, pieces, strict=True)):
-        lower = word.text.lower()
-        number = any(c.isdigit() for c in word.text)
-        absent = lower not in vocab
-        capitalised = word.text[:1].isupper() and i > 0 and not _SENTENCE_END.search(answer[: word.start])
-        if piece:
-            weakest = piece[int(np.argmin(best[piece]))]  # the piece that decides the word's support
-            features[i, :3] = (best[piece].min(), best[piece].mean(), top3[piece].mean())
-        features[i, 3:7] = (absent, lower in STOP_WORDS, number, capitalised)
-        features[i, 10:12] = (number and absent, len(word.text) > 6)
-        features[i, 12] = i / max(n - 1, 1)
-        matches.append(_match(support, owner, int(best_index[weakest])) if piece else None)
+    best_token = np.full(n, -1, dtype=np.int64)
+    pieces = _pieces(words, answer_tokens.offsets)
+    if pieces is not None:
+        has, word_of, token = pieces
+        first = np.flatnonzero(np.r_[True, word_of[1:] != word_of[:-1]])
+        counts = np.diff(np.r_[first, len(token)])
+        features[has, 0] = np.minimum.reduceat(best[token], first)
+        features[has, 1] = np.add.reduceat(best[token], first) / counts
+        features[has, 2] = np.add.reduceat(top3[token], first) / counts
+        weakest = token[np.lexsort((best[token], word_of))[first]]  # the piece that decides the word's support
+        best_token[has] = best_index[weakest]
+    texts = [w.text for w in words]
+    lower = [t.lower() for t in texts]
+    number = np.array([any(c.isdigit() for c in t) for t in texts], dtype=bool)
+    absent = np.array([t not in vocab for t in lower], dtype=bool)
+    features[:, 3] = absent
+    features[:, 4] = [t in STOP_WORDS for t in lower]
+    features[:, 5] = number
+    features[:, 6] = [
+        i > 0 and w.text[:1].isupper() and not _starts_sentence(answer, w.start) for i, w in enumerate(words)
+    ]
+    features[:, 10] = number & absent
+    features[:, 11] = [len(t) > 6 for t in texts]
+    features[:, 12] = np.arange(n) / max(n - 1, 1)
     _neighbourhood(features)
-    return WordSupport(words, features, tuple(matches), support_tokens)
+    return WordSupport(tuple(words), features, len(owner), best_token, owner, token_offsets)
 
 
 def call_features(features: Matrix, support_tokens: int, probabilities: Matrix) -> Matrix:
@@ -160,38 +177,69 @@ def call_features(features: Matrix, support_tokens: int, probabilities: Matrix) 
     )
 
 
-def _match(support: list[TokenVectors], owner: npt.NDArray[np.int64], token: int) -> SupportMatch | None:
-    if token < 0:
+def _token_support(
+    answer_tokens: TokenVectors, support: Sequence[TokenVectors]
+) -> tuple[Matrix, Matrix, npt.NDArray[np.int64]]:
+    """Per answer token: best cosine to any support token, mean of the best three, and which token was best."""
+    count = len(answer_tokens.offsets)
+    rows = [p.vectors for p in support if len(p.offsets)]
+    if not rows or not count:
+        return np.zeros(count), np.zeros(count), np.full(count, -1, dtype=np.int64)
+    sims = answer_tokens.vectors @ np.vstack(rows).T
+    best_index = sims.argmax(axis=1).astype(np.int64)
+    k = min(3, sims.shape[1])
+    top3 = np.partition(sims, -k, axis=1)[:, -k:].mean(axis=1)
+    return sims[np.arange(count), best_index].astype(np.float64), top3.astype(np.float64), best_index
+
+
+def _pieces(
+    words: Sequence[Word], offsets: tuple[tuple[int, int], ...]
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """The model's tokens overlapping each word (offsets are sorted), as flat pairs.
+
+    Returns which words have any token, and for those, grouped by word in order, the
+    word's index among them and the token's index; None when no word has a token.
+    """
+    spans = np.array(offsets, dtype=np.int64).reshape(-1, 2)
+    real = np.flatnonzero(spans[:, 1] > spans[:, 0])  # zero-width tokens carry no text
+    starts, ends = spans[real, 0], spans[real, 1]
+    word_starts = np.array([w.start for w in words], dtype=np.int64)
+    word_ends = np.array([w.end for w in words], dtype=np.int64)
+    lo = np.searchsorted(ends, word_starts, side="right")  # first token ending after the word starts
+    hi = np.searchsorted(starts, word_ends, side="left")  # first token starting at or after its end
+    has = hi > lo
+    if not has.any():
         return None
-    which = int(owner[token])
-    first = int(np.searchsorted(owner, which))
-    start, end = support[which].offsets[token - first]
-    return SupportMatch(which, start, end)
+    counts = (hi - lo)[has]
+    word_of = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(len(word_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return has, word_of, real[np.repeat(lo[has], counts) + within]
 
 
-def _pieces_per_word(words: tuple[Word, ...], offsets: tuple[tuple[int, int], ...]) -> list[list[int]]:
-    """Indices of the model's tokens overlapping each word (offsets are sorted)."""
-    pieces: list[list[int]] = [[] for _ in words]
-    token = 0
-    for i, word in enumerate(words):
-        while token < len(offsets) and offsets[token][1] <= word.start:
-            token += 1
-        t = token
-        while t < len(offsets) and offsets[t][0] < word.end:
-            if offsets[t][1] > offsets[t][0]:
-                pieces[i].append(t)
-            t += 1
-    return pieces
+def _starts_sentence(text: str, position: int) -> bool:
+    """Whether only whitespace separates ``position`` from a sentence end or line break before it."""
+    head = text[max(0, position - 80) : position]
+    stripped = head.rstrip()
+    return "\n" in head[len(stripped) :] or stripped[-1:] in _SENTENCE_ENDS
+
+
+def _window_sums(values: Matrix, reach: int) -> Matrix:
+    """Sum of ``values`` over ``reach`` items either side of each item (fewer at the ends)."""
+    n = len(values)
+    cumulative = np.r_[0.0, np.cumsum(values)]
+    index = np.arange(n)
+    sums: Matrix = cumulative[np.minimum(index + reach + 1, n)] - cumulative[np.maximum(index - reach, 0)]
+    return sums
 
 
 def _neighbourhood(features: Matrix) -> None:
     """Fill the neighbourhood columns from the words' own support, in place."""
     n = len(features)
+    if not n:
+        return
     best, absent, stop = features[:, 0], features[:, 3], features[:, 4]
-    for i in range(n):
-        near = slice(max(0, i - _NEIGHBOURS), min(n, i + _NEIGHBOURS + 1))
-        region = slice(max(0, i - _REGION), min(n, i + _REGION + 1))
-        content = 1.0 - stop[region]
-        features[i, 7] = best[near].mean()
-        features[i, 8] = best[near].min()
-        features[i, 9] = (absent[region] * content).sum() / max(content.sum(), 1.0)
+    features[:, 7] = _window_sums(best, _NEIGHBOURS) / _window_sums(np.ones(n), _NEIGHBOURS)
+    padded = np.pad(best, _NEIGHBOURS, constant_values=np.inf)
+    features[:, 8] = np.lib.stride_tricks.sliding_window_view(padded, 2 * _NEIGHBOURS + 1).min(axis=1)
+    content = 1.0 - stop
+    features[:, 9] = _window_sums(absent * content, _REGION) / np.maximum(_window_sums(content, _REGION), 1.0)

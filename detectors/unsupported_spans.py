@@ -30,7 +30,7 @@ import numpy as np
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
-from detectors.embeddings import Embedder
+from detectors.embeddings import Embedder, TokenVectors
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
 from detectors.support_features import (
@@ -38,10 +38,11 @@ from detectors.support_features import (
     WORD_FEATURES,
     WordSupport,
     call_features,
+    split_words,
     text_vocabulary,
     word_support,
 )
-from detectors.text import is_json_document
+from detectors.text import is_json_document, split_sentences
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -108,8 +109,11 @@ class UnsupportedSpansDetector(Detector):
     name = "unsupported_spans"
     version = "1.0.0"
 
-    def __init__(self, config: UnsupportedSpansConfig, threshold: float, embedder: Embedder) -> None:
+    def __init__(
+        self, config: UnsupportedSpansConfig, threshold: float, embedder: Embedder, language: str = "en"
+    ) -> None:
         self.config = config
+        self._language = language  # of the answer's sentences: grounding's, so the two share a forward pass
         self._threshold = checked_threshold(threshold)
         self._embedder = embedder
         self._model: SupportModel | None = None
@@ -135,21 +139,35 @@ class UnsupportedSpansDetector(Detector):
 
     def support(self, call: LLMCall) -> WordSupport | None:
         """The answer's word support features, or None when there is nothing to compare."""
+        return self._support(call, support_texts(call, self.config.max_support_chars))
+
+    def _support(self, call: LLMCall, support: SupportTexts) -> WordSupport | None:
         answer = call.answer[: self.config.max_answer_chars]
-        support = support_texts(call, self.config.max_support_chars)
-        if not answer.strip() or not support.texts:
+        sentences = split_sentences(answer, self._language)
+        if not sentences or not support.texts:
             return None
-        answer_tokens = self._embedder.encode_tokens([answer])[0]
+        # Sentence by sentence, as grounding embeds them: its pass is reused, not repeated.
+        encoded = self._embedder.encode_tokens([s.text for s in sentences])
+        answer_tokens = TokenVectors(
+            np.vstack([tokens.vectors for tokens in encoded]),
+            tuple(
+                (a + s.start, b + s.start)
+                for s, tokens in zip(sentences, encoded, strict=True)
+                for a, b in tokens.offsets
+            ),
+        )
+        words = [word for s in sentences for word in split_words(s.text, s.start)]  # list markers are no claim
         support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
         vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
-        return word_support(answer, answer_tokens, support_tokens, vocabulary)
+        return word_support(answer, words, answer_tokens, support_tokens, vocabulary)
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
         if is_json_document(call.answer):
             # Structured output: its shape is schema_violation's, its values contradiction's.
             return self.skipped_result("structured (JSON) answer has no prose to check", self._threshold)
-        words = self.support(call)
+        support = support_texts(call, self.config.max_support_chars)
+        words = self._support(call, support)
         if words is None or not len(words.words):
             return self.skipped_result("no answer words or no sources to check them against", self._threshold)
         probabilities = self._model.word_model.predict(words.features)
@@ -158,7 +176,7 @@ class UnsupportedSpansDetector(Detector):
                 0
             ]
         )
-        spans = self._spans(call, words, probabilities)
+        spans = self._spans(call.answer, support, words, probabilities)
         if spans:
             quoted = ", ".join(f'"{s["text"]}"' for s in spans[:3])
             summary = f"{len(spans)} unsupported span(s): {quoted}" + (" ..." if len(spans) > 3 else "")
@@ -168,10 +186,10 @@ class UnsupportedSpansDetector(Detector):
                     "model_version": self._model.version}  # fmt: skip
         return self.scored_result(score, self._threshold, severity=2, summary=summary, evidence=evidence)
 
-    def _spans(self, call: LLMCall, words: WordSupport, probabilities: Matrix) -> list[dict[str, Any]]:
+    def _spans(
+        self, answer: str, support: SupportTexts, words: WordSupport, probabilities: Matrix
+    ) -> list[dict[str, Any]]:
         assert self._model is not None  # noqa: S101 - narrowing: called from _detect
-        answer = call.answer
-        support = support_texts(call, self.config.max_support_chars)
         flagged = words.content & (probabilities >= self._model.span_threshold)
         spans: list[dict[str, Any]] = []
         run: list[int] = []
@@ -191,7 +209,7 @@ class UnsupportedSpansDetector(Detector):
         weakest = run[int(np.argmax(probabilities[run]))]
         span: dict[str, Any] = {"start": first.start, "end": last.end, "text": answer[first.start : last.end],
                                 "probability": round(float(probabilities[weakest]), 4)}  # fmt: skip
-        match = words.matches[weakest]
+        match = words.match(weakest)
         if match is not None:
             text = support.texts[match.support]
             lo = max(0, match.start - _SNIPPET_CONTEXT_CHARS)

@@ -316,7 +316,9 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
         raise click.ClickException(str(exc)) from exc
     output_dir.mkdir(parents=True, exist_ok=True)
     support_files = {name: files[name] for name in training.TRAINING_SETS}
-    detector = UnsupportedSpansDetector(detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings))
+    detector = UnsupportedSpansDetector(
+        detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings), language=detectors.grounding.language
+    )
     rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
     report = training.train(rows, training.describe_data(support_files, rows))
     support_path = output_dir / "unsupported_spans.json"

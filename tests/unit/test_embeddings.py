@@ -138,3 +138,27 @@ def test_token_embeddings_match_the_pooled_sentence_and_cover_long_texts(tmp_pat
     assert len(long_tokens.vectors) == len(long_tokens.offsets)
     assert not np.isnan(long_tokens.vectors).any()
     assert embedder.encode_tokens([long_text], cache=True)[0] is long_tokens  # served from the cache
+
+
+def test_one_forward_pass_serves_sentence_and_token_embeddings(tmp_path_factory: pytest.TempPathFactory) -> None:
+    config = EmbeddingConfig(precision="fp32", cache_dir=cache_dir(tmp_path_factory), max_length=32)
+    embedder = Embedder(config)
+    short = SENTENCES[:4]
+    embedder.encode(short, keep_tokens=True)
+    assert embedder.texts_encoded == 4
+    kept = embedder.encode_tokens(short)
+    assert embedder.texts_encoded == 4  # the tokens came from encode's pass
+    fresh = Embedder(config).encode_tokens(short)  # batched without encode: the same outputs
+    for a, b in zip(kept, fresh, strict=True):
+        assert a.offsets == b.offsets
+        np.testing.assert_allclose(a.vectors, b.vectors, atol=1e-4)
+    # A text cut at max_length has no complete token outputs to keep: its tokens come from windows.
+    long_text = SENTENCES[-1] * 2
+    embedder.encode([long_text], keep_tokens=True)
+    before = embedder.texts_encoded
+    (tokens,) = embedder.encode_tokens([long_text])
+    assert embedder.texts_encoded == before + 1 and tokens.offsets[-1][1] == len(long_text)
+    # Without keep_tokens nothing is kept.
+    embedder.encode([SENTENCES[4]])
+    embedder.encode_tokens([SENTENCES[4]])
+    assert embedder.texts_encoded == before + 3

@@ -35,9 +35,9 @@ class CountingEmbedder(Embedder):
         super().__init__(config)
         self.calls: list[tuple[int, bool]] = []
 
-    def encode(self, texts: Sequence[str], *, cache: bool = False) -> Vectors:
+    def encode(self, texts: Sequence[str], *, cache: bool = False, keep_tokens: bool = False) -> Vectors:
         self.calls.append((len(texts), cache))
-        return super().encode(texts, cache=cache)
+        return super().encode(texts, cache=cache, keep_tokens=keep_tokens)
 
 
 @pytest.fixture
@@ -160,7 +160,7 @@ def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
 
 def test_embedding_failure_becomes_error_results(tmp_path_factory: pytest.TempPathFactory) -> None:
     class Broken(Embedder):
-        def encode(self, texts: Sequence[str], *, cache: bool = False) -> Vectors:
+        def encode(self, texts: Sequence[str], *, cache: bool = False, keep_tokens: bool = False) -> Vectors:
             raise RuntimeError("model gone")
 
     detector = GroundingDetector(GroundingConfig(), 0.5, Broken(EmbeddingConfig()))

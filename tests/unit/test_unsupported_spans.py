@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from detectors.base import DetectorStatus
-from detectors.config import EmbeddingConfig, UnsupportedSpansConfig
+from detectors.config import EmbeddingConfig, GroundingConfig, UnsupportedSpansConfig
 from detectors.embeddings import Embedder
+from detectors.grounding import GroundingDetector
 from detectors.llm_call import Source
 from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
 from tests.calls import make_llm_call
@@ -77,3 +78,21 @@ def test_the_shipped_model_records_how_it_was_made():
     assert all(len(d["sha256"]) == 64 and d["held_out"] > 0 for d in training["data"].values())
     assert training["metrics"]["ragtruth"]["held_out"]["auroc"] > 0.7
     assert load_support_model(None).version == shipped["version"]
+
+
+def test_grounding_and_unsupported_spans_share_one_pass_over_the_answer(tmp_path_factory: pytest.TempPathFactory):
+    embedder = Embedder(EmbeddingConfig(cache_dir=tmp_path_factory.getbasetemp() / "models"))
+    grounding = GroundingDetector(GroundingConfig(), 0.5, embedder)
+    spans = UnsupportedSpansDetector(UnsupportedSpansConfig(), 0.5, embedder)
+    calls = [call(INVENTED), call(FAITHFUL + " " + INVENTED)]
+    grounding.detect_batch(calls)
+    before = embedder.texts_encoded
+    results = spans.detect_batch(calls)
+    assert embedder.texts_encoded - before == 2  # the source and the question as wholes: grounding never embeds them
+    assert "1950" in " ".join(s["text"] for s in results[0].evidence["spans"])
+
+
+def test_list_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDetector):
+    (result,) = detector.detect_batch([call(f"1. {FAITHFUL}\n2. {INVENTED}")])
+    flagged = [s["text"] for s in result.evidence["spans"]]
+    assert flagged and not any(text in {"1", "2"} for text in flagged)
