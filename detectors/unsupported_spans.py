@@ -1,13 +1,15 @@
 """Unsupported-spans detector (SPEC §4.1): which words of the answer no source supports, and where.
 
 Each answer word gets support features from one forward pass of the embedding model over
-the answer and one over each source (plus the question), cached by content hash like
-grounding's windows (:mod:`detectors.support_features`).  Two small learned models, read
+the answer's sentences (the pass grounding makes, kept by the embedder) and one over each
+source (plus the question), cached by content hash like grounding's windows
+(:mod:`detectors.support_features`).  Two small learned models, read
 from a JSON file that ``halluwatch train`` writes (:mod:`detectors.learned`), turn them
 into decisions:
 
-* the **word model** gives each word the probability that it is hallucinated; runs of
-  content words at or above the file's ``span_threshold`` (stop words between them join a
+* the **word model** gives each word the probability that it is hallucinated (one model per
+  kind of support: prose, or JSON records such as tool results); runs of content words at or
+  above the file's span threshold for that kind (stop words between them join a
   run) become spans with character offsets into the answer, each with the source text its
   weakest word matched best;
 * the **call model** turns the word probabilities and support statistics (share of content
@@ -21,12 +23,13 @@ model), split by source document; the file records the data, seeds and held-out 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
@@ -35,7 +38,9 @@ from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model
 from detectors.llm_call import LLMCall
 from detectors.support_features import (
     CALL_FEATURES,
+    SUPPORT_KINDS,
     WORD_FEATURES,
+    SupportKind,
     WordSupport,
     call_features,
     split_words,
@@ -58,22 +63,42 @@ class SupportModel:
     """The learned half of the detector: word and call models and the span threshold."""
 
     version: str
-    word_model: BinnedLogistic
+    word_models: Mapping[SupportKind, BinnedLogistic]
     call_model: ScaledLogistic
-    span_threshold: float
+    span_thresholds: Mapping[SupportKind, float]
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SupportModel:
         """Read the JSON form; the feature lists must be the ones this code computes."""
         model = cls(
             version=str(data["version"]),
-            word_model=BinnedLogistic.from_dict(data["word_model"]),
+            word_models={kind: BinnedLogistic.from_dict(data["word_models"][kind]) for kind in SUPPORT_KINDS},
             call_model=ScaledLogistic.from_dict(data["call_model"]),
-            span_threshold=float(data["span_threshold"]),
+            span_thresholds={kind: float(data["span_thresholds"][kind]) for kind in SUPPORT_KINDS},
         )
-        if model.word_model.features != WORD_FEATURES or model.call_model.features != CALL_FEATURES:
+        word_features = {m.features for m in model.word_models.values()}
+        if word_features != {WORD_FEATURES} or model.call_model.features != CALL_FEATURES:
             raise ValueError("the file's features are not this version's; retrain with `halluwatch train`")
         return model
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (without the training record, which ``halluwatch train`` adds)."""
+        return {"version": self.version, "span_thresholds": dict(self.span_thresholds),
+                "word_models": {kind: m.to_dict() for kind, m in self.word_models.items()},
+                "call_model": self.call_model.to_dict()}  # fmt: skip
+
+    def word_probabilities(self, words: WordSupport) -> Matrix:
+        """Each word's probability of being hallucinated, by the model for its kind of support."""
+        return self.word_models[words.kind].predict(words.features)
+
+    def call_probability(self, words: WordSupport, probabilities: Matrix) -> float:
+        """The probability that the answer is hallucinated."""
+        row = call_features(words.features, words.support_tokens, probabilities)
+        return float(self.call_model.predict(row[None, :])[0])
+
+    def flagged(self, words: WordSupport, probabilities: Matrix) -> npt.NDArray[np.bool_]:
+        """Content words at or above the span threshold of their kind of support."""
+        return words.content & (probabilities >= self.span_thresholds[words.kind])
 
 
 def load_support_model(path: Path | None) -> SupportModel:
@@ -119,6 +144,7 @@ class UnsupportedSpansDetector(Detector):
         self._model: SupportModel | None = None
         # Sources recur across calls as their token matrices do; so do their words.
         self._vocabulary = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(text_vocabulary)
+        self._is_json = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(is_json_document)
 
     def start(self) -> None:
         """Open the embedding model and read the learned model file."""
@@ -130,6 +156,7 @@ class UnsupportedSpansDetector(Detector):
         """Release the embedding model and the learned model."""
         self._model = None
         self._vocabulary.cache_clear()
+        self._is_json.cache_clear()
         self._embedder.close()
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
@@ -159,7 +186,8 @@ class UnsupportedSpansDetector(Detector):
         words = [word for s in sentences for word in split_words(s.text, s.start)]  # list markers are no claim
         support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
         vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
-        return word_support(answer, words, answer_tokens, support_tokens, vocabulary)
+        kind: SupportKind = "json" if any(self._is_json(text) for text in support.texts) else "prose"
+        return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind)
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
@@ -170,12 +198,8 @@ class UnsupportedSpansDetector(Detector):
         words = self._support(call, support)
         if words is None or not len(words.words):
             return self.skipped_result("no answer words or no sources to check them against", self._threshold)
-        probabilities = self._model.word_model.predict(words.features)
-        score = float(
-            self._model.call_model.predict(call_features(words.features, words.support_tokens, probabilities)[None, :])[
-                0
-            ]
-        )
+        probabilities = self._model.word_probabilities(words)
+        score = self._model.call_probability(words, probabilities)
         spans = self._spans(call.answer, support, words, probabilities)
         if spans:
             quoted = ", ".join(f'"{s["text"]}"' for s in spans[:3])
@@ -183,14 +207,14 @@ class UnsupportedSpansDetector(Detector):
         else:
             summary = "every content word supported by the sources"
         evidence = {"spans": spans[: self.config.max_evidence_spans], "words": len(words.words),
-                    "model_version": self._model.version}  # fmt: skip
+                    "support": words.kind, "model_version": self._model.version}  # fmt: skip
         return self.scored_result(score, self._threshold, severity=2, summary=summary, evidence=evidence)
 
     def _spans(
         self, answer: str, support: SupportTexts, words: WordSupport, probabilities: Matrix
     ) -> list[dict[str, Any]]:
         assert self._model is not None  # noqa: S101 - narrowing: called from _detect
-        flagged = words.content & (probabilities >= self._model.span_threshold)
+        flagged = self._model.flagged(words, probabilities)
         spans: list[dict[str, Any]] = []
         run: list[int] = []
         for i in range(len(words.words) + 1):

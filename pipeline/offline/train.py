@@ -6,9 +6,9 @@ held-out metrics written next to the coefficients.  Only sets whose licence allo
 what is learned from them are trained on (:data:`TRAINING_SETS`); FaithBench (CC BY-NC-SA)
 and the sets without context are for evaluation only.
 
-* The **word model** learns from RAGTruth's span labels: a word is hallucinated when a gold
-  span covers it.  Its span threshold is the one with the best character-overlap span F1 on
-  the training records.
+* The **word models** learn from RAGTruth's span labels: a word is hallucinated when a gold
+  span covers it.  One per kind of support (prose; JSON records), each with the span
+  threshold that gives the best character-overlap span F1 on its training records.
 * The **call model** learns from the response labels of every training set, each set given
   the same total weight so no one set's style dominates.  SummEdits is left out: its edited
   summaries reuse the source's words, so word support says nothing about them (contradiction
@@ -25,7 +25,7 @@ import itertools
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
-from detectors.support_features import CALL_FEATURES, WORD_FEATURES, call_features
+from detectors.support_features import CALL_FEATURES, SUPPORT_KINDS, WORD_FEATURES, SupportKind, call_features
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
 from detectors.verdict import VERDICT_FEATURES
 from pipeline.config.settings import Settings
@@ -69,6 +69,7 @@ class RecordFeatures:
     support_tokens: int
     held_out: bool
     word_spans: tuple[tuple[int, int], ...]
+    kind: SupportKind = "prose"
 
 
 @dataclass
@@ -81,13 +82,8 @@ class TrainingReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The model file: the models, then how they were made."""
-        return {
-            "version": self.model.version,
-            "span_threshold": self.model.span_threshold,
-            "word_model": self.model.word_model.to_dict(),
-            "call_model": self.model.call_model.to_dict(),
-            "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": self.data, "metrics": self.metrics},
-        }
+        training = {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": self.data, "metrics": self.metrics}
+        return {**self.model.to_dict(), "training": training}
 
 
 def held_out(record: EvalRecord) -> bool:
@@ -125,7 +121,7 @@ def extract(
             continue
         labels = np.array([any(s < w.end and e > w.start for s, e in record.spans) for w in support.words])
         out.append(RecordFeatures(name, record, support.features, labels, support.support_tokens, held_out(record),
-                                  tuple((w.start, w.end) for w in support.words)))  # fmt: skip
+                                  tuple((w.start, w.end) for w in support.words), support.kind))  # fmt: skip
     return out
 
 
@@ -158,15 +154,23 @@ def train_word_model(rows: Sequence[RecordFeatures]) -> BinnedLogistic:
     return BinnedLogistic(WORD_FEATURES, tuple(edges), tuple(float(c) for c in coef), intercept)
 
 
-def call_rows(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> Matrix:
+WordModels = Mapping[SupportKind, BinnedLogistic]
+
+
+def word_probabilities(row: RecordFeatures, word_models: WordModels) -> Matrix:
+    """The row's word probabilities by the word model for its kind of support."""
+    return word_models[row.kind].predict(row.features)
+
+
+def call_rows(rows: Sequence[RecordFeatures], word_models: WordModels) -> Matrix:
     """The call model's input rows for ``rows``."""
-    return np.vstack([call_features(r.features, r.support_tokens, word_model.predict(r.features)) for r in rows])
+    return np.vstack([call_features(r.features, r.support_tokens, word_probabilities(r, word_models)) for r in rows])
 
 
-def train_call_model(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> ScaledLogistic:
+def train_call_model(rows: Sequence[RecordFeatures], word_models: WordModels) -> ScaledLogistic:
     """The call model over the training side of every set."""
     y = np.array([float(bool(r.record.hallucinated)) for r in rows])
-    return fit_scaled(call_rows(rows, word_model), y, [r.dataset for r in rows], CALL_FEATURES, _CALL_L2)
+    return fit_scaled(call_rows(rows, word_models), y, [r.dataset for r in rows], CALL_FEATURES, _CALL_L2)
 
 
 def fit_scaled(x: Matrix, y: Matrix, datasets: Sequence[str], features: tuple[str, ...], l2: float) -> ScaledLogistic:
@@ -195,43 +199,63 @@ def predicted_spans(row: RecordFeatures, probabilities: Matrix, threshold: float
     return spans
 
 
-def span_f1(rows: Sequence[RecordFeatures], word_model: BinnedLogistic, threshold: float) -> float:
+def span_f1(rows: Sequence[RecordFeatures], model: SupportModel) -> float:
     """Character-overlap span F1 over the records that have gold spans."""
     with_spans = [r for r in rows if r.record.spans]
-    predicted = [predicted_spans(r, word_model.predict(r.features), threshold) for r in with_spans]
+    predicted = [
+        predicted_spans(r, word_probabilities(r, model.word_models), model.span_thresholds[r.kind]) for r in with_spans
+    ]
     return span_overlap(predicted, [r.record.spans for r in with_spans]).f1
 
 
 def train(rows: Sequence[RecordFeatures], data: dict[str, Any]) -> TrainingReport:
-    """Fit both models on the training side and measure them on both sides."""
+    """Fit the word models, then the call model, on the training side; measure them on both sides."""
     train_rows = [r for r in rows if not r.held_out]
-    span_rows = [r for r in train_rows if r.dataset in SPAN_SETS]
-    word_model = train_word_model(span_rows)
-    span_threshold = max(_SPAN_THRESHOLDS, key=lambda t: span_f1(span_rows, word_model, float(t)))
-    call_model = train_call_model(train_rows, word_model)
+    word_models: dict[SupportKind, BinnedLogistic] = {}
+    thresholds: dict[SupportKind, float] = {}
+    for kind in SUPPORT_KINDS:
+        span_rows = [r for r in train_rows if r.dataset in SPAN_SETS and r.kind == kind]
+        if not span_rows:
+            raise ValueError(f"no span-labelled training records with {kind} support")
+        word_models[kind] = train_word_model(span_rows)
+        thresholds[kind] = _best_span_threshold(span_rows, word_models[kind])
     # Named after what made it (data and features), so a rebuild from the same data is the same file.
-    recipe = json.dumps([data, WORD_FEATURES, CALL_FEATURES, SEED], sort_keys=True).encode()
-    version = f"1-{hashlib.sha256(recipe).hexdigest()[:12]}"
-    model = SupportModel(version, word_model, call_model, float(span_threshold))
+    recipe = json.dumps([data, WORD_FEATURES, CALL_FEATURES, SUPPORT_KINDS, SEED], sort_keys=True).encode()
+    version = f"2-{hashlib.sha256(recipe).hexdigest()[:12]}"
+    model = SupportModel(version, word_models, train_call_model(train_rows, word_models), thresholds)
     return TrainingReport(model, measure(rows, model), data)
 
 
+def _best_span_threshold(rows: Sequence[RecordFeatures], word_model: BinnedLogistic) -> float:
+    with_spans = [r for r in rows if r.record.spans]
+    probabilities = [word_model.predict(r.features) for r in with_spans]
+    gold = [r.record.spans for r in with_spans]
+
+    def f1(threshold: float) -> float:
+        predicted = [predicted_spans(r, p, threshold) for r, p in zip(with_spans, probabilities, strict=True)]
+        return span_overlap(predicted, gold).f1
+
+    return float(max(_SPAN_THRESHOLDS, key=lambda t: f1(float(t))))
+
+
 def measure(rows: Sequence[RecordFeatures], model: SupportModel) -> dict[str, Any]:
-    """AUROC of the call model per set and side; word AUROC and span F1 on the span sets."""
+    """AUROC of the call model per set and side; word AUROC and span F1 on the span sets (also per kind)."""
     metrics: dict[str, Any] = {}
     for name in sorted({r.dataset for r in rows}):
         for side, is_held_out in (("train", False), ("held_out", True)):
             part = [r for r in rows if r.dataset == name and r.held_out == is_held_out]
             if not part:
                 continue
-            scores = model.call_model.predict(call_rows(part, model.word_model))
+            scores = model.call_model.predict(call_rows(part, model.word_models))
             actual = [bool(r.record.hallucinated) for r in part]
             entry: dict[str, Any] = {"records": len(part), "auroc": _rounded(auroc(list(scores), actual))}
             if name in SPAN_SETS:
                 words = np.concatenate([r.word_labels for r in part])
-                probabilities = np.concatenate([model.word_model.predict(r.features) for r in part])
+                probabilities = np.concatenate([word_probabilities(r, model.word_models) for r in part])
                 entry["word_auroc"] = _rounded(auroc(list(probabilities), list(words)))
-                entry["span_f1"] = round(span_f1(part, model.word_model, model.span_threshold), 4)
+                entry["span_f1"] = round(span_f1(part, model), 4)
+                for kind in SUPPORT_KINDS:
+                    entry[f"span_f1_{kind}"] = round(span_f1([r for r in part if r.kind == kind], model), 4)
             metrics.setdefault(name, {})[side] = entry
     return metrics
 

@@ -57,7 +57,7 @@ def synthetic_rows(n: int = 240, seed: int = 1) -> list[RecordFeatures]:
         record = EvalRecord(str(i), "", (f"document {i}",), "x" * 60, "qa", bool(labels.any()), spans)
         word_spans = tuple((5 * w, 5 * w + 4) for w in range(words))
         rows.append(RecordFeatures("ragtruth" if i % 3 else "summedits", record, features, labels, 100,
-                                   held_out(record), word_spans))  # fmt: skip
+                                   held_out(record), word_spans, "json" if i % 4 == 1 else "prose"))  # fmt: skip
     return rows
 
 
@@ -69,7 +69,8 @@ def test_training_is_reproducible_and_learns_the_planted_signal():
     model = SupportModel.from_dict(first)
     held = first["training"]["metrics"]["ragtruth"]["held_out"]
     assert held["word_auroc"] > 0.9 and held["auroc"] > 0.8 and held["span_f1"] > 0.5
-    assert 0.0 < model.span_threshold < 1.0
+    assert held["span_f1_json"] > 0.5 and held["span_f1_prose"] > 0.5  # a model for each kind of support
+    assert all(0.0 < t < 1.0 for t in model.span_thresholds.values())
     assert first["version"] == train(rows, {"synthetic": 1}).model.version != train(rows, {"other": 2}).model.version
 
 
@@ -78,7 +79,7 @@ def test_spans_join_flagged_words_across_stop_words_only():
     features = row.features.copy()
     features[:, WORD_FEATURES.index("stop")] = 0.0
     features[3, WORD_FEATURES.index("stop")] = 1.0
-    row = RecordFeatures(row.dataset, row.record, features, row.word_labels, 100, False, row.word_spans)
+    row = RecordFeatures(row.dataset, row.record, features, row.word_labels, 100, False, row.word_spans, row.kind)
     probabilities = np.zeros(12)
     probabilities[[2, 4, 7]] = 0.9  # 2 and 4 around stop word 3; 7 alone
     assert predicted_spans(row, probabilities, 0.5) == [(10, 24), (35, 39)]
@@ -107,3 +108,9 @@ def test_the_verdict_learns_which_detector_to_trust_per_set():
     assert weights["contradiction.score"] > 1.0 and abs(weights["grounding.score"]) < 0.3
     assert metrics["summedits"]["held_out"]["auroc"] > 0.9
     assert verdict_file(model, metrics, {"x": 1})["version"] == verdict_file(model, metrics, {"x": 1})["version"]
+
+
+def test_each_kind_of_support_needs_span_labels_to_learn_from():
+    rows = [r for r in synthetic_rows() if r.kind == "prose"]
+    with pytest.raises(ValueError, match="json support"):
+        train(rows, {"synthetic": 1})

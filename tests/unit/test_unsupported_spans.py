@@ -62,7 +62,7 @@ def test_close_releases_the_model_and_start_reads_it_again(detector: Unsupported
 
 def test_a_bad_model_file_is_named(tmp_path: Path):
     path = tmp_path / "model.json"
-    path.write_text(json.dumps({"version": "x", "span_threshold": 0.1, "word_model": {}, "call_model": {}}))
+    path.write_text(json.dumps({"version": "x", "span_thresholds": {}, "word_models": {}, "call_model": {}}))
     with pytest.raises(SupportModelError, match=re.escape(str(path))):
         load_support_model(path)
     with pytest.raises(SupportModelError, match=r"absent\.json"):
@@ -96,3 +96,10 @@ def test_list_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDetecto
     (result,) = detector.detect_batch([call(f"1. {FAITHFUL}\n2. {INVENTED}")])
     flagged = [s["text"] for s in result.evidence["spans"]]
     assert flagged and not any(text in {"1", "2"} for text in flagged)
+
+
+def test_answers_written_from_json_records_are_read_by_the_json_model(detector: UnsupportedSpansDetector):
+    record = json.dumps({"name": "Eiffel Tower", "city": "Paris", "built": "1887-1889", "height_m": 330})
+    from_record, from_prose = detector.detect_batch([call(INVENTED, context=record), call(INVENTED)])
+    assert from_record.evidence["support"] == "json" and from_prose.evidence["support"] == "prose"
+    assert "1950" in " ".join(s["text"] for s in from_record.evidence["spans"])
