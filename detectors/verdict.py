@@ -22,6 +22,7 @@ from detectors.base import DetectorResult, DetectorStatus
 from detectors.learned import Matrix, ScaledLogistic, read_model_file
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
+SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
 # The span-level hallucination detectors the verdict model weighs (sampled ones judge too few calls).
 VERDICT_DETECTORS: Final = ("contradiction", "grounding", "unsupported_spans", "confidence", "schema_violation")
 VERDICT_FEATURES: Final = tuple(f"{name}.{part}" for name in VERDICT_DETECTORS for part in ("score", "checked"))
@@ -73,7 +74,12 @@ def load_verdict_model(path: Path | None = None) -> ScaledLogistic:
 
 
 def flagged_spans(results: Iterable[DetectorResult]) -> list[dict[str, Any]]:
-    """Answer spans (char offsets) that flagged detectors point at, tagged with the detector."""
+    """The finest answer spans (char offsets) that flagged detectors point at, tagged with the detector.
+
+    Words and values (unsupported_spans, contradiction) where any detector points at them;
+    whole sentences (grounding) only where none does: a sentence around a wrong word puts
+    every other word of it in the span too (RAGTruth span F1 0.20 with them, 0.27 without).
+    """
     spans = []
     for result in results:
         if not result.flagged or result.detector in NOT_HALLUCINATION_EVIDENCE:
@@ -82,4 +88,5 @@ def flagged_spans(results: Iterable[DetectorResult]) -> list[dict[str, Any]]:
             if isinstance(span, dict) and isinstance(span.get("start"), int) and isinstance(span.get("end"), int):
                 spans.append({"start": span["start"], "end": span["end"], "text": span.get("text", ""),
                               "detector": result.detector})  # fmt: skip
-    return spans
+    finer = [span for span in spans if span["detector"] not in SENTENCE_SPAN_DETECTORS]
+    return finer or spans

@@ -56,3 +56,11 @@ def test_combined_verdict_agrees_with_any_flag_and_ignores_sentinel_and_skips():
     assert flagged_spans(results) == [{"start": 10, "end": 14, "text": "1950", "detector": "contradiction"}]
     assert combined_verdict(results[:1]) == (pytest.approx(0.25), False)
     assert combined_verdict([]) == (0.0, False)
+
+
+def test_sentence_spans_only_where_no_detector_points_at_words():
+    sentence = {"start": 0, "end": 40, "text": "The tower was built in 1950 in Paris."}
+    grounding = _result("grounding", 0.8, 0.5, spans=[sentence])
+    contradiction = _result("contradiction", 0.9, 0.5, spans=[{"start": 23, "end": 27, "text": "1950"}])
+    assert [s["detector"] for s in flagged_spans([grounding, contradiction])] == ["contradiction"]
+    assert [s["detector"] for s in flagged_spans([grounding])] == ["grounding"]
