@@ -27,11 +27,13 @@ from pipeline.config.content_policy import (
     ContentPolicies,
     ContentTable,
 )
+from pipeline.config.env_names import unknown_variables
 from pipeline.config.sampled import ConsistencySettings
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
 # Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).
 SECRETS_DIR_ENV = "HALLUWATCH_SECRETS_DIR"
+CONFIG_ENV = "HALLUWATCH_CONFIG"
 
 # "full" and "none", the names of earlier releases, still read as "store" and "drop".
 Mode = Annotated[ContentMode, BeforeValidator(lambda value: LEGACY_MODES.get(value, value))]
@@ -194,6 +196,10 @@ class Settings(BaseSettings):
 
 def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
     """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides."""
+    unknown = unknown_variables(os.environ, Settings, (CONFIG_ENV, SECRETS_DIR_ENV))
+    if unknown:
+        listed = "\n".join(f"  {name}" + (f" (did you mean {near}?)" if near else "") for name, near in unknown)
+        raise ConfigError(f"unknown setting(s) in the environment:\n{listed}")
     path = config_path or _env_config_path()
     file_values = _read_yaml(path) if path else {}
     secrets_dir = os.environ.get(SECRETS_DIR_ENV)
@@ -215,7 +221,7 @@ def _describe(error: ValidationError) -> str:
 
 
 def _env_config_path() -> Path | None:
-    value = os.environ.get("HALLUWATCH_CONFIG")
+    value = os.environ.get(CONFIG_ENV)
     return Path(value) if value else None
 
 

@@ -78,3 +78,30 @@ def test_bad_thresholds_files_are_rejected(tmp_path: Path, text: str):
     path.write_text(text)
     with pytest.raises(ThresholdsError):
         load_thresholds(path)
+
+
+def test_a_misspelled_variable_stops_start_up_with_the_closest_name(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HALLUWATCH_KAFKA_BOOTSTRAPS", "x:9092")
+    monkeypatch.setenv("HALLUWATCH_ALERTING__SLACK_BOT_TOKN", "xoxb-1")
+    monkeypatch.setenv("HALLUWATCH_NOTHING_LIKE_IT", "1")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    message = str(error.value)
+    assert "HALLUWATCH_KAFKA_BOOTSTRAPS (did you mean HALLUWATCH_KAFKA_BOOTSTRAP?)" in message
+    assert "HALLUWATCH_ALERTING__SLACK_BOT_TOKN (did you mean HALLUWATCH_ALERTING__SLACK_BOT_TOKEN?)" in message
+    assert "HALLUWATCH_NOTHING_LIKE_IT\n" in message + "\n" and "xoxb-1" not in message
+
+
+def test_every_kind_of_valid_variable_is_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    for name, value in {
+        "HALLUWATCH_KAFKA_BOOTSTRAP": "k:9092",  # top level
+        "halluwatch_kafka_group_id": "g",  # any case, as pydantic-settings reads them
+        "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN": "xoxb-1",  # a nested model's field
+        "HALLUWATCH_CONSISTENCY__LLM__BASE_URL": "http://llm:8000/v1",  # two levels down
+        "HALLUWATCH_FINDINGS_OTLP_HEADERS__AUTHORIZATION": "Bearer t",  # a mapping's own key
+        "HALLUWATCH_SECRETS_DIR": str(tmp_path),  # where the settings come from
+    }.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    assert settings.kafka_bootstrap == "k:9092" and settings.kafka_group_id == "g"
+    assert settings.consistency.llm.base_url == "http://llm:8000/v1"

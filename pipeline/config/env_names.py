@@ -1,0 +1,76 @@
+"""Which ``HALLUWATCH_*`` environment variables name a setting, and the closest one to a typo.
+
+pydantic-settings reads the variables it knows and ignores every other one, so a misspelled
+``HALLUWATCH_KAFKA_BOOTSTRAPS`` would leave the default in place without a word.  Start-up
+checks every ``HALLUWATCH_*`` variable against the settings model instead: top-level fields,
+nested models through ``__`` (``HALLUWATCH_ALERTING__SLACK_BOT_TOKEN``), anything below a
+mapping field (its keys are the user's), and the variables that locate the settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Iterable, Iterator, Mapping
+
+from pydantic import BaseModel
+
+PREFIX = "HALLUWATCH_"
+NESTED = "__"
+
+
+def unknown_variables(
+    environ: Mapping[str, str], model: type[BaseModel], also_known: Iterable[str]
+) -> list[tuple[str, str | None]]:
+    """Each ``HALLUWATCH_*`` variable that names no setting, with the closest valid name (or None)."""
+    known = {name.upper() for name in also_known}
+    valid = sorted(known | set(_variable_names(model, PREFIX)))
+    unknown = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith(PREFIX) or upper in known or _names_a_setting(model, upper[len(PREFIX) :]):
+            continue
+        # Compared without the prefix every name shares, or any name looks close to any other.
+        closest = difflib.get_close_matches(upper[len(PREFIX) :], [v[len(PREFIX) :] for v in valid], n=1, cutoff=0.6)
+        unknown.append((name, PREFIX + closest[0] if closest else None))
+    return unknown
+
+
+def _names_a_setting(model: type[BaseModel], path: str) -> bool:
+    """Whether ``FIELD__SUB__...`` (upper case) reaches a field of ``model``."""
+    head, _, rest = path.partition(NESTED)
+    fields = {name.upper(): info.annotation for name, info in model.model_fields.items()}
+    if head not in fields:
+        return False
+    if not rest:
+        return True
+    nested = _model_of(fields[head])
+    if nested is not None:
+        return _names_a_setting(nested, rest)
+    return _is_mapping(fields[head])  # a mapping's keys are free; a scalar has no parts
+
+
+def _variable_names(model: type[BaseModel], prefix: str) -> Iterator[str]:
+    for name, info in model.model_fields.items():
+        variable = prefix + name.upper()
+        yield variable
+        nested = _model_of(info.annotation)
+        if nested is not None:
+            yield from _variable_names(nested, variable + NESTED)
+
+
+def _model_of(annotation: object) -> type[BaseModel] | None:
+    """The settings model an annotation holds (``Model`` or ``Model | None``), if any."""
+    candidates = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    models = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+    return models[0] if len(models) == 1 else None
+
+
+def _is_mapping(annotation: object) -> bool:
+    candidates = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+    return any(typing.get_origin(c) in (dict, Mapping) or c is dict for c in candidates)
+
+
+def _is_union(annotation: object) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
