@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
 from pipeline.config.secrets import install_scrubber, secret_values
 from pipeline.config.settings import ConfigError, Settings, load_settings
 
@@ -43,7 +44,24 @@ def _settings(config_path: Path | None) -> Settings:
     return settings
 
 
-@click.group()
+class _Commands(click.Group):
+    """The command group: what an operator must fix ends a command with one line and exit status 1.
+
+    A store out of reach, a directory that cannot be written or an unusable record file
+    (the message names file and line) is not a bug to trace.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from pipeline.offline.evaluate import EvalInputError
+        from pipeline.sinks.clickhouse import ClickHouseUnreachable
+
+        try:
+            return super().invoke(ctx)
+        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="halluwatch")
 def main() -> None:
     """Trace-layer hallucination detection: OTLP spans from Kafka -> detectors -> ClickHouse."""
@@ -58,13 +76,9 @@ def worker(config_path: Path | None) -> None:
     llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable
     from pipeline.worker.runner import run_worker
 
-    try:
-        run_worker(_settings(config_path))
-    except ClickHouseUnreachable as exc:
-        raise click.ClickException(str(exc)) from exc
+    run_worker(_settings(config_path))
 
 
 @main.command()
@@ -156,6 +170,7 @@ def baseline(
         raise click.UsageError("give exactly one of --input PATH or --from-clickhouse")
     settings = _settings(config_path)
     output_path = output_path or settings.data_dir / "baselines.yaml"
+    writable_dir(output_path.parent, "baselines")
     confidence = settings.detectors.confidence
     try:
         summary = run_baseline(
@@ -195,14 +210,12 @@ def evaluate(
     from tqdm import tqdm
 
     from pipeline.agreement.rules import AgreementRule
-    from pipeline.offline.evaluate import EvalInputError, evaluate, read_records, report
+    from pipeline.offline.evaluate import evaluate, read_records, report
 
     settings = _settings(config_path)
-    try:
-        records = list(itertools.islice(read_records(input_path), limit))
-    except EvalInputError as exc:
-        raise click.ClickException(str(exc)) from exc
+    records = list(itertools.islice(read_records(input_path), limit))
     outputs = []
+    writable_dir(output_path.parent, "eval output")
     with open(output_path, "w", encoding="utf-8") as out:
         for output in tqdm(evaluate(records, settings, batch_size, workers), total=len(records), unit="rec"):
             out.write(output.to_json() + "\n")
@@ -272,7 +285,7 @@ def calibrate(
         )  # fmt: skip
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
-    output_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
     version = write_thresholds(result, path, models={"embeddings": settings.detectors.embeddings.model})
     pictures = write_plots(result, output_dir)
@@ -314,7 +327,7 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
         files = training.data_files(data_dir, training.VERDICT_SETS)
     except FileNotFoundError as exc:
         raise click.ClickException(str(exc)) from exc
-    output_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(output_dir, "model output")
     support_files = {name: files[name] for name in training.TRAINING_SETS}
     detector = UnsupportedSpansDetector(
         detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings), language=detectors.grounding.language
@@ -436,6 +449,7 @@ def report(config_path: Path | None, output_path: Path | None, hours: float, ser
 
     settings = _settings(config_path)
     path = output_path or settings.data_dir / "report.html"
+    writable_dir(path.parent, "report")
     write_report(_migrated_client(settings), settings.clickhouse_database, report_window(hours, services), path)
     click.echo(f"report written to {path.resolve()}")
 

@@ -17,13 +17,16 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from pipeline import metrics
 from pipeline.config.connections import redacted_dsn
+from pipeline.config.data_dirs import writable_dir
 from pipeline.sinks.rows import TABLE_COLUMNS
 from schemas import migrations
 
@@ -34,10 +37,11 @@ logger = logging.getLogger(__name__)
 
 MIGRATIONS_TABLE = "schema_migrations"
 _embedded_lock = threading.Lock()
+EMBEDDED_SCHEME = "chdb://"
 
 
 class ClickHouseUnreachable(RuntimeError):
-    """ClickHouse could not be reached and migrated within the start-up wait."""
+    """ClickHouse could not be reached (by the worker: and migrated within the start-up wait)."""
 
 
 class SinkUnavailable(RuntimeError):
@@ -56,9 +60,14 @@ def connect(dsn: str, **options: Any) -> Client:
 
 
 def open_clickhouse(settings: Settings) -> Client:
-    """A client for the configured ClickHouse, with its TLS options."""
+    """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not."""
     dsn = settings.resolved_clickhouse_dsn
-    return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+    if dsn.startswith(EMBEDDED_SCHEME):
+        writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
+    try:
+        return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+    except ClickHouseError as exc:
+        raise ClickHouseUnreachable(f"ClickHouse at {redacted_dsn(dsn)}: {exc}") from exc
 
 
 def open_migrated(settings: Settings) -> Client:

@@ -23,6 +23,7 @@ from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.stage import AlertRouter
+from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sampled.stage import ConsistencyStage
@@ -76,7 +77,7 @@ class PipelineWorker:
 
     def _build_app(self) -> faust.App:
         s = self.settings
-        (s.data_dir / "faust").mkdir(parents=True, exist_ok=True)  # a fresh directory has none yet
+        writable_dir(s.data_dir / "faust", "worker state")  # a fresh directory has none yet
         app = faust.App(
             s.kafka_group_id,
             broker=faust_broker_url(s.kafka_bootstrap),

@@ -136,3 +136,30 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
     assert load_verdict_model(tmp_path / "first" / "verdict.json").features
     missing = halluwatch("train", "--data", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"))
     assert missing.returncode == 2 and "nowhere" in missing.stderr
+
+
+def test_commands_agree_on_one_line_errors_for_what_an_operator_must_fix(tmp_path: Path):
+    unreachable = {"HALLUWATCH_CLICKHOUSE_DSN": "http://halluwatch:hunter2-secret@127.0.0.1:1/"}
+    for command in (["migrate"], ["report"]):
+        result = halluwatch(*command, **unreachable)
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr and "hunter2-secret" not in result.stderr
+        assert "Error: ClickHouse at http://halluwatch:***@127.0.0.1:1/" in result.stderr
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    for command in (["migrate"], ["report"], ["calibrate", "--output", str(blocked / "out"), str(blocked)]):
+        result = halluwatch(*command, HALLUWATCH_DATA_DIR=str(blocked / "data"))
+        assert result.returncode in (1, 2), result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_every_output_directory_is_created_on_demand(tmp_path: Path):
+    empty = tmp_path / "fresh"
+    env = {"HALLUWATCH_DATA_DIR": str(empty / "state")}
+    assert halluwatch("report", **env).returncode == 0
+    assert (empty / "state" / "report.html").is_file()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    result = halluwatch("report", HALLUWATCH_DATA_DIR=str(blocked / "state"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"Error: cannot create the report directory {blocked / 'state'}: Not a directory" in result.stderr
