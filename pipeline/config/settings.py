@@ -34,6 +34,7 @@ DEFAULT_DATA_DIR = Path(".halluwatch")
 # Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).
 SECRETS_DIR_ENV = "HALLUWATCH_SECRETS_DIR"
 CONFIG_ENV = "HALLUWATCH_CONFIG"
+PRODUCE_HEADROOM_BYTES = 64 * 1024  # record-batch overhead and dead-letter headers above max_message_bytes
 
 # "full" and "none", the names of earlier releases, still read as "store" and "drop".
 Mode = Annotated[ContentMode, BeforeValidator(lambda value: LEGACY_MODES.get(value, value))]
@@ -117,7 +118,9 @@ class Settings(BaseSettings):
     batch_max_messages: int = Field(default=500, ge=1)
     batch_max_wait_seconds: float = Field(default=0.5, gt=0)
     detector_threads: int = Field(default=1, ge=1)
-    max_message_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    # Largest OTLP message taken (larger ones are dead-lettered): the collector's kafka exporter
+    # and the broker's message.max.bytes are set to the same limit (infra/README.md, "Message size").
+    max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     # Backoff while ClickHouse or the broker refuses writes; the batch is retried, never dropped.
     write_retry_max_seconds: float = Field(default=30.0, gt=0)
 
@@ -177,6 +180,11 @@ class Settings(BaseSettings):
     def _content_policies_build(self) -> Settings:
         self.content_policies()  # "hash" without a key fails here, at start-up
         return self
+
+    @property
+    def max_produce_bytes(self) -> int:
+        """The largest record the worker produces: an accepted message re-keyed or dead-lettered, with headers."""
+        return self.max_message_bytes + PRODUCE_HEADROOM_BYTES
 
     @property
     def resolved_clickhouse_dsn(self) -> str:

@@ -97,6 +97,9 @@ class PipelineWorker:
             broker_commit_interval=s.kafka_commit_interval_seconds,
             consumer_auto_offset_reset="earliest",
             producer_acks=-1,
+            # A message of any accepted size must fit back out: re-keyed traces, dead letters
+            # (aiokafka's default is 1 MiB, so a 2 MiB trace could be consumed but not re-produced).
+            producer_max_request_size=s.max_produce_bytes,
         )
         partitions = s.kafka_topic_partitions
         findings_topic = raw_topic(app, partitions, s.kafka_findings_topic)

@@ -138,10 +138,13 @@ class WorkerProcess:
             client.close()
 
 
-def produce(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]]) -> int:
+def produce(
+    bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes]], max_message_bytes: int = 1_000_000
+) -> int:
     """Produce (key, value) pairs and wait for delivery; returns how many were sent."""
     # murmur2: the partitioner of the Java client and of the worker's own producer.
-    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000, "partitioner": "murmur2_random"})
+    producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000, "partitioner": "murmur2_random",
+                         "message.max.bytes": max_message_bytes})  # fmt: skip
     count = 0
     for key, value in messages:
         producer.produce(topic, value=value, key=key)

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel
 
 from dashboards.grafana import CLICKHOUSE_DATASOURCE, PROMETHEUS_DATASOURCE
-from pipeline.config.settings import Settings, load_settings
+from pipeline.config.settings import PRODUCE_HEADROOM_BYTES, Settings, load_settings
 from pipeline.worker.health import HEALTH_PATH
 
 ROOT = Path(__file__).parents[2]
@@ -94,7 +94,6 @@ def test_collector_exports_traces_and_logs_to_the_topics_the_worker_reads():
     assert kafka["logs"] == {"topic": defaults.kafka_logs_topic, "encoding": "otlp_proto"}
     assert kafka["partition_traces_by_id"] is True
     assert kafka["brokers"] == ["kafka:9092"]
-    assert kafka["producer"]["max_message_bytes"] <= defaults.max_message_bytes
     protocols = config["receivers"]["otlp"]["protocols"]
     assert protocols["grpc"]["endpoint"].endswith(":4317") and protocols["http"]["endpoint"].endswith(":4318")
     pipelines = config["service"]["pipelines"]
@@ -129,3 +128,18 @@ def test_env_example_names_only_real_settings():
             assert isinstance(annotation, type) and issubclass(annotation, BaseModel), name
             model = annotation
         assert leaf in model.model_fields, f"{name} is not a setting"
+
+
+def test_kafka_keeps_its_data_in_its_volume(compose):
+    kafka = compose["services"]["kafka"]
+    (data_volume,) = [v.split(":")[1] for v in kafka["volumes"] if v.startswith("kafka-data:")]
+    assert kafka["environment"]["KAFKA_LOG_DIRS"] == data_volume  # else the image writes to /tmp, lost on recreate
+
+
+def test_message_size_limits_agree_end_to_end(compose):
+    collector = _yaml(INFRA / "otel-collector.yaml")["exporters"]["kafka"]["producer"]["max_message_bytes"]
+    worker_env = compose["services"]["worker"]["environment"]
+    worker = Settings(max_message_bytes=int(worker_env["HALLUWATCH_MAX_MESSAGE_BYTES"])).max_message_bytes
+    broker = int(compose["services"]["kafka"]["environment"]["KAFKA_MESSAGE_MAX_BYTES"])
+    assert collector == worker == Settings().max_message_bytes  # what the collector sends, the worker takes
+    assert broker == worker + PRODUCE_HEADROOM_BYTES  # and what the worker produces back, the broker takes
