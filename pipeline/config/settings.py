@@ -27,7 +27,7 @@ from pipeline.config.content_policy import (
     ContentPolicies,
     ContentTable,
 )
-from pipeline.config.env_names import unknown_variables
+from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.sampled import ConsistencySettings
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
@@ -204,13 +204,14 @@ class Settings(BaseSettings):
 
 def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
     """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides."""
-    unknown = unknown_variables(os.environ, Settings, (CONFIG_ENV, SECRETS_DIR_ENV))
+    secrets_dir = os.environ.get(SECRETS_DIR_ENV)
+    unknown = unknown_settings_message(
+        os.environ, Path(secrets_dir) if secrets_dir else None, Settings, (CONFIG_ENV, SECRETS_DIR_ENV)
+    )
     if unknown:
-        listed = "\n".join(f"  {name}" + (f" (did you mean {near}?)" if near else "") for name, near in unknown)
-        raise ConfigError(f"unknown setting(s) in the environment:\n{listed}")
+        raise ConfigError(unknown)
     path = config_path or _env_config_path()
     file_values = _read_yaml(path) if path else {}
-    secrets_dir = os.environ.get(SECRETS_DIR_ENV)
     try:
         # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
         return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]

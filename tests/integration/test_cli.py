@@ -163,3 +163,12 @@ def test_every_output_directory_is_created_on_demand(tmp_path: Path):
     result = halluwatch("report", HALLUWATCH_DATA_DIR=str(blocked / "state"))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"Error: cannot create the report directory {blocked / 'state'}: Not a directory" in result.stderr
+
+
+def test_a_misspelled_variable_stops_every_command_with_one_line(tmp_path: Path):
+    for command in (["migrate"], ["worker"], ["report"]):
+        result = halluwatch(*command, HALLUWATCH_KAFKA_BOOTSTRAPS="x:9092", HALLUWATCH_DATA_DIR=str(tmp_path))
+        assert result.returncode == 1
+        assert result.stderr == (
+            "Error: unknown setting HALLUWATCH_KAFKA_BOOTSTRAPS (did you mean HALLUWATCH_KAFKA_BOOTSTRAP?)\n"
+        )
