@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.config import DetectorSettings, default_model_cache
@@ -29,6 +29,7 @@ from pipeline.config.content_policy import (
 )
 from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.watchdog_timing import check_commit_interval
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
 # Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).
@@ -91,7 +92,8 @@ class Settings(BaseSettings):
     kafka_session_timeout_seconds: float = Field(default=30.0, gt=0)
     kafka_rebalance_timeout_seconds: float = Field(default=30.0, gt=0)
     kafka_heartbeat_interval_seconds: float = Field(default=3.0, gt=0)
-    kafka_commit_interval_seconds: float = Field(default=2.0, gt=0)
+    # Short enough for the dropped-records watchdog's idle window (pipeline/config/watchdog_timing.py).
+    kafka_commit_interval_seconds: Annotated[float, AfterValidator(check_commit_interval)] = Field(default=2.0, gt=0)
     # A broker request unanswered this long is abandoned and sent again on a new connection.
     # At least the session timeout (faust insists); far below faust's 90 s, because a fetch
     # a broker never answers stalls every stage of the worker until it times out.

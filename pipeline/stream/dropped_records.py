@@ -33,12 +33,10 @@ import faust
 from faust.types import TP
 
 from pipeline import metrics
+from pipeline.config.watchdog_timing import IDLE_LOOKS
 from pipeline.stream.plumbing import BATCHES
 
 logger = logging.getLogger(__name__)
-
-# Looks in a row without any batch activity after which unprocessed records count as stuck.
-_IDLE_LOOKS = 3
 
 
 def commit_only_contiguous(app: faust.App) -> None:
@@ -106,9 +104,10 @@ class SkippedRecordsWatchdog:
             return
         changelogs = app.tables.changelog_topics  # table recovery positions those itself
         in_flight = {message.tp for message in list(consumer._unacked_messages)}
-        # A worker idle this long has committed all it processed: records past a partition's
-        # committed offset are then stuck somewhere in faust, whatever its state says.
-        long_idle = self._idle_looks >= _IDLE_LOOKS
+        # A worker idle this long has committed all it processed (settings keep the commit
+        # interval inside this window): records past a partition's committed offset are then
+        # stuck somewhere in faust, whatever its state says.
+        long_idle = self._idle_looks >= IDLE_LOOKS
         for tp in consumer.assignment():
             if tp.topic in changelogs:
                 continue

@@ -25,6 +25,7 @@ from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.stage import AlertRouter
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
+from pipeline.config.watchdog_timing import LOOK_SECONDS
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_migrated
@@ -37,9 +38,6 @@ from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
-
-# How often to look for stream records faust fetched and never delivered (two looks to act).
-SKIPPED_RECORDS_LOOK_SECONDS = 2.0
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -135,7 +133,7 @@ class PipelineWorker:
         )
         self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter)
         commit_only_contiguous(app)
-        SkippedRecordsWatchdog(app, SKIPPED_RECORDS_LOOK_SECONDS)  # registers its timer on the app
+        SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
 

@@ -122,3 +122,13 @@ def test_every_kind_of_valid_variable_is_accepted(monkeypatch: pytest.MonkeyPatc
     settings = load_settings()
     assert settings.kafka_bootstrap == "k:9092" and settings.kafka_group_id == "g"
     assert settings.consistency.llm.base_url == "http://llm:8000/v1"
+
+
+def test_a_commit_interval_longer_than_the_watchdog_allows_is_rejected(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS", "10")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert "kafka_commit_interval_seconds: Value error, must be at most 3 s (got 10)" in str(error.value)
+    assert "dropped-records watchdog" in str(error.value)
+    monkeypatch.setenv("HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS", "3")
+    assert load_settings().kafka_commit_interval_seconds == 3
