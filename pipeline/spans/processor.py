@@ -42,13 +42,25 @@ class DeadLetter:
     reason_kind: str
     reason: str
 
+    @property
+    def key(self) -> bytes:
+        """The letter's identity, ``topic/partition/offset`` of the message it carries.
+
+        Delivery is at least once, so a message may be dead-lettered twice (a redelivery after
+        a crash or rebalance); readers of the dead-letter topic deduplicate on this key.
+        """
+        return f"{self.message.topic}/{self.message.partition}/{self.message.offset}".encode()
+
     def headers(self) -> list[tuple[str, bytes]]:
-        """Kafka headers telling an operator where the message came from and what went wrong."""
-        return [
+        """Kafka headers telling an operator where the message came from, its own key, and what went wrong."""
+        headers = [
             ("halluwatch.reason", self.reason.encode()[:2000]),
             ("halluwatch.reason_kind", self.reason_kind.encode()),
-            ("halluwatch.source", f"{self.message.topic}/{self.message.partition}/{self.message.offset}".encode()),
+            ("halluwatch.source", self.key),
         ]
+        if self.message.key:
+            headers.append(("halluwatch.original_key", self.message.key))
+        return headers
 
 
 @dataclass(slots=True)

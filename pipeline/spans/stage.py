@@ -149,9 +149,7 @@ class SpansStage:
                 pending.append(await out.sampled.send(key=key, value=value))
             for letter in result.dead_letters:
                 pending.append(
-                    await out.dead_letters.send(
-                        key=letter.message.key, value=letter.message.value, headers=letter.headers()
-                    )
+                    await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=letter.headers())
                 )
                 logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
             await wait_acknowledged(pending)

@@ -175,7 +175,7 @@ class PipelineWorker:
             reason,
         )
         await publish(
-            self.dlq_topic, message.key, message.value, self.settings.write_retry_max_seconds, letter.headers()
+            self.dlq_topic, letter.key, message.value, self.settings.write_retry_max_seconds, letter.headers()
         )
         metrics.DEAD_LETTERS.labels(reason_kind).inc()
         logger.warning("dead-lettered %s/%s: %s", message.topic, message.offset, reason)

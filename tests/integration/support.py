@@ -7,7 +7,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import clickhouse_connect
@@ -188,16 +189,39 @@ def wait_until_committed(bootstrap: str, group: str, topic: str, expected: int, 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
     """Read ``expected`` messages from the start of ``topic``, without joining a group."""
+    messages: list[Message] = []
+    with closing(_from_start(bootstrap, topic, timeout_seconds)) as reading:
+        for message in reading if expected > 0 else ():
+            messages.append(message)
+            if len(messages) >= expected:
+                break
+    return messages
+
+
+def consume_dead_letters(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
+    """The first ``expected`` distinct dead letters of ``topic``, one per identity (its key).
+
+    The pipeline is at least once: a redelivered message is dead-lettered again under the same key.
+    """
+    letters: dict[bytes, Message] = {}
+    with closing(_from_start(bootstrap, topic, timeout_seconds)) as reading:
+        for message in reading if expected > 0 else ():
+            letters.setdefault(message.key() or b"", message)
+            if len(letters) >= expected:
+                break
+    return list(letters.values())
+
+
+def _from_start(bootstrap: str, topic: str, timeout_seconds: float) -> Iterator[Message]:
+    """Messages of ``topic`` from its start, without joining a group, until ``timeout_seconds`` pass."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
     partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-    messages: list[Message] = []
     deadline = time.monotonic() + timeout_seconds
     try:
-        while len(messages) < expected and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is not None and message.error() is None:
-                messages.append(message)
-        return messages
+                yield message
     finally:
         consumer.close()

@@ -18,7 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
-from tests.integration.support import WorkerProcess, consume_all, produce
+from tests.integration.support import WorkerProcess, consume_all, consume_dead_letters, produce
 from tests.servers import AlertingServer
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -92,7 +92,7 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     topics = {
         "findings": consume_all(tansu.bootstrap, worker.findings_topic, findings),
         "alerts": consume_all(tansu.bootstrap, worker.alerts_topic, alerts),
-        "dlq": consume_all(tansu.bootstrap, worker.dlq_topic, 1, timeout_seconds=3),
+        "dlq": consume_dead_letters(tansu.bootstrap, worker.dlq_topic, 1, timeout_seconds=3),
     }
     log = worker.log_path.read_text(errors="replace")
 

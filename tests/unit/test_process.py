@@ -90,7 +90,10 @@ def test_bad_input_is_dead_lettered_with_reason_and_the_rest_goes_on():
     assert kinds == ["undecodable", "too_large", "undecodable", "malformed_span"]
     assert result.dead_letters[1].message.value == big.value
     headers = dict(result.dead_letters[1].headers())
-    assert headers["halluwatch.source"] == b"spans/3/17"
+    assert headers["halluwatch.source"] == result.dead_letters[1].key == b"spans/3/17"  # one identity per message
+    assert headers["halluwatch.original_key"] == b"k" and "halluwatch.original_key" not in dict(
+        result.dead_letters[0].headers()
+    )  # an unkeyed message has none
     assert b"max_message_bytes=4096" in headers["halluwatch.reason"]
     # the good message, and the good spans of the message with one bad span, still count
     assert len(result.llm_calls) == 2
