@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
+from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
 from pipeline.config.settings import ConfigError, Settings, load_settings
 
@@ -36,10 +37,7 @@ def _settings(config_path: Path | None) -> Settings:
         settings = load_settings(config_path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
-    logging.basicConfig(
-        level=settings.log_level.upper().replace("WARN", "WARNING"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings.log_level, settings.log_format)
     install_scrubber(secret_values(settings))  # client errors may quote a token or a DSN password
     return settings
 

@@ -28,6 +28,7 @@ from pipeline.config.content_policy import (
     ContentTable,
 )
 from pipeline.config.env_names import unknown_settings_message
+from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
@@ -141,7 +142,9 @@ class Settings(BaseSettings):
     findings_otlp_headers: dict[str, SecretStr] = Field(default_factory=dict)
     findings_otlp_timeout_seconds: float = Field(default=10.0, gt=0)  # per batch sent, retries included
     findings_otlp_only_flagged: bool = True  # False: every finding, ok, skipped and error ones too
-    log_level: Literal["debug", "info", "warn", "error"] = "info"
+    log_level: LogLevel = "info"
+    # "json": one JSON object per line (timestamp, level, logger, message, trace_id, exception) for a log shipper.
+    log_format: LogFormat = "text"
 
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
     # Two-detector agreement, routes, Slack and PagerDuty (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN...).

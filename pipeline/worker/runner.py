@@ -10,16 +10,13 @@ from pipeline.config.settings import Settings
 from pipeline.worker.app import PipelineWorker
 from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
 
-_FAUST_LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warn", "error": "error"}
-
 
 def faust_worker(pipeline_worker: PipelineWorker) -> Worker:
     """A faust worker (signal handling, graceful SIGTERM) around ``pipeline_worker``'s app."""
-    settings = pipeline_worker.settings
-    # stdout stays ours: faust would otherwise turn every print into a log line.
-    worker = Worker(
-        pipeline_worker.app, loglevel=_FAUST_LOG_LEVELS[settings.log_level], quiet=True, redirect_stdouts=False
-    )
+    # Logging stays as the command configured it (pipeline/config/logs.py, in the chosen format):
+    # mode would replace the root handlers with its own. stdout stays ours: faust would
+    # otherwise turn every print into a log line.
+    worker = Worker(pipeline_worker.app, quiet=True, redirect_stdouts=False, override_logging=False)
     worker.spinner = None  # terminal escape codes in a log are noise
     return worker
 
