@@ -184,7 +184,8 @@ def run_detector(detector: Detector, calls: Sequence[LLMCall]) -> list[DetectorR
         return results
     except Exception as exc:  # the stream must live on whatever a detector does
         if len(calls) == 1:
-            logger.exception("detector %s failed on trace %s", detector.name, calls[0].trace_id)
+            trace_id = calls[0].trace_id
+            logger.exception("detector %s failed on trace %s", detector.name, trace_id, extra={"trace_id": trace_id})
             return [detector.error_result(f"{type(exc).__name__}: {exc}")]
         logger.warning(
             "detector %s failed on a batch of %d calls (%r); running each alone", detector.name, len(calls), exc

@@ -81,7 +81,8 @@ class AgreementStage:
             await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()
             self.alerts_published += 1
-            logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names)
+            logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names,
+                        extra={"trace_id": trace_id})  # fmt: skip
         if decision.state is not None:
             self.states[key] = decision.state.to_dict()
 

@@ -24,7 +24,7 @@ class ConsoleDestination(Destination):
 
     async def send(self, alert: Alert) -> None:
         """Log the alert."""
-        logger.warning("%s", console_text(alert, self._config))
+        logger.warning("%s", console_text(alert, self._config), extra={"trace_id": alert.trace_id})
 
     async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
         """Log one summary of the alerts."""

@@ -120,7 +120,8 @@ class AlertRouter:
             }
             await publish(self.retry_topic, key, json.dumps(retry).encode(), self._max_delay)
             logger.warning("alert %s to %s failed (attempt %d), retrying in %.0fs: %s", alert.alert_id,
-                           destination.name, outcome.attempt, outcome.retry_in_seconds, outcome.error)  # fmt: skip
+                           destination.name, outcome.attempt, outcome.retry_in_seconds, outcome.error,
+                           extra={"trace_id": alert.trace_id})  # fmt: skip
         elif outcome.status is DeliveryStatus.FAILED:
             headers = [
                 ("halluwatch.destination", destination.name.encode()),
@@ -130,7 +131,8 @@ class AlertRouter:
             await publish(self.dlq_topic, key, alert.to_json(), self._max_delay, headers)
             metrics.ALERT_DEAD_LETTERS.inc()
             logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id,
-                         destination.name, outcome.attempt, outcome.error)  # fmt: skip
+                         destination.name, outcome.attempt, outcome.error,
+                         extra={"trace_id": alert.trace_id})  # fmt: skip
         if outcome.status.final:  # remembered before the row is written: the smallest window for a repeat
             held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
             held["done"][_delivery_id(alert, destination)] = str(outcome.status)

@@ -175,7 +175,9 @@ class ConsistencyStage:
         try:
             return await detector.evaluate(call)
         except Exception as exc:  # an endpoint failing for good (after retries) is an error finding
-            logger.warning("%s failed on trace %s: %r", detector.name, call.trace_id, exc)
+            logger.warning(
+                "%s failed on trace %s: %r", detector.name, call.trace_id, exc, extra={"trace_id": call.trace_id}
+            )
             return detector.error_result(f"{type(exc).__name__}: {exc}")
 
     def _estimated_tokens(self, call: LLMCall) -> int:

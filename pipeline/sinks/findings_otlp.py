@@ -194,7 +194,8 @@ class FindingExporter:
             except (KeyError, TypeError, ValueError) as exc:  # a malformed record must not stop the batch
                 self._release(1)
                 metrics.FINDINGS_EXPORTED.labels("invalid").inc()
-                logger.warning("finding of trace %s not exported: %r", finding.get("trace_id"), exc)
+                trace_id = finding.get("trace_id")
+                logger.warning("finding of trace %s not exported: %r", trace_id, exc, extra={"trace_id": trace_id})
 
     def shutdown(self) -> None:
         """Send what is queued, waiting at most the export timeout; what is still unsent then is lost."""
