@@ -158,6 +158,20 @@ def word_support(
     return WordSupport(tuple(words), features, len(owner), kind, best_token, owner, token_offsets)
 
 
+def flagged_runs(flagged: npt.NDArray[np.bool_], content: npt.NDArray[np.bool_]) -> list[list[int]]:
+    """Runs of flagged content words, as word indices; stop words may sit inside a run, not end it."""
+    runs: list[list[int]] = []
+    run: list[int] = []
+    for i in range(len(flagged) + 1):
+        if i < len(flagged) and flagged[i] and content[i]:
+            run.append(i)
+        elif i == len(flagged) or content[i]:
+            if run:
+                runs.append(run)
+            run = []
+    return runs
+
+
 def call_features(features: Matrix, support_tokens: int, probabilities: Matrix) -> Matrix:
     """One row (``CALL_FEATURES`` order) summing up a call's word features and word probabilities."""
     content = features[:, WORD_FEATURES.index("stop")] == 0

@@ -105,6 +105,11 @@ def parse_citations(sentence: str) -> Citations:
     return Citations(tuple(ids), _SPACES.sub(" ", cleaned).strip())
 
 
+def citation_spans(text: str) -> list[tuple[int, int]]:
+    """Where the citation markers (``[1]``, ``【2】``) of ``text`` are: pointers to sources, not words of a claim."""
+    return [match.span() for match in _CITATION.finditer(text)]
+
+
 def words(text: str) -> list[str]:
     """Lower-cased word tokens (CJK: one per character), for lexical overlap and length checks."""
     return _WORD.findall(text.lower())

@@ -43,11 +43,12 @@ from detectors.support_features import (
     SupportKind,
     WordSupport,
     call_features,
+    flagged_runs,
     split_words,
     text_vocabulary,
     word_support,
 )
-from detectors.text import is_json_document, split_sentences
+from detectors.text import citation_spans, is_json_document, split_sentences
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -97,8 +98,8 @@ class SupportModel:
         return float(self.call_model.predict(row[None, :])[0])
 
     def flagged(self, words: WordSupport, probabilities: Matrix) -> npt.NDArray[np.bool_]:
-        """Content words at or above the span threshold of their kind of support."""
-        return words.content & (probabilities >= self.span_thresholds[words.kind])
+        """Words at or above the span threshold of their kind of support."""
+        return probabilities >= self.span_thresholds[words.kind]
 
 
 def load_support_model(path: Path | None) -> SupportModel:
@@ -183,7 +184,14 @@ class UnsupportedSpansDetector(Detector):
                 for a, b in tokens.offsets
             ),
         )
-        words = [word for s in sentences for word in split_words(s.text, s.start)]  # list markers are no claim
+        # Neither list markers (outside the sentences) nor citation markers are words of a claim.
+        markers = citation_spans(answer)
+        words = [
+            word
+            for s in sentences
+            for word in split_words(s.text, s.start)
+            if not any(start <= word.start < end for start, end in markers)
+        ]
         support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
         vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
         kind: SupportKind = "json" if any(self._is_json(text) for text in support.texts) else "prose"
@@ -214,16 +222,8 @@ class UnsupportedSpansDetector(Detector):
         self, answer: str, support: SupportTexts, words: WordSupport, probabilities: Matrix
     ) -> list[dict[str, Any]]:
         assert self._model is not None  # noqa: S101 - narrowing: called from _detect
-        flagged = self._model.flagged(words, probabilities)
-        spans: list[dict[str, Any]] = []
-        run: list[int] = []
-        for i in range(len(words.words) + 1):
-            if i < len(words.words) and flagged[i]:
-                run.append(i)
-            elif i == len(words.words) or words.content[i]:  # a stop word may sit inside a run
-                if run:
-                    spans.append(self._span(answer, support, words, probabilities, run))
-                run = []
+        runs = flagged_runs(self._model.flagged(words, probabilities), words.content)
+        spans = [self._span(answer, support, words, probabilities, run) for run in runs]
         return sorted(spans, key=lambda s: -float(s["probability"]))
 
     def _span(

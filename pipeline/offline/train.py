@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
-from detectors.support_features import CALL_FEATURES, SUPPORT_KINDS, WORD_FEATURES, SupportKind, call_features
+from detectors.support_features import (
+    CALL_FEATURES,
+    SUPPORT_KINDS,
+    WORD_FEATURES,
+    SupportKind,
+    call_features,
+    flagged_runs,
+)
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
 from detectors.verdict import VERDICT_FEATURES
 from pipeline.config.settings import Settings
@@ -185,18 +192,10 @@ def fit_scaled(x: Matrix, y: Matrix, datasets: Sequence[str], features: tuple[st
 
 
 def predicted_spans(row: RecordFeatures, probabilities: Matrix, threshold: float) -> list[tuple[int, int]]:
-    """Runs of flagged content words (stop words may sit inside a run), as the detector makes them."""
+    """Character spans of the flagged runs, as the detector makes them."""
     content = row.features[:, WORD_FEATURES.index("stop")] == 0
-    spans: list[tuple[int, int]] = []
-    run: list[int] = []
-    for i in range(len(content) + 1):
-        if i < len(content) and content[i] and probabilities[i] >= threshold:
-            run.append(i)
-        elif i == len(content) or content[i]:
-            if run:
-                spans.append((row.word_spans[run[0]][0], row.word_spans[run[-1]][1]))
-            run = []
-    return spans
+    runs = flagged_runs(probabilities >= threshold, content)
+    return [(row.word_spans[run[0]][0], row.word_spans[run[-1]][1]) for run in runs]
 
 
 def span_f1(rows: Sequence[RecordFeatures], model: SupportModel) -> float:

@@ -103,3 +103,12 @@ def test_answers_written_from_json_records_are_read_by_the_json_model(detector: 
     from_record, from_prose = detector.detect_batch([call(INVENTED, context=record), call(INVENTED)])
     assert from_record.evidence["support"] == "json" and from_prose.evidence["support"] == "prose"
     assert "1950" in " ".join(s["text"] for s in from_record.evidence["spans"])
+
+
+def test_citation_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDetector):
+    cited = INVENTED.replace(" and is", " [1] and is").replace("tall.", "tall [2].")
+    (result,) = detector.detect_batch([call(cited)])
+    spans = [s["text"] for s in result.evidence["spans"]]
+    assert "1950" in " ".join(spans)
+    # A span may run across a marker, but never starts or ends on one (it was "... company [3").
+    assert not any(re.match(r"\W*\d\b", text) or re.search(r"\[\d$", text) for text in spans), spans
