@@ -12,11 +12,12 @@ collapses on merge and ``FINAL`` reads never see it twice.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +39,16 @@ logger = logging.getLogger(__name__)
 MIGRATIONS_TABLE = "schema_migrations"
 _embedded_lock = threading.Lock()
 EMBEDDED_SCHEME = "chdb://"
+_DRIVER_LOGGERS = ("urllib3.connectionpool", "clickhouse_connect.driver")
 
 
 class ClickHouseUnreachable(RuntimeError):
     """ClickHouse could not be reached (by the worker: and migrated within the start-up wait)."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where = where  # "ClickHouse at <DSN without password>"
+        self.reason = reason
 
 
 class SinkUnavailable(RuntimeError):
@@ -65,9 +72,27 @@ def open_clickhouse(settings: Settings) -> Client:
     if dsn.startswith(EMBEDDED_SCHEME):
         writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
     try:
-        return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+        with _driver_warnings_muted():
+            return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
     except ClickHouseError as exc:
-        raise ClickHouseUnreachable(f"ClickHouse at {redacted_dsn(dsn)}: {exc}") from exc
+        raise ClickHouseUnreachable(f"ClickHouse at {redacted_dsn(dsn)}", str(exc)) from exc
+
+
+@contextlib.contextmanager
+def _driver_warnings_muted() -> Iterator[None]:
+    """Drop the HTTP drivers' warnings while connecting: the error raised says the same, once.
+
+    (urllib3 warns of its retry and clickhouse-connect of the failure, two lines before ours.)
+    """
+    loggers = [logging.getLogger(name) for name in _DRIVER_LOGGERS]
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for each, level in zip(loggers, levels, strict=True):
+            each.setLevel(level)
 
 
 def open_migrated(settings: Settings) -> Client:
@@ -85,11 +110,12 @@ def open_migrated(settings: Settings) -> Client:
         try:
             return _open_and_migrate(settings)
         except Exception as exc:  # driver errors are many types; all mean "not ready"
+            reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else str(exc)
             if time.monotonic() + delay > deadline:
                 raise ClickHouseUnreachable(
-                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s: {exc}"
+                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s", reason
                 ) from exc
-            logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, exc)
+            logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, reason)
         time.sleep(delay)
         delay = min(delay * 2, settings.write_retry_max_seconds)
 

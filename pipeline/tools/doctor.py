@@ -167,7 +167,7 @@ def _delete_quietly(admin: Any, topic: str, timeout_seconds: float) -> None:
 
 
 def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from pipeline.sinks.clickhouse import open_clickhouse
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable, open_clickhouse
     from schemas import migrations
 
     dsn = settings.resolved_clickhouse_dsn
@@ -176,8 +176,9 @@ def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
         client = open_clickhouse(settings)
         version = client.query("SELECT version()").result_rows[0][0]
     except Exception as exc:
+        reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else exc
         raise _Failed(
-            f"cannot connect to {where}: {exc}; check clickhouse_dsn (user, password, host, port) "
+            f"cannot connect to {where}: {reason}; check clickhouse_dsn (user, password, host, port) "
             "and clickhouse_tls (verify, ca_cert) for https"
         ) from exc
     database = settings.clickhouse_database

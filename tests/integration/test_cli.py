@@ -143,8 +143,9 @@ def test_commands_agree_on_one_line_errors_for_what_an_operator_must_fix(tmp_pat
     for command in (["migrate"], ["report"]):
         result = halluwatch(*command, **unreachable)
         assert result.returncode == 1, result.stderr
-        assert "Traceback" not in result.stderr and "hunter2-secret" not in result.stderr
-        assert "Error: ClickHouse at http://halluwatch:***@127.0.0.1:1/" in result.stderr
+        assert "hunter2-secret" not in result.stderr
+        (line,) = result.stderr.splitlines()  # no traceback, no driver warnings repeating it
+        assert line.startswith("Error: ClickHouse at http://halluwatch:***@127.0.0.1:1/: ")
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")
     for command in (["migrate"], ["report"], ["calibrate", "--output", str(blocked / "out"), str(blocked)]):
