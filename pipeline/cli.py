@@ -331,7 +331,10 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
         detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings), language=detectors.grounding.language
     )
     rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
-    report = training.train(rows, training.describe_data(support_files, rows))
+    try:
+        report = training.train(rows, training.describe_data(support_files, rows))
+    except training.TrainingDataError as exc:
+        raise click.ClickException(str(exc)) from exc
     support_path = output_dir / "unsupported_spans.json"
     _write_json(support_path, report.to_dict())
     click.echo(f"unsupported_spans model {report.model.version} written to {support_path}")

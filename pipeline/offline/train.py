@@ -65,6 +65,10 @@ _VERDICT_L2 = 1.0
 _SPAN_THRESHOLDS = np.round(np.arange(0.02, 0.6, 0.01), 3)
 
 
+class TrainingDataError(ValueError):
+    """The labelled data cannot train a model; the message says what is missing."""
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFeatures:
     """One record's word features, what the words are labelled, and its side of the split."""
@@ -215,7 +219,7 @@ def train(rows: Sequence[RecordFeatures], data: dict[str, Any]) -> TrainingRepor
     for kind in SUPPORT_KINDS:
         span_rows = [r for r in train_rows if r.dataset in SPAN_SETS and r.kind == kind]
         if not span_rows:
-            raise ValueError(f"no span-labelled training records with {kind} support")
+            raise TrainingDataError(f"no span-labelled training records with {kind} support")
         word_models[kind] = train_word_model(span_rows)
         thresholds[kind] = _best_span_threshold(span_rows, word_models[kind])
     # Named after what made it (data and features), so a rebuild from the same data is the same file.

@@ -101,6 +101,8 @@ def write_sets(root: Path, per_set: int = 16) -> None:
         lines = []
         for i in range(per_set):
             context = f"Bridge {i} over the river was opened in {1900 + i} and is {100 + i} metres long."
+            if name == "ragtruth" and i % 4 < 2:  # answers written from JSON records, as in its data-to-text task
+                context = json.dumps({"name": f"Bridge {i}", "opened": 1900 + i, "length_m": 100 + i})
             invented = i % 2 == 1
             year = 1990 + i if invented else 1900 + i
             answer = f"Bridge {i} was opened in {year} and is {100 + i} metres long."
@@ -136,6 +138,15 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
     assert load_verdict_model(tmp_path / "first" / "verdict.json").features
     missing = halluwatch("train", "--data", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"))
     assert missing.returncode == 2 and "nowhere" in missing.stderr
+    prose_only = tmp_path / "prose-only"
+    write_sets(prose_only)
+    ragtruth = prose_only / "ragtruth" / "ragtruth.jsonl"
+    ragtruth.write_text(
+        "".join(line for line in ragtruth.read_text().splitlines(True) if '"context": ["Bridge' in line)
+    )
+    refused = halluwatch("train", "--data", str(prose_only), "--output-dir", str(tmp_path / "y"), "--workers", "1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "no span-labelled training records with json support" in refused.stderr
 
 
 def test_commands_agree_on_one_line_errors_for_what_an_operator_must_fix(tmp_path: Path):

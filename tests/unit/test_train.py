@@ -13,6 +13,7 @@ from detectors.verdict import VERDICT_FEATURES
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.train import (
     RecordFeatures,
+    TrainingDataError,
     data_files,
     fit_logistic,
     held_out,
@@ -112,5 +113,5 @@ def test_the_verdict_learns_which_detector_to_trust_per_set():
 
 def test_each_kind_of_support_needs_span_labels_to_learn_from():
     rows = [r for r in synthetic_rows() if r.kind == "prose"]
-    with pytest.raises(ValueError, match="json support"):
+    with pytest.raises(TrainingDataError, match="json support"):
         train(rows, {"synthetic": 1})
