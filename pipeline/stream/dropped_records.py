@@ -21,15 +21,26 @@ flight, no progress between two looks, and records after the committed offset th
 (aiokafka's position past the next record faust delivered, or acked records starting after the
 committed offset) — and seeks them back to the committed offset, so faust reads the hole again.
 Records read twice are absorbed by the idempotent tables, as every at-least-once redelivery is.
+
+Both lean on faust's private consumer state and methods: :func:`check_faust_internals` checks
+at start-up that the installed faust still has every one of them, and still calls the methods
+replaced here, so another faust release fails the worker's start with one line, not a worker
+that silently stops committing or re-reading.
 """
 
 from __future__ import annotations
 
 import bisect
+import dis
+import inspect
 import logging
+from collections.abc import Iterable, Iterator
+from importlib.metadata import version
+from types import CodeType
 from typing import Any
 
 import faust
+from faust.transport.drivers.aiokafka import Consumer as KafkaConsumer
 from faust.types import TP
 
 from pipeline import metrics
@@ -153,3 +164,63 @@ def _after_read(consumer: Any, tp: TP, committed: int) -> int:
     if read is None or (read == committed and read not in consumer._acked_index[tp]):
         return committed
     return read + 1
+
+
+# What this module relies on in faust's consumer (the class of kafka:// brokers); the app and its
+# tables are used through their public interface only.
+_CONSUMER_METHODS = ("perform_seek", "seek", "assignment", "position", "earliest_offsets", "_new_offset", "_add_gap")
+_CONSUMER_STATE = ("_committed_offset", "_acked", "_acked_index", "_read_offset", "_unacked_messages", "flow_active")
+_REPLACED = ("perform_seek", "_new_offset", "_add_gap")  # replaced here: faust's own code must call them
+
+
+class FaustInternalsChanged(RuntimeError):
+    """The installed faust lacks private state or methods that the work-arounds here read or replace."""
+
+
+def check_faust_internals(consumer_class: type = KafkaConsumer) -> None:
+    """Raise :class:`FaustInternalsChanged` naming what the installed faust lacks of what this module uses.
+
+    Methods must exist on the consumer class; its state must be a class attribute or be set
+    by an ``__init__`` of faust's consumer classes (instances have it from the start); and
+    the replaced methods must still be called by faust's consumer code, or replacing them
+    would change nothing.
+    """
+    faust_classes = [cls for cls in consumer_class.__mro__ if cls.__module__.startswith("faust.")]
+    initialised = _attribute_names(faust_classes, "STORE_ATTR", methods=("__init__",))
+    called = _attribute_names(faust_classes, "LOAD_ATTR", "LOAD_METHOD")
+    missing = [f"Consumer.{name}" for name in _CONSUMER_METHODS if not callable(getattr(consumer_class, name, None))]
+    missing += [
+        f"Consumer.{name}" for name in _CONSUMER_STATE if not hasattr(consumer_class, name) and name not in initialised
+    ]
+    missing += [
+        f"a call of Consumer.{name} in faust's consumer"
+        for name in _REPLACED
+        if hasattr(consumer_class, name) and name not in called
+    ]
+    if missing:
+        raise FaustInternalsChanged(
+            f"faust-streaming {version('faust-streaming')}: pipeline/stream/dropped_records.py relies on "
+            f"{', '.join(missing)}, which this version lacks; install faust-streaming 0.15.2 or 0.15.3 "
+            "(what the work-around was written for) or update the work-around"
+        )
+
+
+def _attribute_names(classes: Iterable[type], *opnames: str, methods: tuple[str, ...] = ()) -> set[str]:
+    """The attribute names in ``opnames`` instructions of the methods (all, or those named) of ``classes``."""
+    names: set[str] = set()
+    for cls in classes:
+        for name, value in vars(cls).items():
+            if methods and name not in methods:
+                continue
+            function = inspect.unwrap(getattr(value, "fget", None) or getattr(value, "__func__", value))
+            code = getattr(function, "__code__", None)
+            if isinstance(code, CodeType):
+                names.update(i.argval for i in _instructions(code) if i.opname in opnames)
+    return names
+
+
+def _instructions(code: CodeType) -> Iterator[dis.Instruction]:
+    yield from dis.get_instructions(code)
+    for constant in code.co_consts:
+        if isinstance(constant, CodeType):  # nested functions and comprehensions
+            yield from _instructions(constant)

@@ -33,7 +33,7 @@ from pipeline.sinks.findings_otlp import FindingExporter
 from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.spans.suite import suite_from_settings
-from pipeline.stream.dropped_records import SkippedRecordsWatchdog, commit_only_contiguous
+from pipeline.stream.dropped_records import SkippedRecordsWatchdog, check_faust_internals, commit_only_contiguous
 from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import publish, raw_topic, retrying
 
@@ -49,6 +49,7 @@ class PipelineWorker:
     """Owns the faust app, the detector pool and the sink of one worker process."""
 
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
+        check_faust_internals()  # before models load or ClickHouse is reached: a faust upgrade fails at once
         self.settings = settings
         thresholds = load_thresholds(settings.thresholds_file)
         self.suite = suite_from_settings(settings, thresholds)

@@ -7,15 +7,29 @@ tests/integration/test_crash_recovery.py is where the real defect showed (and no
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import faust
+import pytest
+from faust.transport import consumer as faust_consumer
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
-from pipeline.stream.dropped_records import SkippedRecordsWatchdog, commit_only_contiguous
+from pipeline.stream.dropped_records import (
+    FaustInternalsChanged,
+    SkippedRecordsWatchdog,
+    check_faust_internals,
+    commit_only_contiguous,
+)
 from pipeline.stream.plumbing import BATCHES
 
 SPANS = TP("spans", 0)
@@ -181,3 +195,66 @@ def test_a_batch_in_progress_is_never_taken_for_a_stuck_worker():
     app = watched(busy)
     with BATCHES.batch():
         assert looks(app, 5) == []
+
+
+FAUST = f"faust-streaming {version('faust-streaming')}: pipeline/stream/dropped_records.py relies on"
+
+
+def test_the_installed_faust_has_every_internal_the_work_around_uses():
+    check_faust_internals()
+    # The checked class is the one a kafka:// app really gets.
+    app = faust.App("probe", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False, store="memory://")
+    assert type(app.consumer) is faust_aiokafka.Consumer
+    check_faust_internals(type(app.consumer))
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "named"),
+    [
+        (faust_consumer.Consumer, "_add_gap", "Consumer._add_gap"),
+        (faust_consumer.Consumer, "_new_offset", "Consumer._new_offset"),
+        (faust_consumer.Consumer, "flow_active", "Consumer.flow_active"),
+    ],
+)
+def test_a_faust_without_an_internal_fails_naming_version_and_attribute(monkeypatch, owner, name, named):
+    monkeypatch.delattr(owner, name)
+    with pytest.raises(FaustInternalsChanged) as failure:
+        check_faust_internals()
+    assert str(failure.value).startswith(FAUST)
+    assert f"relies on {named}, which this version lacks" in str(failure.value)
+
+
+def test_per_instance_state_faust_no_longer_sets_is_missing(monkeypatch):
+    def init_without_acks(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._acked_index, self._read_offset, self._committed_offset = {}, {}, {}
+        self._unacked_messages = set()  # ... but never self._acked
+
+    monkeypatch.setattr(faust_consumer.Consumer, "__init__", init_without_acks)
+    with pytest.raises(FaustInternalsChanged, match=r"relies on Consumer\._acked, which"):
+        check_faust_internals()
+
+
+def test_a_replaced_method_faust_no_longer_calls_is_missing(monkeypatch):
+    # A release that kept _new_offset but computed commits elsewhere would ignore the replacement.
+    monkeypatch.setattr(faust_consumer.Consumer, "_filter_committable_offsets", lambda self, tps: {})
+    with pytest.raises(FaustInternalsChanged, match=r"relies on a call of Consumer\._new_offset in faust's consumer"):
+        check_faust_internals()
+
+
+def test_the_worker_command_says_so_in_one_line_and_exits_1(tmp_path: Path):
+    # Before any model loads or ClickHouse is reached: no broker or store is running here.
+    probe = (
+        "import faust.transport.consumer as c; del c.Consumer._add_gap; "
+        "import sys; from pipeline.cli import main; sys.argv = ['halluwatch', 'worker']; main()"
+    )
+    env = {
+        **os.environ,
+        "HALLUWATCH_DATA_DIR": str(tmp_path / "data"),
+        "HALLUWATCH_CLICKHOUSE_DSN": "http://127.0.0.1:9/",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {FAUST} Consumer._add_gap"), lines
