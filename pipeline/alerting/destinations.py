@@ -36,10 +36,16 @@ class DeliveryError(Exception):
 
     ``retryable`` says whether trying again later can help (a 5xx or a 429 can; a bad token
     cannot); ``retry_after_seconds`` is the server's ``Retry-After`` when it sent one.
+    ``message`` is ours (destination, status); ``detail`` is what the server or the client
+    library said, which may echo what it was sent: the content mode treats it as content.
     """
 
-    def __init__(self, message: str, *, retryable: bool, retry_after_seconds: float | None = None) -> None:
-        super().__init__(message)
+    def __init__(
+        self, message: str, *, retryable: bool, retry_after_seconds: float | None = None, detail: str = ""
+    ) -> None:
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.summary = message
+        self.detail = detail
         self.retryable = retryable
         self.retry_after_seconds = retry_after_seconds
 
@@ -100,10 +106,10 @@ class HttpReply:
 
 
 def _failure(name: str, reply: HttpReply) -> DeliveryError:
-    message = f"{name}: HTTP {reply.status}" + (f": {reply.detail}" if reply.detail else "")
+    message, detail = f"{name}: HTTP {reply.status}", reply.detail
     if reply.status == 429:
-        return DeliveryError(message, retryable=True, retry_after_seconds=reply.retry_after_seconds)
-    return DeliveryError(message, retryable=reply.status >= 500 or reply.status == 408)
+        return DeliveryError(message, retryable=True, retry_after_seconds=reply.retry_after_seconds, detail=detail)
+    return DeliveryError(message, retryable=reply.status >= 500 or reply.status == 408, detail=detail)
 
 
 async def deliver_with_retries(
@@ -125,7 +131,7 @@ async def deliver_with_retries(
         try:
             reply = await attempt()
         except (aiohttp.ClientError, TimeoutError) as error:
-            failure = DeliveryError(f"{name}: {type(error).__name__}: {error}", retryable=True)
+            failure = DeliveryError(f"{name}: {type(error).__name__}", retryable=True, detail=str(error))
         else:
             if reply.ok:
                 return

@@ -18,6 +18,7 @@ from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.destinations import DeliveryError, Destination
 from pipeline.alerting.ratelimit import RouteRateLimiter
 from pipeline.config.alerting import AlertingSettings
+from pipeline.config.content_policy import STORE_ALL, ContentPolicy
 
 # Whether an alert already reached a destination for good (a replay or a retry of it).
 AlreadyDone = Callable[[Alert, Destination], bool]
@@ -44,8 +45,10 @@ class Dispatcher:
         routes: Mapping[str, list[Destination]],
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        content: ContentPolicy = STORE_ALL.alerts,
     ) -> None:
         self._config = config
+        self._content = content  # of the errors: a server's reply may echo what it was sent
         self._routes = dict(routes)
         self._by_name = {d.name: d for destinations in self._routes.values() for d in destinations}
         self._limiter = RouteRateLimiter({name: route.max_per_minute for name, route in config.routes.items()}, clock)
@@ -115,7 +118,7 @@ class Dispatcher:
         return [Outcome(alert, destination, DeliveryStatus.DIGESTED, 1) for alert in alerts]
 
     def _failure(self, alert: Alert, destination: Destination, attempt: int, exc: Exception) -> Outcome:
-        error = f"{type(exc).__name__}: {exc}"
+        error = self._content.reason(*_error_parts(exc))
         retryable = not isinstance(exc, DeliveryError) or exc.retryable
         if not retryable or attempt >= self._config.delivery_attempts:
             return Outcome(alert, destination, DeliveryStatus.FAILED, attempt, error)
@@ -123,3 +126,10 @@ class Dispatcher:
         backoff = min(config.retry_initial_seconds * 2 ** (attempt - 1), config.retry_max_seconds)
         hinted = exc.retry_after_seconds if isinstance(exc, DeliveryError) else None
         return Outcome(alert, destination, DeliveryStatus.RETRYING, attempt, error, max(backoff, hinted or 0.0))
+
+
+def _error_parts(exc: Exception) -> tuple[str, str]:
+    """A failed attempt's error as (our words, the detail a server or library gave, which may echo content)."""
+    if isinstance(exc, DeliveryError):
+        return f"{type(exc).__name__}: {exc.summary}", exc.detail
+    return type(exc).__name__, str(exc)

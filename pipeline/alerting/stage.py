@@ -31,7 +31,7 @@ from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
 from pipeline.config.settings import Settings
 from pipeline.sinks.rows import alert_row
-from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table
+from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +55,10 @@ class AlertRouter:
         self._max_delay = settings.write_retry_max_seconds
         alerts_topic, self.retry_topic, self.dlq_topic = topics
         self._store = store
-        self._dead_letter = dead_letter
+        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self._app = app
-        self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep)
+        content = settings.content_policies().alerts  # delivery errors are kept as alerts content is
+        self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep, content=content)
         self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)

@@ -16,9 +16,23 @@ evidence, both in ClickHouse and on the findings topic, built by
 :func:`pipeline.sinks.rows.finding_record`) and ``alerts`` (applied when the agreement stage
 builds an alert, so the alerts topics, the ``alerts`` table and the Slack, PagerDuty and
 log messages carry the same). Alerts are built from findings, so an alert never holds
-more than its findings did. Internal topics (re-keyed spans, log join, consistency
-samples, dead letters) carry the input as it came: they are as sensitive as the
-collector's own topic and are protected like it, with broker ACLs.
+more than its findings did.
+
+Messages for people that may quote content, :meth:`ContentPolicy.reason`: a dead letter's
+reason (its headers and log line) follows ``llm_calls`` (it is about an input message, as
+those rows are), a failed alert delivery's error (retry and dead-letter topics, ``alerts``
+rows, log lines) follows ``alerts``. Decoders and libraries quote what they could not take
+(``Couldn't parse integer: "<the prompt>"``), and a server's reply may echo what it got.
+
+Internal topics carry the input as it came, a deliberate exception with its reasons in
+``infra/README.md`` ("Content on internal topics", with the ACLs that close them to
+everyone but the worker): the re-keyed spans (the collector's own bytes, split per trace;
+the spans stage must read them to judge them), the log join's records and its table's
+changelog (the content the join merges back into its calls), the consistency samples (the
+sampled detectors ask the model the same prompt again and compare answers: they need the
+text; only what they read travels, see :func:`pipeline.sampled.stage.consistency_call`),
+and the dead letters' values (the message as it came, kept so an operator can fix and
+replay it). Each is as sensitive as the collector's own topic and protected like it.
 
 Evidence is walked whole: every string in it is content unless its key is one of the
 structural names in :data:`STRUCTURAL_KEYS`, so a field a detector adds later is withheld
@@ -176,6 +190,19 @@ class ContentPolicy:
         """Evidence with every content string (anything not under a structural key) treated by :meth:`text`."""
         return {key: self._evidence_value(key, value) for key, value in evidence.items()}
 
+    def reason(self, words: str, detail: str = "") -> str:
+        """A message for people (a dead letter's reason, a delivery error) as this sink may hold it.
+
+        ``words`` are the worker's own (what failed, where): kept, with secrets and PII masked
+        unless the mode is ``store``. ``detail`` is what an exception or a server said, which
+        may quote the input: content, treated by :meth:`text` (``drop`` says it was withheld).
+        """
+        words = self.attribute(words)
+        if not detail:
+            return words
+        treated = self.text(detail) or "[withheld]"
+        return f"{words}: {treated}" if words else treated
+
     def attribute(self, value: str) -> str:
         """A routing attribute value: kept (routing rules need it), with PII masked unless the mode is ``store``."""
         return value if self.mode == "store" else redact(value, self._phone_region)
@@ -219,6 +246,17 @@ class ContentPolicies:
 
 
 STORE_ALL = ContentPolicies.of("store")
+
+
+def split_reason(reason: str) -> tuple[str, str]:
+    """A free-form reason as (the worker's words, the detail): the words end at the first ``": "``.
+
+    The worker writes its reasons as ``what failed: what the exception said`` (``malformed
+    OTLP/JSON: Failed to parse ...``); a reason without ``": "`` is all its own words. Erring
+    the other way costs a detail, never a leak: everything after the first ``": "`` is detail.
+    """
+    words, _, detail = reason.partition(": ")
+    return words, detail
 
 
 # --- the cap on one call's text ---------------------------------------------------------------

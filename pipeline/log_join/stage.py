@@ -35,7 +35,15 @@ from pipeline.config.settings import Settings
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage
 from pipeline.log_join.join import Entry, JoinConfig, LogJoin, Release
-from pipeline.stream.plumbing import DeadLetterSender, TraceTable, durable_batches, publish, raw_topic, trace_table
+from pipeline.stream.plumbing import (
+    DeadLetterSender,
+    TraceTable,
+    durable_batches,
+    publish,
+    raw_topic,
+    trace_table,
+    withholding,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +63,7 @@ class LogJoinStage:
     ) -> None:
         self._settings = settings
         self._on_release = on_release
-        self._dead_letter = dead_letter
+        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self._encoding = None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding)
         partitions = settings.kafka_topic_partitions
         self.logs_topic = raw_topic(app, partitions, settings.kafka_logs_topic)

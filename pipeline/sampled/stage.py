@@ -19,6 +19,7 @@ its requests) rather than losing it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -37,11 +38,12 @@ from detectors.llm_call import LLMCall
 from detectors.self_consistency import SelfConsistencyDetector
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
+from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
 from pipeline.sinks.rows import finding_record, finding_row
-from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish
+from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +68,9 @@ class ConsistencyStage:
         self._config = config
         self._findings_topic = findings_topic
         self._content = settings.content_policies().findings
+        self._call_content = settings.content_policies().llm_calls  # of the calls on the consistency topic
         self._store = store
-        self._dead_letter = dead_letter
+        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
         self.calls_judged = 0  # sampled calls whose findings this process made durable
@@ -106,7 +109,8 @@ class ConsistencyStage:
             if refused is not None:
                 metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
                 continue
-            value = json.dumps({"rule": rule, "call": call.to_dict()}, ensure_ascii=False, default=str).encode()
+            travelling = consistency_call(call, self._call_content).to_dict()
+            value = json.dumps({"rule": rule, "call": travelling}, ensure_ascii=False, default=str).encode()
             if len(value) > self._config.max_call_bytes:
                 metrics.CONSISTENCY_SKIPPED.labels("too_large").inc()
                 continue
@@ -186,6 +190,25 @@ class ConsistencyStage:
     async def _embed(self, texts: Sequence[str]) -> Vectors:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._embed_pool, self._embedder.encode, list(texts))
+
+
+def consistency_call(call: LLMCall, content: ContentPolicy) -> LLMCall:
+    """What of a sampled call travels on the consistency topic, under the ``llm_calls`` content mode.
+
+    The sampled detectors ask the model the call's conversation again and judge its answer
+    against its sources, so those travel as they came, whatever the mode (a deliberate
+    exception: ``infra/README.md``, "Content on internal topics"). Unless the mode is
+    ``store``, nothing they do not read goes with them: no logprobs (the answer's tokens),
+    no further answer choices, and the attributes masked as ``llm_calls`` rows hold them.
+    """
+    if content.mode == "store":
+        return call
+    return dataclasses.replace(
+        call,
+        output_messages=call.output_messages[:1],
+        logprobs=(),
+        attributes={key: content.attribute(str(value)) for key, value in call.attributes.items()},
+    )
 
 
 def _tokens_used(detector: SampledDetector, result: DetectorResult, call: LLMCall) -> int:

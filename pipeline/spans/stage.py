@@ -18,6 +18,7 @@ committed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -32,12 +33,12 @@ from faust.types import EventT, StreamT
 
 from detectors.llm_call import LLMCall
 from pipeline import metrics
-from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.config.settings import Settings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.findings_otlp import FindingExporter
 from pipeline.sinks.rows import finding_row, llm_call_row
-from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,11 @@ class SpansStage:
         findings = [finding_row(record, now) for record in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 
+    def withheld(self, letter: DeadLetter) -> DeadLetter:
+        """``letter`` with its reason as the ``llm_calls`` content mode allows (it may quote the input)."""
+        reason = self._llm_calls_content.reason(*split_reason(letter.reason))
+        return letter if reason == letter.reason else dataclasses.replace(letter, reason=reason)
+
     async def _publish(self, result: BatchResult) -> None:
         sampled = self._sample(result.llm_calls)  # once: a retried send must not sample again
         out = self._outputs
@@ -147,7 +153,7 @@ class SpansStage:
                 pending.append(await out.findings.send(key=record["trace_id"].encode(), value=value))
             for key, value in sampled:
                 pending.append(await out.sampled.send(key=key, value=value))
-            for letter in result.dead_letters:
+            for letter in (self.withheld(letter) for letter in result.dead_letters):
                 pending.append(
                     await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=letter.headers())
                 )

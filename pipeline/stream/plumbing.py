@@ -13,6 +13,7 @@ from aiokafka.partitioner import murmur2
 from faust.types import EventT, Message, StreamT
 
 from pipeline import metrics
+from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.sinks.clickhouse import SinkUnavailable
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,20 @@ RowStore = Callable[[Mapping[str, Sequence[Sequence[Any]]]], Awaitable[None]]
 
 # Sends a message that could not be handled to a dead-letter topic: (message, reason kind, reason).
 DeadLetterSender = Callable[[Message, str, str], Awaitable[None]]
+
+
+def withholding(send: DeadLetterSender, content: ContentPolicy) -> DeadLetterSender:
+    """``send`` with each reason as ``content`` allows: a reason may quote the message it is about.
+
+    Reasons are written ``what failed: what the exception said``; the detail after the first
+    ``": "`` is content (:func:`~pipeline.config.content_policy.split_reason`). The letter's
+    value stays the message as it came (``infra/README.md``, "Content on internal topics").
+    """
+
+    async def send_withheld(message: Message, reason_kind: str, reason: str) -> None:
+        await send(message, reason_kind, content.reason(*split_reason(reason)))
+
+    return send_withheld
 
 
 def raw_topic(app: faust.App, partitions: int, *names: str) -> faust.TopicT:
