@@ -43,6 +43,7 @@ reads as unsupported; the evidence says the context was truncated).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from bisect import bisect_left
@@ -66,6 +67,11 @@ _STEM_CHARS = 5
 _APPROXIMATE: Final = frozenset({Kind.NUMBER, Kind.PERCENT, Kind.MONEY, Kind.QUANTITY})
 _UNITLESS: Final = frozenset({Kind.NUMBER, Kind.YEAR})
 _WORD = re.compile(r"[^\W\d_]+")
+# "U.N.", "U.S.A.": written without dots in an answer ("UN"), so the context knows both.
+_ACRONYM: Final = re.compile(r"\b(?:[^\W\d_]\.){2,}")
+_ACRONYM_DOTS: Final = re.compile(r"\.")
+_MIN_STEM_CHARS = 4  # a name word and a context word are forms of one word when they share a stem this long...
+_INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
 _ACCENTS: Final = dict.fromkeys(range(0x300, 0x370))  # combining diacritical marks, for str.translate to drop
 _STOPWORDS: Final = frozenset(
     """a an the this that these those there their they it its in on at of for to from by with and or but as if is
@@ -93,6 +99,7 @@ class _Context:
     amounts: list[float]  # sorted: every number as written, whatever its kind
     plain_amounts: list[float]  # sorted: numbers written without a unit
     words: frozenset[str]
+    sorted_words: tuple[str, ...]  # the same words in order, for prefix lookups
     # Surrounding words of context values, filled on first use (cached contexts recur across calls;
     # two threads racing on a key only compute the same value twice).
     stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
@@ -138,7 +145,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -227,6 +234,7 @@ class ContradictionDetector(Detector):
 def _index(text: str) -> _Context:
     """Extract and index a context text's values."""
     mentions = extract_values(text)
+    words = frozenset(_words(text)) | {_ACRONYM_DOTS.sub("", found).lower() for found in _ACRONYM.findall(text)}
     by_family: dict[str, list[Mention]] = {}
     for mention in mentions:
         by_family.setdefault(mention.family, []).append(mention)
@@ -235,7 +243,8 @@ def _index(text: str) -> _Context:
         by_family=by_family,
         amounts=sorted(amount for mention in mentions for amount in mention.amounts),
         plain_amounts=sorted(amount for mention in mentions if mention.kind in _UNITLESS for amount in mention.amounts),
-        words=frozenset(_words(text)),
+        words=words,
+        sorted_words=tuple(sorted(words)),
     )
 
 
@@ -296,8 +305,27 @@ def _window_stems(text: str, mention: Mention, words: int) -> frozenset[str]:
 
 
 def _known(word: str, context: _Context) -> bool:
-    """A name word occurs in the context, also as its singular ("Tuesdays" where the context says "Tuesday")."""
-    return word in context.words or (word.endswith("s") and word[:-1] in context.words)
+    """A name word occurs in the context, or another form of it does.
+
+    Forms differ in an ending of at most ``_INFLECTION_CHARS`` letters past a shared stem of at
+    least ``_MIN_STEM_CHARS``: "Tuesdays" / "Tuesday", "Singaporean" / "Singapore", "Somalia" /
+    "Somali", "Testifies" / "testified" -- but not "Austria" / "Australia".
+    """
+    if word in context.words:
+        return True
+    stem = word[: max(_MIN_STEM_CHARS, len(word) - _INFLECTION_CHARS)]
+    if len(stem) < _MIN_STEM_CHARS:
+        return False
+    at = bisect_left(context.sorted_words, stem)
+    for other in itertools.islice(context.sorted_words, at, None):
+        if not other.startswith(stem):
+            return False
+        shared = next(
+            (i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other))
+        )
+        if shared >= max(_MIN_STEM_CHARS, max(len(word), len(other)) - _INFLECTION_CHARS):
+            return True
+    return False
 
 
 def _head_stem(text: str, mention: Mention) -> str:

@@ -246,7 +246,7 @@ _CURRENCY_BEFORE = re.compile(rf"{_CURRENCY_SYMBOL}\s?\Z")
 # After the first number: an optional second one making a range, then scale and unit shared by both.
 _AMOUNT_TAIL = rf"""
     (?P<ord>st|nd|rd|th)?
-    (?:\s*(?:-|\u2013|\u2014|(?i:to|through)|(?(between)(?i:and)|(?!)))\s*{_CURRENCY_SYMBOL}?
+    (?:\s*(?:--?|\u2013|\u2014|(?i:to|through)|(?(between)(?i:and)|(?!)))\s*{_CURRENCY_SYMBOL}?
        (?P<num2>{_NUM}|(?i:{_WORD_NUM}))(?:st|nd|rd|th)?)?
     (?:\s?(?P<scale>{_SCALE}))?
     (?:[ \t]?(?P<unit>{_UNIT}))?
@@ -268,12 +268,12 @@ _MONTH = (
 _MONTH_START = rf"[JFMASOND](?<![{_CASED}].)"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
 _DATES: Final = (
-    re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?P<day>{_DAY})\b(?:,?\s+(?P<year>\d{{4}})\b)?"),
+    re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?P<day>{_DAY})\b(?:\s?,?\s+(?P<year>\d{{4}})\b)?"),
     re.compile(
         rf"(?P<day>{_DIGIT_START}\d?(?:st|nd|rd|th)?)(?:\s+of)?\s+(?P<month>{_MONTH_START}{_MONTH})\b"
-        rf"(?:,?\s+(?P<year>\d{{4}})\b)?"
+        rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
     ),
-    re.compile(rf"(?P<month>{_MONTH_START}{_MONTH}),?\s+(?P<year>\d{{4}})\b"),
+    re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s?,?\s+(?P<year>\d{{4}})\b"),
     re.compile(
         r"(?P<year>\d(?<![\d/.-]\d)\d{3})([-/.])(?P<month>0?[1-9]|1[0-2])\2(?P<day>[12]\d|3[01]|0?[1-9])(?![\d/-])(?!\.\d)"
     ),
@@ -299,7 +299,7 @@ _NOT_CLAIMS = re.compile(
     r"|^[ \t]*\(?\d+[.)]\s",
     re.MULTILINE,
 )
-_RANGE_JOIN = re.compile(r"\s*(?:-|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
+_RANGE_JOIN = re.compile(r"\s*(?:--?|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
 
 # A name word: a capital, then letters with case or accents written as separate marks (decomposed text),
 # joined inside by apostrophes, the Hawaiian okina or hyphens (O'Connor, Île-de-France, Müller-Lüdenscheidt).

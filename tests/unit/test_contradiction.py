@@ -142,6 +142,40 @@ def test_name_not_in_context_is_unsupported() -> None:
     assert result.summary == "answer says Gustave Eiffel, context does not"
 
 
+@pytest.mark.parametrize(
+    ("answer", "context"),
+    [
+        ("The Singaporean firm grew.", "A firm from Singapore grew."),  # demonym
+        ("Pirates from Somalia were seen.", "Somali pirates were seen."),
+        ("Marathon Bombing Survivor Testifies about it.", "A marathon bombing survivor testified about it."),
+        ("She met the UN Security Council.", "She met the U.N. Security Council."),  # acronym without dots
+        ("Open on Tuesdays.", "Open on Tuesday."),
+    ],
+)
+def test_names_match_other_forms_of_their_words(answer: str, context: str) -> None:
+    result = detect(answer, context)
+    assert set(verdicts(result).values()) == {"supported"}, verdicts(result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "context"), [("He moved to Austria.", "He moved to Australia."), ("In the UK.", "In UKIP.")]
+)
+def test_names_that_only_look_alike_stay_unsupported(answer: str, context: str) -> None:
+    assert set(verdicts(detect(answer, context)).values()) == {"unsupported"}
+
+
+@pytest.mark.parametrize(
+    ("context", "answer"),
+    [
+        # Tokenised text (Wikipedia dumps, many corpora) spaces punctuation out; the values are the same.
+        ("CBS cancelled it on November 14 , 2014 , four episodes in.", "CBS cancelled it on November 14, 2014."),
+        ("He was third during the 2007 -- 08 season.", "He was third in the 2007-08 season."),
+    ],
+)
+def test_spaced_out_punctuation_in_dates_and_ranges(context: str, answer: str) -> None:
+    assert set(verdicts(detect(answer, context)).values()) == {"supported"}
+
+
 def test_names_skip_sentence_starts_and_function_words() -> None:
     text = "The Eiffel Tower is tall. However, Paris is busy.\n- Gustave Eiffel built it."
     names = [name.text for name in extract_names(text, [])]
