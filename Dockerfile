@@ -1,7 +1,10 @@
-# The halluwatch worker image (also runs `halluwatch migrate`, `replay`, `report`, `doctor`).
+# The halluwatch worker image (also runs `halluwatch migrate`, `replay`, `doctor`).
+# The worker's requirements plus the `export` extra, nothing else: no matplotlib (the
+# `calibrate` and `report` extras; run those from a checkout) and no demo broker (`demo`).
 # CPU-only: torch comes from PyTorch's CPU wheel index before anything can pull a CUDA
-# build; it is used once, to export the embedding model to ONNX into $HALLUWATCH_MODEL_CACHE
-# (a volume in infra/docker-compose.yml), after which the worker runs on onnxruntime alone.
+# build; it is used once, on the first start, to export the embedding model to ONNX into
+# $HALLUWATCH_MODEL_CACHE (a volume in infra/docker-compose.yml), after which the worker
+# runs on onnxruntime alone.
 FROM python:3.11-slim-bookworm
 
 ARG TORCH_VERSION=2.13.0
@@ -20,7 +23,7 @@ COPY pipeline ./pipeline
 COPY detectors ./detectors
 COPY schemas ./schemas
 COPY dashboards ./dashboards
-RUN pip install . && rm -rf /src
+RUN pip install '.[export]' && rm -rf /src
 
 RUN useradd --system --uid 10001 --home-dir /var/lib/halluwatch --create-home halluwatch \
     && mkdir -p /models && chown halluwatch /models

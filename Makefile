@@ -9,11 +9,19 @@ export HF_HUB_OFFLINE := 1
 
 install: $(INSTALLED)
 
-# torch first, pinned: it is the CPU build on this machine's disk; any later dependency
-# asking for torch is then satisfied instead of pulling a multi-GB CUDA build.
+# torch is needed only by the `export` extra (one ONNX export of the embedding model), which
+# the dev install includes. It goes in first, pinned and CPU-only, so that nothing later
+# asks PyPI for it: on Linux PyPI's torch is a CUDA build of several GB. PyTorch's CPU index
+# first (no retries, short timeout); if that index cannot be reached, PyPI's torch, with a
+# warning (on a machine whose pip finds local wheels, that is the CPU build on its disk).
+TORCH_VERSION ?= 2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+
 $(INSTALLED): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet --retries 0 --timeout 15 --index-url $(TORCH_INDEX) torch==$(TORCH_VERSION) \
+	  || { echo "WARNING: $(TORCH_INDEX) did not answer; torch $(TORCH_VERSION) from the default index" >&2; \
+	       $(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION); }
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 

@@ -3,10 +3,13 @@
 The transformer's token embeddings are exported with ``torch.onnx.export`` and, for
 ``int8``, quantized with ``quantize_dynamic(per_channel=True)``; the runtime pools and
 normalizes them itself.  Imported only when the embedder's cache misses, so a warm cache
-never loads torch, transformers or onnx.  The export runs in-process with
-``torch.set_num_threads(1)``, because torch and onnxruntime threads fight for the cores of
-a small machine otherwise.  Every artifact is written to a temporary file and renamed
-into place, so workers starting together may export twice but never read half a file.
+never loads torch, transformers or onnx.  They are the ``export`` extra
+(``pip install 'halluwatch[export]'``), not the worker's requirements: a missing one is a
+one-line :class:`~detectors.extras.MissingExtra` naming that extra.  The export runs
+in-process with ``torch.set_num_threads(1)``, because torch and onnxruntime threads fight
+for the cores of a small machine otherwise.  Every artifact is written to a temporary file
+and renamed into place, so workers starting together may export twice but never read half
+a file.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from detectors.extras import requires_extra
+
 
 def export(model_dir: Path, fp32: Path, tokenizer: Path, int8: Path | None = None) -> None:
     """Export ``model_dir``'s transformer to ``fp32`` and its tokenizer to ``tokenizer``; quantize to ``int8`` if given.
 
-    Files already there are kept.  An ImportError means torch, transformers or onnx is missing.
+    Files already there are kept.  :class:`~detectors.extras.MissingExtra` (an ImportError)
+    means torch, transformers, onnx or onnxscript is missing: the ``export`` extra.
     """
     fp32.parent.mkdir(parents=True, exist_ok=True)
     if not fp32.exists():
@@ -50,8 +56,11 @@ def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
     # A guard for the libraries, set before they are imported: the export reads a local
     # folder and must never reach the network.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import torch
-    from transformers import AutoModel, AutoTokenizer
+    with requires_extra("export"):
+        import onnx  # noqa: F401 - torch.onnx.export needs both; missing, they would fail mid-export
+        import onnxscript  # noqa: F401
+        import torch
+        from transformers import AutoModel, AutoTokenizer
 
     torch.set_num_threads(1)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -45,17 +45,19 @@ def _settings(config_path: Path | None) -> Settings:
 class _Commands(click.Group):
     """The command group: what an operator must fix ends a command with one line and exit status 1.
 
-    A store out of reach, a directory that cannot be written or an unusable record file
-    (the message names file and line) is not a bug to trace.
+    A store out of reach, a directory that cannot be written, an unusable record file
+    (the message names file and line) or a package of an extra not installed (the message
+    names the extra) is not a bug to trace.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        from detectors.extras import MissingExtra
         from pipeline.offline.evaluate import EvalInputError
         from pipeline.sinks.clickhouse import ClickHouseUnreachable
 
         try:
             return super().invoke(ctx)
-        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError) as exc:
+        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError, MissingExtra) as exc:
             raise click.ClickException(str(exc)) from exc
 
 

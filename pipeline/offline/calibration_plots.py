@@ -2,6 +2,8 @@
 
 Figures are built with matplotlib's object API (no pyplot), so nothing needs a display
 and no global figure state is left behind: PNGs render through the Agg canvas.
+matplotlib is the ``calibrate`` extra, not a worker requirement: without it, importing this
+module (``halluwatch calibrate`` does, before any work) is one line naming the extra.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from matplotlib.figure import Figure
+from detectors.extras import requires_extra
+
+with requires_extra("calibrate", "halluwatch calibrate (its PR curves and histograms)"):
+    from matplotlib.figure import Figure
 
 from pipeline.offline.calibrate import Calibration, OperatingPoint
 

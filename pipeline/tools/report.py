@@ -17,14 +17,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import numpy as np
 from clickhouse_connect.driver.client import Client
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
 
 from dashboards import Chart, Panel, QueryWindow, clickhouse_panels, expand
+from detectors.extras import requires_extra
+
+# matplotlib is the ``report`` extra, not a worker requirement: one line naming it if missing.
+with requires_extra("report", "halluwatch report (its charts)"):
+    import matplotlib
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import PercentFormatter
 
 MAX_TABLE_ROWS = 50
 # About 60 points across the range, on intervals a person reads easily.

