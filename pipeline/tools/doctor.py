@@ -2,7 +2,8 @@
 
 Each check reaches the real thing with the worker's own settings and says what it found,
 or what to change: configuration, the broker (reach it, then create a scratch topic,
-write to it, read it back, delete it), ClickHouse (reach it, then create a scratch table,
+write to it, read it back, delete it; the input topics, which must be neither compacted nor
+written in transactions), ClickHouse (reach it, then create a scratch table,
 insert, select, drop; are the migrations applied), the embedding model, and the alert
 credentials (Slack's ``auth.test``). Nothing here prints a secret: details pass through
 :func:`~pipeline.config.secrets.scrub` with every configured secret value.
@@ -100,16 +101,22 @@ def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
         yield _kafka_permissions(settings, timeout_seconds)
     except _Failed as failure:
         yield Check("kafka permissions", False, str(failure))
-    if settings.kafka_input_topic in metadata.topics:
-        yield Check("kafka input topic", True, f"{settings.kafka_input_topic} exists")
-    else:
-        yield Check(
-            "kafka input topic",
-            True,
-            f"{settings.kafka_input_topic} does not exist yet: point the collector's kafka exporter at it "
-            "(topic setting) or create it with the partitions you want",
-            warning=True,
-        )
+    for label, topic, writer in (
+        ("kafka input topic", settings.kafka_input_topic, "the collector's kafka exporter"),
+        ("kafka logs topic", settings.kafka_logs_topic, "the kafka exporter of the collector's logs pipeline"),
+    ):
+        if topic not in metadata.topics:
+            yield Check(
+                label,
+                True,
+                f"{topic} does not exist yet: point {writer} at it (topic setting) or create it with the "
+                "partitions you want",
+                warning=True,
+            )
+            continue
+        yield Check(label, True, f"{topic} exists")
+        yield _cleanup_policy(admin, label, topic, timeout_seconds)
+        yield _transaction_markers(settings, label, topic, sorted(metadata.topics[topic].partitions), timeout_seconds)
 
 
 def _kafka_permissions(settings: Settings, timeout_seconds: float) -> Check:
@@ -146,6 +153,111 @@ def _kafka_permissions(settings: Settings, timeout_seconds: float) -> Check:
     finally:
         _delete_quietly(admin, topic, timeout_seconds)
     return Check("kafka permissions", True, "created, wrote, read and deleted a scratch topic")
+
+
+# The commit work-around of pipeline/stream/dropped_records.py takes every offset that holds no
+# record for a record faust dropped: it never commits past one, and keeps reading it again.
+# Compacted topics have such offsets (removed records), and so have transactionally written
+# ones (each commit or abort marker takes an offset that no consumer receives).
+_OFFSETS_WITHOUT_RECORDS = (
+    "the worker's commit work-around (pipeline/stream/dropped_records.py) takes offsets without records "
+    "for records faust dropped: it never commits past them and reads them again and again"
+)
+MARKER_SAMPLE_OFFSETS = 1000  # the newest offsets of each partition read looking for transaction markers
+
+
+def _cleanup_policy(admin: Any, label: str, topic: str, timeout_seconds: float) -> Check:
+    """Fails for a compacted input topic."""
+    # Public names of confluent_kafka.admin, re-exported without __all__ (mypy's strict exports).
+    from confluent_kafka.admin import ConfigResource, ResourceType  # type: ignore[attr-defined]
+
+    name = f"{label} cleanup.policy"
+    try:
+        (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+        entry = future.result(timeout=timeout_seconds).get("cleanup.policy")
+    except Exception as exc:
+        return Check(name, True, f"could not check: {_kafka_error(exc)}; grant DescribeConfigs on topic {topic}",
+                     warning=True)  # fmt: skip
+    if entry is None or not entry.value:
+        return Check(name, True, f"could not check: the broker reports no cleanup.policy for {topic}", warning=True)
+    if "compact" in entry.value:
+        return Check(
+            name,
+            False,
+            f"{topic} is compacted (cleanup.policy={entry.value}); {_OFFSETS_WITHOUT_RECORDS}: "
+            f"set cleanup.policy=delete on {topic}",
+        )
+    return Check(name, True, f"{entry.value} on {topic}")
+
+
+def _transaction_markers(
+    settings: Settings, label: str, topic: str, partitions: list[int], timeout_seconds: float
+) -> Check:
+    """Fails for an input topic written in transactions: an offset between records that none holds.
+
+    Reads the newest offsets of each partition as they are (``read_uncommitted``: records of
+    aborted transactions too), so an offset without a record is a transaction marker, or a
+    record compaction removed.
+    """
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    name = f"{label} transactions"
+    consumer = Consumer(
+        {
+            **_kafka_config(settings, timeout_seconds),
+            "group.id": f"{settings.kafka_group_id}.doctor",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        starts: dict[int, int] = {}
+        for partition in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_seconds)
+            if high > low:  # (Tansu's high watermark here may lag: the end is the one the fetch reports)
+                starts[partition] = max(low, high - MARKER_SAMPLE_OFFSETS)
+        if not starts:
+            return Check(name, True, f"could not check: {topic} holds no records yet", warning=True)
+        consumer.assign([TopicPartition(topic, partition, offset) for partition, offset in starts.items()])
+        expected = dict(starts)  # partition -> the offset of the next record, if none is missing
+        missing: dict[int, int] = {}  # partition -> its first offset without a record
+        ends: dict[int, int] = {}  # partition -> the end of its records at the time they were read
+        deadline = time.monotonic() + timeout_seconds
+        while len(ends) < len(starts) and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            partition, offset, error = message.partition() or 0, message.offset() or 0, message.error()
+            if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                raise KafkaException(error)
+            if offset > expected[partition]:  # at the end of a partition too: a marker after the last record
+                missing.setdefault(partition, expected[partition])
+            if error is None:
+                expected[partition] = offset + 1
+            else:
+                ends.setdefault(partition, offset)
+    except Exception as exc:
+        return Check(name, True, f"could not check: {_kafka_error(exc)}; grant Read on topic {topic}", warning=True)
+    finally:
+        consumer.close()
+    if missing:
+        where = ", ".join(f"partition {partition} offset {offset}" for partition, offset in sorted(missing.items()))
+        return Check(
+            name,
+            False,
+            f"{topic} is written in transactions: offsets without records (transaction markers) at {where}; "
+            f"{_OFFSETS_WITHOUT_RECORDS}: have its producers write without transactions",
+        )
+    if len(ends) < len(starts):
+        return Check(name, True, f"could not check: {topic}'s newest records were not all read in "
+                     f"{timeout_seconds:.0f}s", warning=True)  # fmt: skip
+    sampled = sum(end - starts[partition] for partition, end in ends.items())
+    return Check(name, True, f"none seen in the newest {sampled} offsets of {topic} ({len(ends)} partition(s))")
+
+
+def _kafka_error(exc: Exception) -> str:
+    return str(exc.args[0] if exc.args else exc)
 
 
 def _read_one(poll: Callable[[float], Any], timeout_seconds: float) -> bool:

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from pipeline.tools.demo_broker import TansuBroker, free_port
 from tests.servers import SLACK_API_PREFIX, AlertingServer
 
@@ -85,3 +88,48 @@ def test_closed_ports_fail_with_what_to_fix_and_no_secret(tmp_path):
     assert f"FAIL  alerting: cannot reach Slack at http://127.0.0.1:{closed}/api/" in output
     assert "check(s) failed: kafka, clickhouse, alerting" in output
     assert_no_secret(output, password, sasl_password)
+
+
+def test_input_topics_compacted_or_written_in_transactions_fail(tansu: TansuBroker, topic_prefix: str, tmp_path):
+    spans, logs = f"{topic_prefix}.spans", f"{topic_prefix}.logs"
+    admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
+    created = admin.create_topics(
+        [
+            NewTopic(spans, 1, config={"cleanup.policy": "compact"}),
+            NewTopic(logs, 2, config={"cleanup.policy": "delete"}),
+        ]
+    )
+    for future in created.values():
+        future.result(timeout=10)
+    plain = Producer({"bootstrap.servers": tansu.bootstrap})
+    for n in range(3):
+        plain.produce(spans, key=b"trace", value=b"span %d" % n)
+    assert plain.flush(10) == 0
+    transactional = Producer({"bootstrap.servers": tansu.bootstrap, "transactional.id": f"{topic_prefix}.tx"})
+    transactional.init_transactions(10)
+    transactional.begin_transaction()
+    for n in range(3):
+        transactional.produce(logs, value=b"log %d" % n, partition=1)
+    transactional.commit_transaction(10)  # the commit marker takes partition 1's offset 3
+
+    with AlertingServer() as slack:
+        result = doctor(
+            tmp_path,
+            HALLUWATCH_KAFKA_BOOTSTRAP=tansu.bootstrap,
+            HALLUWATCH_KAFKA_INPUT_TOPIC=spans,
+            HALLUWATCH_KAFKA_LOGS_TOPIC=logs,
+            HALLUWATCH_ALERTING__SLACK_BASE_URL=slack.slack_base_url,
+        )
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    for line in (
+        f"FAIL  kafka input topic cleanup.policy: {spans} is compacted (cleanup.policy=compact); the worker's "
+        "commit work-around (pipeline/stream/dropped_records.py) takes offsets without records",
+        f"ok    kafka input topic transactions: none seen in the newest 3 offsets of {spans} (1 partition(s))",
+        f"ok    kafka logs topic cleanup.policy: delete on {logs}",
+        f"FAIL  kafka logs topic transactions: {logs} is written in transactions: offsets without records "
+        "(transaction markers) at partition 1 offset 3;",
+        "check(s) failed: kafka input topic cleanup.policy, kafka logs topic transactions",
+    ):
+        assert line in output, output
+    assert_no_secret(output)
