@@ -1,10 +1,14 @@
 """With content modes hash and drop, no prompt or answer text reaches any sink.
 
 A real `halluwatch worker` on a Tansu broker gets the example traces with a canary word
-written into every prompt, answer and source. Then every output is searched for it:
-ClickHouse's llm_calls, findings and alerts rows, the findings, alerts and dead-letter
-topics, the worker's log (alerts on the "page" route are logged in full), and every
-request the local Slack server received.
+written into every prompt, answer and source, and one OTLP/JSON message the decoder refuses
+quoting the canary (``Couldn't parse integer: "..."``); Slack refuses the first alert with
+an error that echoes content. Then every output is searched for it: ClickHouse's llm_calls,
+findings and alerts rows (with the delivery error), the findings, alerts and alerts
+dead-letter topics, the dead letter's reason header, the worker's log (alerts on the "page"
+route are logged in full, dead letters and failed deliveries with their reasons), and every
+request the local Slack server received. The dead letter's value is the message as it came
+(a deliberate exception, infra/README.md "Content on internal topics").
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import pytest
 import yaml
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from pipeline.config.content_policy import HASH_PREFIX
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
 from tests.integration.support import WorkerProcess, consume_all, consume_dead_letters, produce
-from tests.servers import AlertingServer
+from tests.servers import SLACK_POST_PATH, AlertingServer, Reply
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
@@ -38,6 +43,13 @@ def _with_canaries(trace: TracesData) -> TracesData:
                         text = text.replace("the ", f"the {CANARY} ").replace("The ", f"The {CANARY} {EMAIL} ")
                         attribute.value.string_value = text
     return trace
+
+
+def _undecodable() -> tuple[bytes, bytes]:
+    """OTLP/JSON with a prompt where an integer belongs: the decoder's reason quotes it."""
+    attribute = {"key": "gen_ai.prompt", "value": {"intValue": f"the {CANARY} question of {EMAIL}"}}
+    span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "chat", "attributes": [attribute]}
+    return b"ab" * 16, json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
 
 
 def _keyed(traces: list[TracesData]) -> list[tuple[bytes, bytes]]:
@@ -65,7 +77,11 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     traces = [_with_canaries(trace) for trace in example_traces()]
     messages = _keyed(traces)
     assert sum(CANARY.encode() in value for _, value in messages) >= 10  # the canary is really in the input
+    undecodable = _undecodable()
     with AlertingServer() as server:
+        # A refusal for good whose error echoes content (a proxy quoting what it got, say).
+        echo = {"ok": False, "error": f"invalid_blocks: the {CANARY} answer of {EMAIL}"}
+        server.script(SLACK_POST_PATH, Reply(200, body=echo))
         worker = WorkerProcess(
             tansu.bootstrap,
             topic_prefix,
@@ -76,10 +92,11 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
         )
         worker.start()
         try:
-            produce(tansu.bootstrap, worker.input_topic, messages)
-            worker.wait_for("halluwatch_messages_done_total", len(messages), timeout_seconds=180)
+            produce(tansu.bootstrap, worker.input_topic, [*messages, undecodable])
+            worker.wait_for("halluwatch_messages_done_total", len(messages) + 1, timeout_seconds=180)
             worker.wait_for("halluwatch_alerts_total", 2, timeout_seconds=120)
             worker.wait_for("halluwatch_alert_deliveries_total", 2)
+            worker.wait_for("halluwatch_alert_dead_letters_total", 1)
             findings = int(worker.metric("halluwatch_findings_total"))
             alerts = int(worker.metric("halluwatch_alerts_total"))
         finally:
@@ -92,17 +109,31 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     topics = {
         "findings": consume_all(tansu.bootstrap, worker.findings_topic, findings),
         "alerts": consume_all(tansu.bootstrap, worker.alerts_topic, alerts),
-        "dlq": consume_dead_letters(tansu.bootstrap, worker.dlq_topic, 1, timeout_seconds=3),
+        "alerts dlq": consume_dead_letters(tansu.bootstrap, worker.alerts_dlq_topic, 1),
     }
+    dead_letters = consume_dead_letters(tansu.bootstrap, worker.dlq_topic, 2, timeout_seconds=10)
     log = worker.log_path.read_text(errors="replace")
 
     # Everything arrived, so the search below is over real output.
     assert len(tables["llm_calls"]) == len(messages) and len(topics["findings"]) == findings > len(messages)
     assert tables["alerts"] and len(slack) >= 1 and "ALERT [page" in log
-    assert not topics["dlq"]
+    ((_, dead_letter_value),) = [(m.key(), m.value()) for m in dead_letters]  # the undecodable message only
+    # The dead letter keeps the message as it came (to fix and replay it): content, like the input topic.
+    assert dead_letter_value == undecodable[1] and CANARY.encode() in dead_letter_value
+    # Its reason: the worker's words, the decoder's quote withheld (dead letters follow llm_calls: drop).
+    reasons = [dict(m.headers() or [])["halluwatch.reason"].decode() for m in dead_letters]
+    assert reasons == ["malformed OTLP/JSON: [withheld]"]
+    # The refused delivery: alerts content is hashed, so is the server's reply quoted in the error.
+    failed = [row for row in tables["alerts"] if "HTTP 200" in repr(row)]
+    assert failed and f"DeliveryError: slack:#quality: HTTP 200: {HASH_PREFIX}" in repr(failed)
+    assert "HTTP 200: hmac-sha256:" in dict(topics["alerts dlq"][0].headers() or [])["halluwatch.reason"].decode()
     outputs = {
         **{f"table {name}": repr(rows) for name, rows in tables.items()},
-        **{f"topic {name}": repr([(m.key(), m.value()) for m in records]) for name, records in topics.items()},
+        **{
+            f"topic {name}": repr([(m.key(), m.value(), m.headers()) for m in records])
+            for name, records in topics.items()
+        },
+        "dead letter headers": repr([(m.key(), m.headers()) for m in dead_letters]),
         "worker log": log,
         "slack requests": "\n".join(slack),
     }
