@@ -67,9 +67,8 @@ _STEM_CHARS = 5
 _APPROXIMATE: Final = frozenset({Kind.NUMBER, Kind.PERCENT, Kind.MONEY, Kind.QUANTITY})
 _UNITLESS: Final = frozenset({Kind.NUMBER, Kind.YEAR})
 _WORD = re.compile(r"[^\W\d_]+")
-# "U.N.", "U.S.A.": written without dots in an answer ("UN"), so the context knows both.
-_ACRONYM: Final = re.compile(r"\b(?:[^\W\d_]\.){2,}")
-_ACRONYM_DOTS: Final = re.compile(r"\.")
+# Words an answer may write joined: "U.N." ("UN"), "Wi-Fi" ("WiFi"); the context knows both forms.
+_COMPOUND: Final = re.compile(r"\b(?:[^\W\d_]\.){2,}|[^\W\d_]+(?:-[^\W\d_]+)+")
 _MIN_STEM_CHARS = 4  # a name word and a context word are forms of one word when they share a stem this long...
 _INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
 _ACCENTS: Final = dict.fromkeys(range(0x300, 0x370))  # combining diacritical marks, for str.translate to drop
@@ -189,7 +188,9 @@ class ContradictionDetector(Detector):
     def _verdict(self, mention: Mention, answer: str, context: _Context, question: _Context) -> _Claim:
         if mention.kind is Kind.NAME:
             words = _name_words(mention.text)
-            known = all(_known(word, context) or _known(word, question) for word in words)
+            known = all(_known(word, context) or _known(word, question) for word in words) or any(
+                "".join(_words(mention.text)) in text.words for text in (context, question)
+            )  # "Wi-Fi" where the context says "WiFi"
             return _Claim(mention, Verdict.SUPPORTED if known else Verdict.UNSUPPORTED)
         tolerance = self._config.relative_tolerance if mention.kind in _APPROXIMATE else 0.0
         if _supported(mention, context, tolerance) or _supported(mention, question, tolerance):
@@ -234,7 +235,7 @@ class ContradictionDetector(Detector):
 def _index(text: str) -> _Context:
     """Extract and index a context text's values."""
     mentions = extract_values(text)
-    words = frozenset(_words(text)) | {_ACRONYM_DOTS.sub("", found).lower() for found in _ACRONYM.findall(text)}
+    words = frozenset(_words(text)) | {"".join(_words(found)) for found in _COMPOUND.findall(text)}
     by_family: dict[str, list[Mention]] = {}
     for mention in mentions:
         by_family.setdefault(mention.family, []).append(mention)

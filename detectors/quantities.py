@@ -121,6 +121,8 @@ _TEMPERATURE: Final[dict[str, Callable[[float], float]]] = {
     "°f": lambda value: (value - 32.0) * 5.0 / 9.0,
     "degrees celsius": lambda value: value,
     "degrees fahrenheit": lambda value: (value - 32.0) * 5.0 / 9.0,
+    "degrees c": lambda value: value,  # recipes: "350 degrees F (175 degrees C)"
+    "degrees f": lambda value: (value - 32.0) * 5.0 / 9.0,
 }
 _PERCENT_UNITS: Final = frozenset(
     {"%", "\uff05", "percent", "per cent", "pct", "percentage point", "percentage points"}
@@ -621,6 +623,7 @@ NOT_NAMES: Final = frozenset(
     she his her our your my me us him them what which who whom whose where why how all any each every some no not
     yes according overall additionally furthermore moreover finally first second third next last based note please
     mr mrs ms dr prof st monday tuesday wednesday thursday friday saturday sunday january february march april may
-    june july august september october november december passage passages document documents source sources context
+    june july august september october november december mon tue tues wed thu thur thurs fri sat sun jan feb mar apr
+    jun jul aug sep sept oct nov dec passage passages document documents source sources context
     answer question summary article section table figure am pm ok""".split()  # noqa: SIM905 - reads as text
 )

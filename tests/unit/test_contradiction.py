@@ -150,6 +150,8 @@ def test_name_not_in_context_is_unsupported() -> None:
         ("Marathon Bombing Survivor Testifies about it.", "A marathon bombing survivor testified about it."),
         ("She met the UN Security Council.", "She met the U.N. Security Council."),  # acronym without dots
         ("Open on Tuesdays.", "Open on Tuesday."),
+        ("It has free Wi-Fi and seating.", '{"WiFi": "free", "OutdoorSeating": true}'),  # joined compound
+        ("It has free WiFi and seating.", "It has free Wi-Fi."),
     ],
 )
 def test_names_match_other_forms_of_their_words(answer: str, context: str) -> None:
@@ -170,6 +172,7 @@ def test_names_that_only_look_alike_stay_unsupported(answer: str, context: str) 
         # Tokenised text (Wikipedia dumps, many corpora) spaces punctuation out; the values are the same.
         ("CBS cancelled it on November 14 , 2014 , four episodes in.", "CBS cancelled it on November 14, 2014."),
         ("He was third during the 2007 -- 08 season.", "He was third in the 2007-08 season."),
+        ("Preheat the oven to 350 degrees F (175 degrees C).", "Preheat the oven to 350°F (175°C)."),
     ],
 )
 def test_spaced_out_punctuation_in_dates_and_ranges(context: str, answer: str) -> None:
@@ -177,7 +180,7 @@ def test_spaced_out_punctuation_in_dates_and_ranges(context: str, answer: str) -
 
 
 def test_names_skip_sentence_starts_and_function_words() -> None:
-    text = "The Eiffel Tower is tall. However, Paris is busy.\n- Gustave Eiffel built it."
+    text = "The Eiffel Tower is tall. However, Paris is busy.\n- Gustave Eiffel built it. Free on Sat. and Sun."
     names = [name.text for name in extract_names(text, [])]
     assert names == ["Eiffel Tower", "Paris", "Eiffel"]
 
