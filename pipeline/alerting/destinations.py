@@ -140,7 +140,8 @@ async def deliver_with_retries(
         if not failure.retryable or (wait is not None and wait > retry_after_cap):
             raise failure
         if tried < retries:
-            logger.info("%s: retrying (%s)", name, failure)
+            # Without the server's detail, which may echo content: the router logs the outcome as the mode allows.
+            logger.info("%s: retrying (%s)", name, failure.summary)
             await asyncio.sleep(wait if wait is not None else backoff_initial * 2**tried)
     raise failure
 

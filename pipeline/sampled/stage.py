@@ -179,8 +179,9 @@ class ConsistencyStage:
         try:
             return await detector.evaluate(call)
         except Exception as exc:  # an endpoint failing for good (after retries) is an error finding
+            error = self._content.reason(type(exc).__name__, str(exc))  # an endpoint's reply may quote the prompt
             logger.warning(
-                "%s failed on trace %s: %r", detector.name, call.trace_id, exc, extra={"trace_id": call.trace_id}
+                "%s failed on trace %s: %s", detector.name, call.trace_id, error, extra={"trace_id": call.trace_id}
             )
             return detector.error_result(f"{type(exc).__name__}: {exc}")
 

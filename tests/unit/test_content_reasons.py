@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import replace
 
 import pytest
@@ -105,19 +106,19 @@ def test_dead_letter_senders_withhold_the_detail(mode):
     assert CANARY not in reason and EMAIL not in reason
 
 
-def failed_delivery(content: ContentPolicy, reply: Reply, webhook: bool = False) -> Outcome:
-    """One alert to a Slack destination of a real local server that refuses it with ``reply``."""
+def failed_delivery(content: ContentPolicy, reply: Reply, webhook: bool = False, retries: int = 0) -> Outcome:
+    """One alert to a Slack destination of a real local server that refuses it with ``reply`` (every time)."""
     with AlertingServer() as server:
         route = {"slack_webhook_url": server.webhook_url()} if webhook else {"slack_channel": "#c"}
         settings = AlertingSettings.model_validate(
             {
                 "slack_bot_token": "xoxb-test",
                 "slack_base_url": server.slack_base_url,
-                "request_retries": 0,
+                "request_retries": retries,
                 "routes": {"slack": route, "page": {}, "log": {}},
             }
         )
-        server.script(SLACK_WEBHOOK_PREFIX if webhook else SLACK_POST_PATH, reply)
+        server.script(SLACK_WEBHOOK_PREFIX if webhook else SLACK_POST_PATH, *[reply] * (retries + 1))
         dispatcher = Dispatcher(settings, build_destinations(settings), content=content)
 
         async def run() -> list[Outcome]:
@@ -140,6 +141,15 @@ def test_delivery_errors_withhold_what_the_server_said(mode):
     assert outcome.status is DeliveryStatus.FAILED
     assert CANARY not in outcome.error and EMAIL not in outcome.error
     assert outcome.error.startswith("DeliveryError: slack-webhook:slack: HTTP 400: ")  # what failed, and how
+
+
+def test_quick_retries_log_no_server_detail(caplog):
+    caplog.set_level(logging.INFO)  # slack_sdk logs whole requests and replies at DEBUG, off in the worker
+    echo = replace(ECHO, status=503)
+    outcome = failed_delivery(policy("hash"), echo, webhook=True, retries=1)
+    assert outcome.status is DeliveryStatus.RETRYING
+    assert "slack-webhook:slack: retrying (slack-webhook:slack: HTTP 503)" in caplog.text
+    assert CANARY not in caplog.text and EMAIL not in caplog.text
 
 
 def test_redacted_delivery_errors_keep_the_reply_without_pii():
