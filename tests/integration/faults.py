@@ -10,7 +10,10 @@ refuse connections on demand.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import gzip
+import io
 import json
 import re
 import tempfile
@@ -26,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import chdb
+import lz4.frame
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
@@ -418,3 +422,83 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for process {pid}")
+
+
+class PasswordClickHouseShim(ClickHouseShim):
+    """:class:`ClickHouseShim` behind a user and password, taking compressed bodies, as a real server does.
+
+    A request without the right credentials (HTTP basic auth, ``X-ClickHouse-User`` /
+    ``X-ClickHouse-Key`` headers, or ``user`` / ``password`` URL parameters, as ClickHouse
+    accepts them) is answered 516 ``AUTHENTICATION_FAILED`` and counted in
+    :attr:`refused`.  Bodies compressed by clickhouse-connect's default ``compress=True``
+    (``Content-Encoding: lz4``: one LZ4 frame per block, or gzip) are decompressed first, so
+    the client needs no ``compress=false`` in its DSN: :meth:`dsn_for` is a plain server URL.
+    """
+
+    def __init__(self, chdb_path: Path, user: str, password: str) -> None:
+        self.user, self.password = user, password
+        self.refused = 0
+        super().__init__(chdb_path, read_timeout_seconds=30)
+
+    def dsn_for(self, user: str, password: str) -> str:
+        return f"http://{user}:{password}@127.0.0.1:{self.port}"
+
+    def _authenticated(self, request: BaseHTTPRequestHandler) -> bool:
+        url = parse_qs(urlsplit(request.path).query)
+        user = request.headers.get("X-ClickHouse-User") or url.get("user", ["default"])[0]
+        password = request.headers.get("X-ClickHouse-Key") or url.get("password", [""])[0]
+        scheme, _, credentials = (request.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() == "basic":
+            user, _, password = base64.b64decode(credentials).decode(errors="replace").partition(":")
+        return (user, password) == (self.user, self.password)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        shim = self
+        plain = super()._handler_class()
+
+        class Handler(plain):  # type: ignore[valid-type,misc]  # a class made at run time
+            def do_GET(self) -> None:
+                self._checked()
+
+            def do_POST(self) -> None:
+                self._checked()
+
+            def _checked(self) -> None:
+                body = _read_body(self)
+                if not shim._authenticated(self):
+                    shim.refused += 1
+                    message = f"Code: 516. DB::Exception: {shim.user}: Authentication failed: password is incorrect"
+                    _reply(self, 516, f"{message}. (AUTHENTICATION_FAILED)".encode(),
+                           {"X-ClickHouse-Exception-Code": "516"})  # fmt: skip
+                    return
+                try:
+                    body = _decompressed(body, self.headers.get("Content-Encoding", ""))
+                except ValueError as exc:
+                    _reply(self, 400, str(exc).encode())
+                    return
+                for header in ("Content-Encoding", "Transfer-Encoding", "Content-Length"):
+                    del self.headers[header]
+                self.headers["Content-Length"] = str(len(body))
+                connection, self.rfile = self.rfile, io.BytesIO(body)  # what ClickHouseShim._handle reads
+                try:
+                    shim._handle(self)
+                finally:
+                    self.rfile = connection  # the next request on this keep-alive connection
+
+        return Handler
+
+
+def _decompressed(body: bytes, encoding: str) -> bytes:
+    """``body`` decoded from clickhouse-connect's write compression (LZ4 frames, one per block; or gzip)."""
+    if encoding == "gzip":
+        return gzip.decompress(body)
+    if encoding != "lz4":
+        if encoding:
+            raise ValueError(f"the shim does not take Content-Encoding {encoding}")
+        return body
+    blocks = []
+    while body:
+        decompressor = lz4.frame.LZ4FrameDecompressor()
+        blocks.append(decompressor.decompress(body))
+        body = decompressor.unused_data
+    return b"".join(blocks)
