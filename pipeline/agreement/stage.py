@@ -22,7 +22,7 @@ from faust.types import StreamT
 from pipeline import metrics
 from pipeline.agreement.rules import AgreementRule, TraceState
 from pipeline.config.settings import Settings
-from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table
+from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,8 @@ class AgreementStage:
         self.alerts_topic = alerts_topic
         # Applied once, here: the alerts topics, the alerts table and every message then carry the same.
         self._content = settings.content_policies().alerts
-        self._dead_letter = dead_letter
+        # A malformed finding's reason quotes the record, which holds what the findings mode allows.
+        self._dead_letter = withholding(dead_letter, settings.content_policies().findings)
         self.states = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
         self.findings_seen = 0  # findings records fully handled by this process
         self.alerts_published = 0
