@@ -118,13 +118,14 @@ def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[M
     rule may fire before the one all its flags make; every rule fired must match the
     trace's flags, and the first (highest-priority) rule they match must be among them.
     """
-    rules = AlertingSettings().rules  # the worker's defaults
+    defaults = AlertingSettings()  # the worker's rules, and its detectors that read one signal (count once)
+    rules, signal_of = defaults.rules, defaults.signal_of()
     flagged: dict[str, dict[str, int]] = defaultdict(dict)
     sql = f"SELECT trace_id, detector, status, flagged, severity FROM {database}.findings FINAL"
     for trace_id, detector, status, is_flagged, severity in query(sql):
         if counts_toward_agreement({"detector": detector, "status": status, "flagged": is_flagged}):
             flagged[trace_id][detector] = severity
-    matching = {trace: [r.name for r in rules if r.matches(flags)] for trace, flags in flagged.items()}
+    matching = {trace: [r.name for r in rules if r.matches(flags, signal_of)] for trace, flags in flagged.items()}
     expected = {trace: names for trace, names in matching.items() if names}
     fired: dict[str, set[str]] = defaultdict(set)
     published = 0
