@@ -26,7 +26,7 @@ from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import chdb
 import lz4.frame
@@ -477,6 +477,7 @@ class PasswordClickHouseShim(ClickHouseShim):
                 except ValueError as exc:
                     _reply(self, 400, str(exc).encode())
                     return
+                body, self.path = _bind_parameters(body, self.path)
                 for header in ("Content-Encoding", "Transfer-Encoding", "Content-Length"):
                     del self.headers[header]
                 self.headers["Content-Length"] = str(len(body))
@@ -487,6 +488,35 @@ class PasswordClickHouseShim(ClickHouseShim):
                     self.rfile = connection  # the next request on this keep-alive connection
 
         return Handler
+
+
+def _bind_parameters(body: bytes, path: str) -> tuple[bytes, str]:
+    """Query and URL with ``{name:Type}`` replaced by the ``param_name`` URL parameters, as the server binds them.
+
+    (chDB takes no parameters; ``CAST('value' AS Type)`` is what the server's binding amounts to.)
+    """
+    url = urlsplit(path)
+    fields = parse_qs(url.query, keep_blank_values=True)
+    values = {key.removeprefix("param_"): value[0] for key, value in fields.items() if key.startswith("param_")}
+    if not values:
+        return body, path
+
+    def bind(text: str) -> str:
+        def literal(match: re.Match[str]) -> str:
+            value, kind = values.get(match[1]), match[2]
+            if value is None:
+                return match[0]
+            if kind == "Identifier":
+                return "`" + value.replace("`", "``") + "`"
+            return "CAST('" + value.replace("\\", "\\\\").replace("'", "\\'") + f"' AS {kind})"
+
+        return re.sub(r"\{(\w+):([^{}]+)\}", literal, text)
+
+    if "query" in fields:
+        fields["query"] = [bind(fields["query"][0])]
+    with contextlib.suppress(UnicodeDecodeError):  # an INSERT's rows are not SQL
+        body = bind(body.decode()).encode()
+    return body, url._replace(query=urlencode(fields, doseq=True)).geturl()
 
 
 def _decompressed(body: bytes, encoding: str) -> bytes:

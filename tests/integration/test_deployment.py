@@ -285,9 +285,15 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         def query(sql: str) -> list[tuple[Any, ...]]:
             return [tuple(row) for row in client.query(sql).result_rows]
 
+        # The order of work infra/README.md gives: doctor (`docker compose run --rm worker halluwatch
+        # doctor`: the worker's environment), then the migrate service, then the worker.
+        outputs = {name: tmp_path / f"{name}.log" for name in ("doctor", "refused", "migrate", "worker")}
+        worker_env = _local_environment(worker_compose_env, local, home)
+        doctor = _start(["doctor"], worker_env, _empty_dir(tmp_path / "doctor-cwd"), outputs["doctor"])
+        assert doctor.wait(timeout=120) == 0, _tail(outputs["doctor"])
+        assert "ok    slack: bot token accepted" in outputs["doctor"].read_text(), _tail(outputs["doctor"])
         # The migrate service: once, to completion, before the worker starts.  First with a password
         # ClickHouse refuses (a handled fault: one line, exit status 1), then as compose runs it.
-        outputs = {name: tmp_path / f"{name}.log" for name in ("refused", "migrate", "worker")}
         wrong = {**dot_env, "CLICKHOUSE_PASSWORD": REQUIRED["CLICKHOUSE_PASSWORD"]()}
         secret_values.append(wrong["CLICKHOUSE_PASSWORD"])
         for name, env in (("refused", wrong), ("migrate", dot_env)):
@@ -297,7 +303,6 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         assert shim.refused > 0 and "AUTHENTICATION_FAILED" in outputs["refused"].read_text()
         refused = shim.refused
 
-        worker_env = _local_environment(worker_compose_env, local, home)
         worker = _start(["worker"], worker_env, _empty_dir(tmp_path / "worker-cwd"), outputs["worker"])
         stack.callback(lambda: worker.poll() is None and worker.kill())
 
