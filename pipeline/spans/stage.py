@@ -157,7 +157,13 @@ class SpansStage:
                 pending.append(
                     await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=letter.headers())
                 )
-                logger.warning("dead-lettered %s/%s: %s", letter.message.topic, letter.message.offset, letter.reason)
+                logger.warning(
+                    "dead-lettered %s/%s/%s: %s",
+                    letter.message.topic,
+                    letter.message.partition,
+                    letter.message.offset,
+                    letter.reason,
+                )
             await wait_acknowledged(pending)
 
         await retrying("Kafka publish", send_all, self._settings.write_retry_max_seconds)

@@ -79,6 +79,9 @@ class PipelineWorker:
         writable_dir(s.data_dir / "faust", "worker state")  # a fresh directory has none yet
         app = faust.App(
             s.kafka_group_id,
+            # faust reads unprefixed variables (BROKER_URL, WEB_PORT, PRODUCER_ACKS...) over what it is
+            # given; halluwatch is configured by HALLUWATCH_* alone, so a stray BROKER_URL changes nothing.
+            env={},
             broker=faust_broker_url(s.kafka_bootstrap),
             broker_credentials=faust_credentials(s.kafka_security),
             store="memory://",
@@ -179,7 +182,7 @@ class PipelineWorker:
             self.dlq_topic, letter.key, message.value, self.settings.write_retry_max_seconds, letter.headers()
         )
         metrics.DEAD_LETTERS.labels(reason_kind).inc()
-        logger.warning("dead-lettered %s/%s: %s", message.topic, message.offset, reason)
+        logger.warning("dead-lettered %s/%s/%s: %s", message.topic, message.partition, message.offset, reason)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""
