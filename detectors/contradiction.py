@@ -116,6 +116,9 @@ class _Context:
         return self.heads[mention.start]
 
 
+ValueIndex = _Context  # what :func:`stated_values` looks values up in
+
+
 @dataclass(frozen=True, slots=True)
 class _Claim:
     mention: Mention
@@ -150,7 +153,7 @@ class ContradictionDetector(Detector):
         self._config = config
         self._threshold = checked_threshold(threshold)
         # Context texts indexed once: the same documents and prompts recur across calls.
-        self._index = functools.lru_cache(maxsize=_CONTEXT_CACHE_SIZE)(_index)
+        self._index = functools.lru_cache(maxsize=_CONTEXT_CACHE_SIZE)(index_values)
 
     def close(self) -> None:
         """Drop the indexed contexts."""
@@ -232,8 +235,8 @@ class ContradictionDetector(Detector):
         return 1.0 - keep
 
 
-def _index(text: str) -> _Context:
-    """Extract and index a context text's values."""
+def index_values(text: str) -> ValueIndex:
+    """Extract and index a text's values (uncached: callers keep their own cache)."""
     mentions = extract_values(text)
     words = frozenset(_words(text)) | {"".join(_words(found)) for found in _COMPOUND.findall(text)}
     by_family: dict[str, list[Mention]] = {}
@@ -247,6 +250,24 @@ def _index(text: str) -> _Context:
         words=words,
         sorted_words=tuple(sorted(words)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StatedValue:
+    """A checkable value of an answer (number, date, time, quantity...) and whether a text states it."""
+
+    start: int
+    end: int
+    stated: bool
+
+
+def stated_values(answer: str, indexes: Sequence[ValueIndex], tolerance: float = 0.02) -> list[StatedValue]:
+    """Each value of ``answer`` with whether one of the indexed texts (:func:`index_values`) states it."""
+    return [
+        StatedValue(m.start, m.end, any(_supported(m, index, tolerance if m.kind in _APPROXIMATE else 0.0)
+                                        for index in indexes))
+        for m in extract_claims(answer)[:_MAX_CLAIMS_CHECKED]
+    ]  # fmt: skip
 
 
 def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:

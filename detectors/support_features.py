@@ -24,6 +24,7 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
+from detectors.contradiction import StatedValue
 from detectors.embeddings import TokenVectors
 
 Matrix = npt.NDArray[np.float64]
@@ -45,6 +46,7 @@ LIKELY = 0.1  # a word probability above about twice the base rate of hallucinat
 WORD_FEATURES: Final = (
     "best", "best_mean", "top3", "absent", "stop", "number", "capitalised",
     "near_best_mean", "near_best_min", "near_absent", "number_absent", "long", "position",
+    "value_stated", "value_unstated",
 )  # fmt: skip
 CALL_FEATURES: Final = (
     "max_p", "top3_p", "n_likely", "share_likely", "mean_p", "absent_share", "absent_n",
@@ -123,8 +125,14 @@ def word_support(
     support: Sequence[TokenVectors],
     vocab: frozenset[str],
     kind: SupportKind = "prose",
+    values: Sequence[StatedValue] = (),
 ) -> WordSupport:
-    """Support features of each of the answer's ``words`` against the support texts' tokens."""
+    """Support features of each of the answer's ``words`` against the support texts' tokens.
+
+    ``values`` are the answer's numbers, dates, times and quantities with whether the support
+    states them after normalisation ("9 am to 9 pm" is stated by "9:0-21:0"): token cosine
+    alone cannot tell a restated value from a changed one.
+    """
     owner = np.repeat(np.arange(len(support), dtype=np.int64), [len(p.offsets) for p in support])
     token_offsets = np.array([o for p in support for o in p.offsets], dtype=np.int64).reshape(-1, 2)
     best, top3, best_index = _token_support(answer_tokens, support)
@@ -154,6 +162,7 @@ def word_support(
     features[:, 10] = number & absent
     features[:, 11] = [len(t) > 6 for t in texts]
     features[:, 12] = np.arange(n) / max(n - 1, 1)
+    _mark_values(words, values, features)
     _neighbourhood(features)
     return WordSupport(tuple(words), features, len(owner), kind, best_token, owner, token_offsets)
 
@@ -236,6 +245,17 @@ def _pieces(
     word_of = np.repeat(np.arange(len(counts)), counts)
     within = np.arange(len(word_of)) - np.repeat(np.cumsum(counts) - counts, counts)
     return has, word_of, real[np.repeat(lo[has], counts) + within]
+
+
+def _mark_values(words: Sequence[Word], values: Sequence[StatedValue], features: Matrix) -> None:
+    """Set the value columns of words that lie inside a stated or an unstated value, in place."""
+    if not values or not words:
+        return
+    starts = np.array([w.start for w in words], dtype=np.int64)
+    stated, unstated = WORD_FEATURES.index("value_stated"), WORD_FEATURES.index("value_unstated")
+    for value in values:
+        inside = slice(np.searchsorted(starts, value.start), np.searchsorted(starts, value.end))
+        features[inside, stated if value.stated else unstated] = 1.0
 
 
 def _starts_sentence(text: str, position: int) -> bool:

@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
+from detectors.contradiction import index_values, stated_values
 from detectors.embeddings import Embedder, TokenVectors
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
@@ -133,7 +134,7 @@ class UnsupportedSpansDetector(Detector):
     """Flags answers whose words the sources do not support, pointing at the spans (see module docstring)."""
 
     name = "unsupported_spans"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(
         self, config: UnsupportedSpansConfig, threshold: float, embedder: Embedder, language: str = "en"
@@ -146,6 +147,7 @@ class UnsupportedSpansDetector(Detector):
         # Sources recur across calls as their token matrices do; so do their words.
         self._vocabulary = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(text_vocabulary)
         self._is_json = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(is_json_document)
+        self._values = functools.lru_cache(maxsize=_VOCABULARY_CACHE_SIZE)(index_values)
 
     def start(self) -> None:
         """Open the embedding model and read the learned model file."""
@@ -158,6 +160,7 @@ class UnsupportedSpansDetector(Detector):
         self._model = None
         self._vocabulary.cache_clear()
         self._is_json.cache_clear()
+        self._values.cache_clear()
         self._embedder.close()
 
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
@@ -195,7 +198,8 @@ class UnsupportedSpansDetector(Detector):
         support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
         vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
         kind: SupportKind = "json" if any(self._is_json(text) for text in support.texts) else "prose"
-        return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind)
+        values = stated_values(answer, [self._values(text) for text in support.texts])
+        return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind, values)
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector

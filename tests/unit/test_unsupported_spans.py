@@ -13,6 +13,7 @@ from detectors.config import EmbeddingConfig, GroundingConfig, UnsupportedSpansC
 from detectors.embeddings import Embedder
 from detectors.grounding import GroundingDetector
 from detectors.llm_call import Source
+from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
 from tests.calls import make_llm_call
 
@@ -112,3 +113,15 @@ def test_citation_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDet
     assert "1950" in " ".join(spans)
     # A span may run across a marker, but never starts or ends on one (it was "... company [3").
     assert not any(re.match(r"\W*\d\b", text) or re.search(r"\[\d$", text) for text in spans), spans
+
+
+def test_values_are_marked_stated_or_unstated_after_normalisation(detector: UnsupportedSpansDetector):
+    hours = json.dumps({"name": "Del Pueblo Cafe", "hours": {"Monday": "9:0-21:0"}, "stars": 4.5})
+    answer = "Del Pueblo Cafe is open from 9 am to 9 pm on Mondays and has 3.5 stars."
+    support = detector.support(call(answer, context=hours))
+    assert support is not None
+    stated = support.features[:, WORD_FEATURES.index("value_stated")] == 1
+    unstated = support.features[:, WORD_FEATURES.index("value_unstated")] == 1
+    words = [w.text for w in support.words]
+    assert [w for w, s in zip(words, stated, strict=True) if s] == ["9", "am", "to", "9", "pm"]
+    assert [w for w, u in zip(words, unstated, strict=True) if u] == ["3.5"]
