@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pipeline.tools.demo_broker import TansuBroker, free_port
 from tests.servers import SLACK_API_PREFIX, AlertingServer
