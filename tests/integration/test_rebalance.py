@@ -10,9 +10,9 @@ Two workers cannot open one embedded chDB, so all write over HTTP to
 process's chDB.
 
 The loss it guards against is a race: with the work-around switched off (no
-``commit_only_contiguous``, no watchdog), the check after ``FINAL`` failed in two of three
+``commit_only_contiguous``, no watchdog), the check after ``FINAL`` failed in two of five
 runs here (in one, 25 of 1500 LLM spans were missing although every input offset was
-committed); with it, every run passed.
+committed); with it, every run passed (six).  A pass without the work-around proves little.
 """
 
 from __future__ import annotations
