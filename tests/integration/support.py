@@ -198,10 +198,11 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: floa
     return messages
 
 
-def consume_dead_letters(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
-    """The first ``expected`` distinct dead letters of ``topic``, one per identity (its key).
+def consume_distinct(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
+    """The first ``expected`` distinct messages of ``topic``, one per key.
 
-    The pipeline is at least once: a redelivered message is dead-lettered again under the same key.
+    The pipeline is at least once: a redelivered message is produced again under the same key
+    (a dead letter's identity, a re-keyed trace's id), so tests wait for the set they expect.
     """
     letters: dict[bytes, Message] = {}
     with closing(_from_start(bootstrap, topic, timeout_seconds)) as reading:

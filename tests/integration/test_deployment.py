@@ -43,7 +43,7 @@ from tests.integration.faults import (
     keyed_messages,
     read_topic,
 )
-from tests.integration.support import committed_total, consume_dead_letters, produce
+from tests.integration.support import committed_total, consume_distinct, produce
 from tests.openai_server import OpenAIServer
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply, Request, ScriptedServer
 
@@ -328,7 +328,7 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         wait("a Slack post", lambda: bool(alerting.requests(SLACK_POST_PATH)), timeout=120)
         wait("findings sent to the collector", lambda: bool(collector.requests(LOGS_PATH)), timeout=60)
         dlq_topic = _setting(worker_env, "kafka_dlq_topic")
-        dead = consume_dead_letters(broker.bootstrap, dlq_topic, len(JUNK) + 1, timeout_seconds=60)
+        dead = consume_distinct(broker.bootstrap, dlq_topic, len(JUNK) + 1, timeout_seconds=60)
         alerts_sql = f"SELECT trace_id, destination, status FROM {database}.alerts FINAL ORDER BY ALL"
         deliveries: list[tuple[Any, ...]] = []
 

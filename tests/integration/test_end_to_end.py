@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from pipeline.tools.demo_broker import TansuBroker
-from tests.integration.support import WorkerProcess, committed_total, consume_all, consume_dead_letters, produce
+from tests.integration.support import WorkerProcess, committed_total, consume_all, consume_distinct, produce
 
 # Worker and demo processes load the embedding model from the session's export cache.
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -102,10 +102,10 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
         sent = produce(tansu.bootstrap, worker.input_topic, [*keyed, (None, mixed), *garbage])
         # 3 keyed + 1 mixed + 2 garbage, then the mixed batch comes back as 3 re-keyed messages.
         worker.wait_for("halluwatch_messages_done_total", sent + 3)
-        dead = consume_dead_letters(tansu.bootstrap, worker.dlq_topic, expected=2)  # a redelivery repeats one
+        dead = consume_distinct(tansu.bootstrap, worker.dlq_topic, expected=2)  # a redelivery repeats one
         # 2 LLM calls x 5 detectors, each delivered twice (keyed, then re-keyed from the mixed batch)
         findings = consume_all(tansu.bootstrap, worker.findings_topic, expected=20)
-        rekeyed = consume_all(tansu.bootstrap, worker.rekeyed_topic, expected=3)
+        rekeyed = consume_distinct(tansu.bootstrap, worker.rekeyed_topic, expected=3)  # one per trace
     finally:
         assert worker.stop() == 0, worker.log()
 

@@ -23,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from pipeline.config.content_policy import HASH_PREFIX
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
-from tests.integration.support import WorkerProcess, consume_all, consume_dead_letters, produce
+from tests.integration.support import WorkerProcess, consume_all, consume_distinct, produce
 from tests.servers import SLACK_POST_PATH, AlertingServer, Reply
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -109,9 +109,9 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     topics = {
         "findings": consume_all(tansu.bootstrap, worker.findings_topic, findings),
         "alerts": consume_all(tansu.bootstrap, worker.alerts_topic, alerts),
-        "alerts dlq": consume_dead_letters(tansu.bootstrap, worker.alerts_dlq_topic, 1),
+        "alerts dlq": consume_distinct(tansu.bootstrap, worker.alerts_dlq_topic, 1),
     }
-    dead_letters = consume_dead_letters(tansu.bootstrap, worker.dlq_topic, 2, timeout_seconds=10)
+    dead_letters = consume_distinct(tansu.bootstrap, worker.dlq_topic, 2, timeout_seconds=10)
     log = worker.log_path.read_text(errors="replace")
 
     # Everything arrived, so the search below is over real output.
