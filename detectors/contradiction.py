@@ -195,8 +195,7 @@ class ContradictionDetector(Detector):
                 "".join(_words(mention.text)) in text.words for text in (context, question)
             )  # "Wi-Fi" where the context says "WiFi"
             return _Claim(mention, Verdict.SUPPORTED if known else Verdict.UNSUPPORTED)
-        tolerance = self._config.relative_tolerance if mention.kind in _APPROXIMATE else 0.0
-        if _supported(mention, context, tolerance) or _supported(mention, question, tolerance):
+        if _stated(mention, (context, question), self._config.relative_tolerance):
             return _Claim(mention, Verdict.SUPPORTED)
         rival = self._rival(mention, answer, context)
         return _Claim(mention, Verdict.UNSUPPORTED if rival is None else Verdict.CONFLICT, rival)
@@ -264,10 +263,15 @@ class StatedValue:
 def stated_values(answer: str, indexes: Sequence[ValueIndex], tolerance: float = 0.02) -> list[StatedValue]:
     """Each value of ``answer`` with whether one of the indexed texts (:func:`index_values`) states it."""
     return [
-        StatedValue(m.start, m.end, any(_supported(m, index, tolerance if m.kind in _APPROXIMATE else 0.0)
-                                        for index in indexes))
+        StatedValue(m.start, m.end, _stated(m, indexes, tolerance))
         for m in extract_claims(answer)[:_MAX_CLAIMS_CHECKED]
-    ]  # fmt: skip
+    ]
+
+
+def _stated(claim: Mention, indexes: Sequence[_Context], relative_tolerance: float) -> bool:
+    """Whether one of the indexed texts states the claim's value; only approximate kinds get the tolerance."""
+    tolerance = relative_tolerance if claim.kind in _APPROXIMATE else 0.0
+    return any(_supported(claim, index, tolerance) for index in indexes)
 
 
 def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:
