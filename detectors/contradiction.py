@@ -17,7 +17,9 @@ Each answer mention gets one verdict:
   meters``, ``1889`` by ``May 6, 1889``), and a number with a unit by the same bare
   number (JSON tool results often drop units).  Years, dates and times match exactly.
   A name is supported when each of its words occurs in the context or the question
-  (compared without case or accents: ``Zurich`` is ``Zürich``, ``Strasse`` is ``Straße``).
+  (compared without case or accents: ``Zurich`` is ``Zürich``, ``Strasse`` is ``Straße``),
+  or the words it lacks are written there as an acronym, its expansion or a postal code
+  (``EU`` for ``European Union``, ``CA`` for ``California``: :mod:`detectors.name_forms`).
 * **conflict** (severity 4) — not supported, and the grounding text has a value of the
   same family (kind plus dimension, currency or written date parts) whose surrounding
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
@@ -55,6 +57,7 @@ from typing import Any, Final
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ContradictionConfig
 from detectors.llm_call import LLMCall
+from detectors.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
@@ -99,6 +102,7 @@ class _Context:
     plain_amounts: list[float]  # sorted: numbers written without a unit
     words: frozenset[str]
     sorted_words: tuple[str, ...]  # the same words in order, for prefix lookups
+    forms: NameForms  # acronyms, and the initials of capitalised names
     # Surrounding words of context values, filled on first use (cached contexts recur across calls;
     # two threads racing on a key only compute the same value twice).
     stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
@@ -147,7 +151,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.1.0"
+    version = "1.2.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -190,10 +194,7 @@ class ContradictionDetector(Detector):
 
     def _verdict(self, mention: Mention, answer: str, context: _Context, question: _Context) -> _Claim:
         if mention.kind is Kind.NAME:
-            words = _name_words(mention.text)
-            known = all(_known(word, context) or _known(word, question) for word in words) or any(
-                "".join(_words(mention.text)) in text.words for text in (context, question)
-            )  # "Wi-Fi" where the context says "WiFi"
+            known = _name_supported(mention.text, (context, question))
             return _Claim(mention, Verdict.SUPPORTED if known else Verdict.UNSUPPORTED)
         if _stated(mention, (context, question), self._config.relative_tolerance):
             return _Claim(mention, Verdict.SUPPORTED)
@@ -248,6 +249,7 @@ def index_values(text: str) -> ValueIndex:
         plain_amounts=sorted(amount for mention in mentions if mention.kind in _UNITLESS for amount in mention.amounts),
         words=words,
         sorted_words=tuple(sorted(words)),
+        forms=name_forms(text),
     )
 
 
@@ -360,8 +362,34 @@ def _head_stem(text: str, mention: Mention) -> str:
     return next((word[:_STEM_CHARS] for word in following if word not in _STOPWORDS and len(word) > 1), "")
 
 
-def _name_words(name: str) -> list[str]:
-    return [word for word in _words(name) if len(word) > 1]
+def _name_supported(name: str, texts: Sequence[_Context]) -> bool:
+    """Whether the texts state a name: each word, or each run of missing words written another way."""
+    words = [word for word in _WORD.findall(unicodedata.normalize("NFC", name)) if len(word) > 1]
+    folded = ["".join(_words(word)) for word in words]
+    missing = [not any(_known(word, text) for text in texts) for word in folded]
+    if not any(missing) or any("".join(folded) in text.words for text in texts):  # "Wi-Fi" / "WiFi"
+        return True
+    if _written_otherwise(words, texts):
+        return True
+    pairs = itertools.groupby(zip(words, missing, strict=True), key=lambda pair: pair[1])
+    return all(_written_otherwise([word for word, _ in run], texts) for gone, run in pairs if gone)
+
+
+def _written_otherwise(words: Sequence[str], texts: Sequence[_Context]) -> bool:
+    """Whether a text writes these name words as an acronym, an expansion or a postal code."""
+    phrase = " ".join("".join(_words(word)) for word in words)
+    acronym = words[0] if len(words) == 1 and words[0].isupper() else None
+    for text in texts:
+        if region_codes(phrase) & text.forms.acronyms:  # "California" where the text says "CA"
+            return True
+        if len(words) > 1 and initials(words) & text.forms.acronyms:  # "European Union" / "EU"
+            return True
+        if acronym is not None and (
+            acronym.lower() in text.forms.initials  # "EU" / "European Union"
+            or any(all(word in text.words for word in region.split()) for region in region_names(acronym))
+        ):
+            return True
+    return False
 
 
 def _words(text: str) -> list[str]:

@@ -152,6 +152,16 @@ def test_name_not_in_context_is_unsupported() -> None:
         ("Open on Tuesdays.", "Open on Tuesday."),
         ("It has free Wi-Fi and seating.", '{"WiFi": "free", "OutdoorSeating": true}'),  # joined compound
         ("It has free WiFi and seating.", "It has free Wi-Fi."),
+        # Acronyms and expansions, either way round, and part of a name written as one.
+        ("Talks with the European Union stalled.", "Talks with the EU stalled."),
+        ("Talks with the EU stalled.", "Talks with the European Union stalled."),
+        ("A call to the United Nations High Commissioner came.", "A call to the UN High Commissioner came."),
+        ("He joined the Bank of America board.", "He joined the BOA board."),
+        # Postal codes of regions, as addresses and records write them.
+        ("The cafe is in Goleta, California.", '{"city": "Goleta", "state": "CA"}'),
+        ("The cafe is in Goleta, CA.", "A cafe in Goleta, California."),
+        ("The deli is in New York.", '{"city": "Albany", "state": "NY"}'),
+        ("The store is in Toronto, Ontario.", '{"city": "Toronto", "province": "ON"}'),
     ],
 )
 def test_names_match_other_forms_of_their_words(answer: str, context: str) -> None:
@@ -160,7 +170,16 @@ def test_names_match_other_forms_of_their_words(answer: str, context: str) -> No
 
 
 @pytest.mark.parametrize(
-    ("answer", "context"), [("He moved to Austria.", "He moved to Australia."), ("In the UK.", "In UKIP.")]
+    ("answer", "context"),
+    [
+        ("He moved to Austria.", "He moved to Australia."),
+        ("In the UK.", "In UKIP."),
+        # A code matches only in capitals: "in" is not Indiana, and an acronym is no region's code.
+        ("The plant is in Indiana.", "The plant is in a small town."),
+        ("The plant is in Oregon.", "You can pay by card or cash."),
+        ("Talks with the European Union stalled.", "Talks with the eu stalled."),
+        ("The firm moved to Texas.", "The firm moved to TPX headquarters."),
+    ],
 )
 def test_names_that_only_look_alike_stay_unsupported(answer: str, context: str) -> None:
     assert set(verdicts(detect(answer, context)).values()) == {"unsupported"}
