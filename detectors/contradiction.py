@@ -30,6 +30,10 @@ Each answer mention gets one verdict:
   Names are never conflicts: which name another could replace is beyond a regex.
 * **unsupported** (severity 2) — neither.
 
+Yes/no fields of structured sources (``"OutdoorSeating": false``, ``"in_stock": true``;
+:mod:`detectors.stated_flags`) are claims too: where the answer speaks of one, keeping its
+value is supported and turning it round ("offers outdoor seating") a conflict with the field.
+
 Score (noisy-OR over distinct claims, so a value repeated in the answer counts once)::
 
     score = 1 - (1 - conflict_weight) ** conflicts
@@ -59,6 +63,7 @@ from detectors.config import ContradictionConfig
 from detectors.llm_call import LLMCall
 from detectors.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
+from detectors.stated_flags import Flag, FlagStatement, flag_statements, source_flags
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
 MAX_SPANS_LISTED = 20
@@ -103,6 +108,7 @@ class _Context:
     words: frozenset[str]
     sorted_words: tuple[str, ...]  # the same words in order, for prefix lookups
     forms: NameForms  # acronyms, and the initials of capitalised names
+    flags: tuple[Flag, ...]  # yes/no fields of structured records
     # Surrounding words of context values, filled on first use (cached contexts recur across calls;
     # two threads racing on a key only compute the same value twice).
     stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
@@ -151,7 +157,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.2.0"
+    version = "1.3.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -177,12 +183,14 @@ class ContradictionDetector(Detector):
         if config.check_names:
             names = extract_names(answer, mentions)
             mentions += [name for name in names if len(name.text.split()) >= config.min_name_words]
-        if not mentions:
+        context = self._index(grounding[: config.max_context_chars])
+        statements = flag_statements(answer, context.flags)
+        if not mentions and not statements:
             return self.skipped_result("nothing checkable in the answer", self._threshold)
         mentions = sorted(mentions, key=lambda mention: mention.start)[:_MAX_CLAIMS_CHECKED]
-        context = self._index(grounding[: config.max_context_chars])
         question = self._index(call.prompt[: config.max_context_chars])
         claims = [self._verdict(mention, answer, context, question) for mention in mentions]
+        claims += [_flag_claim(statement, answer) for statement in statements[:_MAX_CLAIMS_CHECKED]]
         evidence = _evidence(claims, truncated=len(grounding) > config.max_context_chars)
         return self.scored_result(
             self._score(claims),
@@ -250,6 +258,7 @@ def index_values(text: str) -> ValueIndex:
         words=words,
         sorted_words=tuple(sorted(words)),
         forms=name_forms(text),
+        flags=source_flags(text),
     )
 
 
@@ -403,6 +412,17 @@ def _words(text: str) -> list[str]:
         return _WORD.findall(text.lower())
     bare = unicodedata.normalize("NFKD", text.casefold()).translate(_ACCENTS)
     return _WORD.findall(unicodedata.normalize("NFC", bare))
+
+
+def _flag_claim(statement: FlagStatement, answer: str) -> _Claim:
+    """What the answer says of a yes/no field: supported when it keeps the field's value, else a conflict."""
+    written = statement.flag
+    where = float(written.start)  # the field's identity: one field stated twice is one claim
+    said = Mention(Kind.FLAG, statement.start, statement.end, answer[statement.start : statement.end],
+                   where, where, family="flag")  # fmt: skip
+    if statement.agrees:
+        return _Claim(said, Verdict.SUPPORTED)
+    return _Claim(said, Verdict.CONFLICT, Mention(Kind.FLAG, written.start, written.end, written.text, family="flag"))
 
 
 def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:

@@ -62,6 +62,7 @@ class Kind(StrEnum):
     MONEY = "money"
     QUANTITY = "quantity"
     NAME = "name"
+    FLAG = "flag"  # a yes/no field of a structured source (detectors.stated_flags)
 
 
 @dataclass(frozen=True, slots=True)

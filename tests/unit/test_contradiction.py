@@ -362,3 +362,24 @@ def test_a_large_batch_shares_one_context() -> None:
     results = ContradictionDetector(ContradictionConfig(), 0.5).detect_batch(calls)
     # two answers in three change the car count by 1 or 2: a conflict with the same year's count
     assert sum(result.evidence["conflicts"] > 0 for result in results) > 1000
+
+
+def test_yes_no_fields_of_a_record_conflict_when_the_answer_turns_them_round() -> None:
+    record = '{"sku": "X1", "price_eur": 420, "in_stock": false, "attributes": {"OutdoorSeating": true, "WiFi": "no"}}'
+    result = detect("The X1 costs 420 euros and is in stock; it has outdoor seating and no WiFi.", record)
+    assert result.flagged and result.severity == 4
+    claims = {claim["text"]: claim for claim in result.evidence["claims"]}
+    assert claims["stock"]["verdict"] == "conflict"
+    assert claims["stock"]["context_text"] == '"in_stock": false'
+    assert record[claims["stock"]["context_start"] : claims["stock"]["context_end"]] == '"in_stock": false'
+    assert claims["outdoor seating"]["verdict"] == "supported"
+    assert claims["no WiFi"]["verdict"] == "supported"
+    assert claims["420 euros"]["verdict"] == "supported"
+
+
+def test_a_faithful_restatement_of_a_record_is_not_flagged() -> None:
+    record = '{"in_stock": true, "is_refundable": "no", "attributes": {"OutdoorSeating": true}}'
+    result = detect("It is in stock, offers outdoor seating, and is not refundable.", record)
+    assert not result.flagged
+    assert {claim["verdict"] for claim in result.evidence["claims"]} == {"supported"}
+    assert {claim["text"] for claim in result.evidence["claims"]} >= {"stock", "outdoor seating", "not refundable"}
