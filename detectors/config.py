@@ -68,6 +68,8 @@ class ContradictionConfig(BaseModel):
     conflict_weight: float = Field(default=0.8, ge=0.0, le=1.0)
     unsupported_weight: float = Field(default=0.4, ge=0.0, le=1.0)
     name_weight: float = Field(default=0.25, ge=0.0, le=1.0)
+    count_weight: float = Field(default=0.1, ge=0.0, le=1.0)
+    max_count: int = Field(default=12, ge=0, description="unitless whole numbers up to this are counts")
     max_answer_chars: int = Field(default=20_000, ge=1)
     max_context_chars: int = Field(default=500_000, ge=1)
 

@@ -39,6 +39,11 @@ Score (noisy-OR over distinct claims, so a value repeated in the answer counts o
     score = 1 - (1 - conflict_weight) ** conflicts
               * (1 - unsupported_weight) ** unsupported_values
               * (1 - name_weight) ** unsupported_names
+              * (1 - count_weight) ** unsupported_counts
+
+A *count* is a small whole number without a unit (up to ``max_count``: "two reviews",
+"3 passages"): answers count what their sources list, so a count the sources never write
+is weak evidence (on RAGTruth 2 of 15 such flags fell inside a labelled hallucination).
 
 With the defaults one conflict alone crosses a 0.5 threshold, one unsupported number
 does not, two do.  Answers longer than ``max_answer_chars`` are checked on their
@@ -157,7 +162,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.3.0"
+    version = "1.4.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -237,8 +242,10 @@ class ContradictionDetector(Detector):
         keep = 1.0
         for claim in distinct:
             weight = weights[claim.verdict]
-            if claim.mention.kind is Kind.NAME and claim.verdict is Verdict.UNSUPPORTED:
+            if claim.verdict is Verdict.UNSUPPORTED and claim.mention.kind is Kind.NAME:
                 weight = config.name_weight
+            elif claim.verdict is Verdict.UNSUPPORTED and _is_count(claim.mention, config.max_count):
+                weight = config.count_weight
             keep *= 1.0 - weight
         return 1.0 - keep
 
@@ -423,6 +430,12 @@ def _flag_claim(statement: FlagStatement, answer: str) -> _Claim:
     if statement.agrees:
         return _Claim(said, Verdict.SUPPORTED)
     return _Claim(said, Verdict.CONFLICT, Mention(Kind.FLAG, written.start, written.end, written.text, family="flag"))
+
+
+def _is_count(mention: Mention, largest: int) -> bool:
+    """A small whole number without a unit: what an answer may have counted itself."""
+    value = mention.low
+    return mention.kind is Kind.NUMBER and mention.high == value and value.is_integer() and 0 <= value <= largest
 
 
 def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:

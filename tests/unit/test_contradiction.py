@@ -383,3 +383,13 @@ def test_a_faithful_restatement_of_a_record_is_not_flagged() -> None:
     assert not result.flagged
     assert {claim["verdict"] for claim in result.evidence["claims"]} == {"supported"}
     assert {claim["text"] for claim in result.evidence["claims"]} >= {"stock", "outdoor seating", "not refundable"}
+
+
+def test_a_count_the_sources_never_write_is_weak_evidence() -> None:
+    context = "Reviewer A loved the pasta. Reviewer B found it slow."
+    counted = detect("Two reviewers commented; one found it slow.", context)
+    assert verdicts(counted)["Two"] == "unsupported"
+    assert not counted.flagged and counted.score == pytest.approx(0.1)
+    measured = detect("It is 17 minutes away.", context)  # a value, not a count
+    assert measured.score == pytest.approx(0.4)
+    assert detect("Two reviewers commented.", context, max_count=1).score == pytest.approx(0.4)
