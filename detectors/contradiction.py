@@ -69,6 +69,7 @@ from detectors.llm_call import LLMCall
 from detectors.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 from detectors.stated_flags import Flag, FlagStatement, flag_statements, source_flags
+from detectors.text import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
 MAX_SPANS_LISTED = 20
@@ -82,8 +83,6 @@ _UNITLESS: Final = frozenset({Kind.NUMBER, Kind.YEAR})
 _WORD = re.compile(r"[^\W\d_]+")
 # Words an answer may write joined: "U.N." ("UN"), "Wi-Fi" ("WiFi"); the context knows both forms.
 _COMPOUND: Final = re.compile(r"\b(?:[^\W\d_]\.){2,}|[^\W\d_]+(?:-[^\W\d_]+)+")
-_MIN_STEM_CHARS = 4  # a name word and a context word are forms of one word when they share a stem this long...
-_INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
 _ACCENTS: Final = dict.fromkeys(range(0x300, 0x370))  # combining diacritical marks, for str.translate to drop
 _STOPWORDS: Final = frozenset(
     """a an the this that these those there their they it its in on at of for to from by with and or but as if is
@@ -355,25 +354,17 @@ def _window_stems(text: str, mention: Mention, words: int) -> frozenset[str]:
 
 
 def _known(word: str, context: _Context) -> bool:
-    """A name word occurs in the context, or another form of it does.
-
-    Forms differ in an ending of at most ``_INFLECTION_CHARS`` letters past a shared stem of at
-    least ``_MIN_STEM_CHARS``: "Tuesdays" / "Tuesday", "Singaporean" / "Singapore", "Somalia" /
-    "Somali", "Testifies" / "testified" -- but not "Austria" / "Australia".
-    """
+    """A name word occurs in the context, or another form of it does (:func:`detectors.text.same_word`)."""
     if word in context.words:
         return True
-    stem = word[: max(_MIN_STEM_CHARS, len(word) - _INFLECTION_CHARS)]
-    if len(stem) < _MIN_STEM_CHARS:
+    stem = word[: max(MIN_STEM_CHARS, len(word) - INFLECTION_CHARS)]
+    if len(stem) < MIN_STEM_CHARS:
         return False
     at = bisect_left(context.sorted_words, stem)
     for other in itertools.islice(context.sorted_words, at, None):
         if not other.startswith(stem):
             return False
-        shared = next(
-            (i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other))
-        )
-        if shared >= max(_MIN_STEM_CHARS, max(len(word), len(other)) - _INFLECTION_CHARS):
+        if same_word(word, other):
             return True
     return False
 

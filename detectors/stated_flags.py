@@ -32,6 +32,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from detectors.text import same_word
+
 _FIELD = re.compile(
     r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
     r"""(?P<value>true|false|True|False|["'](?:yes|no|true|false|Yes|No|YES|NO)["'])"""
@@ -53,7 +55,6 @@ _AVAILABILITY: Final = frozenset(
     "available offered provided allowed accepted included permitted supported possible present an option".split()  # noqa: SIM905
 )
 _BEING: Final = frozenset("is are was were be been currently also still".split())  # noqa: SIM905
-_MIN_STEM, _MAX_ENDING = 4, 3  # forms of one word: a shared stem this long, endings no longer
 _MAX_FLAGS = 200  # per source text, so a huge record costs a bounded scan of the answer
 _OBJECTS_LOOKED_AT = 8  # enclosing-object candidates checked per field (the nearest ones)
 
@@ -145,11 +146,11 @@ def _mentions(words: list[str], clauses: list[int], wanted: tuple[str, ...]) -> 
     """(first, last) word index of each clause's first place where all ``wanted`` words lie close."""
     done = -1  # the last clause that had one
     for at, word in enumerate(words):
-        if clauses[at] == done or not _same_word(word, wanted[0]):
+        if clauses[at] == done or not same_word(word, wanted[0]):
             continue
         near = range(max(0, at - _SPREAD), min(len(words), at + _SPREAD + 1))
         window = [i for i in near if clauses[i] == clauses[at]]
-        places = [at] + [next((i for i in window if _same_word(words[i], w)), -1) for w in wanted[1:]]
+        places = [at] + [next((i for i in window if same_word(words[i], w)), -1) for w in wanted[1:]]
         if -1 not in places:
             done = clauses[at]
             yield min(places), max(places)
@@ -197,14 +198,6 @@ def _governs(words: list[str], clauses: list[int], cue: int, last: int) -> bool:
 
 def _negation(word: str) -> bool:
     return word in _NEGATIONS or word.endswith("n't")
-
-
-def _same_word(word: str, other: str) -> bool:
-    """One word in two forms: "reservation" / "reservations", "parking" / "park"; not "research" / "reserve"."""
-    if word == other:
-        return True
-    shared = next((i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other)))
-    return shared >= max(_MIN_STEM, max(len(word), len(other)) - _MAX_ENDING)
 
 
 def _key_words(key: str) -> list[str]:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import sentencex
 
+MIN_STEM_CHARS = 4  # two forms of one word share a stem at least this long...
+INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
 _MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
 _SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
 _DASHES = "-\u2013"
@@ -125,3 +127,16 @@ def is_json_document(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def same_word(word: str, other: str) -> bool:
+    """Whether two lower-cased words are forms of one word.
+
+    Forms differ in an ending of at most ``INFLECTION_CHARS`` letters past a shared stem of
+    at least ``MIN_STEM_CHARS``: "Tuesdays" / "Tuesday", "Singaporean" / "Singapore",
+    "parking" / "park" -- but not "Austria" / "Australia" or "research" / "reserve".
+    """
+    if word == other:
+        return True
+    shared = next((i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other)))
+    return shared >= max(MIN_STEM_CHARS, max(len(word), len(other)) - INFLECTION_CHARS)
