@@ -33,6 +33,8 @@ Each answer mention gets one verdict:
 Yes/no fields of structured sources (``"OutdoorSeating": false``, ``"in_stock": true``;
 :mod:`detectors.stated_flags`) are claims too: where the answer speaks of one, keeping its
 value is supported and turning it round ("offers outdoor seating") a conflict with the field.
+A record's number takes its unit or currency from its key (``"price_eur": 420``), so "380
+euros" conflicts with it rather than finding nothing of its family to compare with.
 
 Score (noisy-OR over distinct claims, so a value repeated in the answer counts once)::
 
@@ -168,7 +170,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.4.0"
+    version = "1.5.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config

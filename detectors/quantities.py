@@ -50,6 +50,8 @@ from typing import Final
 
 import yaml
 
+from detectors.text import key_words
+
 
 class Kind(StrEnum):
     """What a mention states; values are stored in evidence, so they are stable names."""
@@ -488,6 +490,30 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     return Mention(Kind.DATE, match.start(), match.end(), match[0], value, value, f"date:{parts}", amounts)
 
 
+_FIELD_AMOUNT = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*(?P<num>-?\d+(?:\.\d+)?)(?![\w.])""")
+
+
+def _field_mention(match: re.Match[str]) -> Mention | None:
+    """A record field whose key names its currency or unit: ``"price_eur": 420``, ``"distanceKm": 5``.
+
+    The number alone would be unitless, and a unitless number conflicts with nothing that has
+    a unit: typed by its key, "380 euros" in an answer conflicts with the price it contradicts.
+    """
+    unit = key_words(match["key"])[-1]
+    if len(unit) < 2 or not (unit in _CURRENCIES or unit in _UNITS):
+        return None
+    written = match["num"]
+    value = float(written)
+    start, end = match.span("num")
+    if unit in _CURRENCIES:
+        kind, family, factor = Kind.MONEY, f"money:{_CURRENCIES[unit]}", 1.0
+    else:
+        dimension, factor = _UNITS[unit]
+        kind, family = Kind.QUANTITY, f"quantity:{dimension}"
+    return Mention(kind, start, end, written, value * factor, value * factor, family, (value,),
+                   _precision(written.lstrip("-"), factor))  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class _Extractor:
     """A pattern and what builds a mention from its match.
@@ -508,6 +534,7 @@ _EXTRACTORS: Final = (
     *(_Extractor(pattern, _date_mention) for pattern in _DATES),
     *(_Extractor(pattern, _date_mention, needs="月") for pattern in _CJK_DATES),
     _Extractor(_TIME, _time_mention),
+    _Extractor(_FIELD_AMOUNT, _field_mention, needs=":"),  # before _AMOUNT: the same number, typed
     _Extractor(_AMOUNT, _amount_mention),
     _Extractor(_WORD_AMOUNT, _amount_mention),
     _Extractor(_HAN_AMOUNT, _amount_mention, needs=_HAN_MULTIPLIERS),

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from detectors.text import same_word
+from detectors.text import key_words, same_word
 
 _FIELD = re.compile(
     r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
@@ -40,7 +40,6 @@ _FIELD = re.compile(
 )
 _ANY_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:""")
 _OBJECT_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*\{""")
-_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_]+")
 _ANSWER_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*(?:'t)?|[.,;!?]")  # "Wi-Fi" is one word
 _FUNCTION_WORDS: Final = frozenset("a an the of for to in on at by with is are has have can does do and or".split())  # noqa: SIM905
 _NEGATIONS: Final = frozenset(
@@ -91,14 +90,15 @@ def source_flags(text: str) -> tuple[Flag, ...]:
     if not fields:
         return ()
     shared = _shared_prefixes(text)
-    objects = [(match.end(), _key_words(match["key"])) for match in _OBJECT_KEY.finditer(text)]
+    objects = [(match.end(), key_words(match["key"])) for match in _OBJECT_KEY.finditer(text)]
     flags = []
     for match in fields:
-        words = _key_words(match["key"])
+        parts = key_words(match["key"])
+        words = _field_words(parts)
         if len(words) > 1 and words[0] in shared:
             words = words[1:]
         words = [word for word in words if word not in _FUNCTION_WORDS]
-        if len(_KEY_WORD.findall(match["key"])) == 1:  # "valet" alone is vague: {"BusinessParking": {"valet": ...}}
+        if len(parts) == 1:  # "valet" alone is vague: {"BusinessParking": {"valet": ...}}
             parent = _enclosing(objects, text, match.start())
             if not parent:
                 continue
@@ -200,16 +200,15 @@ def _negation(word: str) -> bool:
     return word in _NEGATIONS or word.endswith("n't")
 
 
-def _key_words(key: str) -> list[str]:
-    """A key's words: camelCase, snake_case, kebab-case and spaces split; "WiFi" stays one word."""
-    words = [word.lower() for word in _KEY_WORD.findall(key.replace("_", " "))]
-    return ["".join(words)] if len(words) > 1 and all(len(word) <= 2 for word in words) else words
+def _field_words(parts: list[str]) -> list[str]:
+    """A key's words as an answer writes them: "WiFi" (wi, fi) is one word."""
+    return ["".join(parts)] if len(parts) > 1 and all(len(part) <= 2 for part in parts) else parts
 
 
 def _shared_prefixes(text: str) -> frozenset[str]:
     """First words that two or more distinct keys of the text begin with: a namespace, not content."""
     keys = {match["key"] for match in _ANY_KEY.finditer(text)}
-    firsts = Counter(words[0] for words in map(_key_words, keys) if len(words) > 1)
+    firsts = Counter(words[0] for words in map(key_words, keys) if len(words) > 1)
     return frozenset(word for word, count in firsts.items() if count >= 2)
 
 

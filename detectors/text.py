@@ -19,6 +19,7 @@ import sentencex
 
 MIN_STEM_CHARS = 4  # two forms of one word share a stem at least this long...
 INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
+_KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_]+")
 _MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
 _SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
 _DASHES = "-\u2013"
@@ -140,3 +141,8 @@ def same_word(word: str, other: str) -> bool:
         return True
     shared = next((i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other)))
     return shared >= max(MIN_STEM_CHARS, max(len(word), len(other)) - INFLECTION_CHARS)
+
+
+def key_words(key: str) -> list[str]:
+    """A record key's words, lower-cased: camelCase, snake_case, kebab-case and spaces split ("priceEUR")."""
+    return [word.lower() for word in _KEY_WORD.findall(key.replace("_", " "))]

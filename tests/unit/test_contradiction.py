@@ -393,3 +393,18 @@ def test_a_count_the_sources_never_write_is_weak_evidence() -> None:
     measured = detect("It is 17 minutes away.", context)  # a value, not a count
     assert measured.score == pytest.approx(0.4)
     assert detect("Two reviewers commented.", context, max_count=1).score == pytest.approx(0.4)
+
+
+def test_record_fields_take_their_unit_from_the_key() -> None:
+    found = {m.text: (m.kind, m.family) for m in extract_values('{"price_eur": 420, "weightKg": 2.5, "stock": 3}')}
+    assert found == {
+        "420": (Kind.MONEY, "money:EUR"),
+        "2.5": (Kind.QUANTITY, "quantity:mass"),
+        "3": (Kind.NUMBER, "number"),
+    }
+    record = '{"sku": "X1", "price_eur": 420, "in_stock": true}'
+    assert verdicts(detect("The price of X1 is 420 euros.", record)) == {"X": "supported", "420 euros": "supported"}
+    wrong = detect("The price of X1 is 380 euros.", record)
+    assert wrong.flagged and wrong.severity == 4
+    conflict = next(claim for claim in wrong.evidence["claims"] if claim["verdict"] == "conflict")
+    assert (conflict["text"], conflict["context_text"]) == ("380 euros", "420")
