@@ -40,7 +40,7 @@ _FIELD = re.compile(
 )
 _ANY_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:""")
 _OBJECT_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*\{""")
-_ANSWER_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*(?:'t)?|[.,;!?]")  # "Wi-Fi" is one word
+_ANSWER_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*(?:['\u2019]t)?|[.,;!?]")  # "Wi-Fi", "doesn't" are one word
 _FUNCTION_WORDS: Final = frozenset("a an the of for to in on at by with is are has have can does do and or".split())  # noqa: SIM905
 _NEGATIONS: Final = frozenset(
     """not no never without lacks lack lacking neither nor none cannot isn't aren't doesn't don't didn't wasn't
@@ -49,7 +49,7 @@ _NEGATIONS: Final = frozenset(
 _BREAKS: Final = frozenset(". ; ! ? but however while although though whereas yet".split())  # noqa: SIM905
 _SPREAD = 4  # a field's words must lie within this many answer words of each other
 _CUE_BEFORE = 6  # words a negation may sit before the field's words
-_SUBJECTS: Final = frozenset("the it they there its their this these which who we you he she customers".split())  # noqa: SIM905
+_SUBJECTS: Final = frozenset("the it they there its their this these which who we you he she".split())  # noqa: SIM905
 _AVAILABILITY: Final = frozenset(
     "available offered provided allowed accepted included permitted supported possible present an option".split()  # noqa: SIM905
 )
@@ -113,7 +113,7 @@ def flag_statements(answer: str, flags: Sequence[Flag]) -> list[FlagStatement]:
     """Each place the answer speaks of a flag's field (the first per field and clause)."""
     if not flags:
         return []
-    tokens = [(m.group().lower().replace("-", ""), m.start(), m.end()) for m in _ANSWER_WORD.finditer(answer)]
+    tokens = [(_token(m.group()), m.start(), m.end()) for m in _ANSWER_WORD.finditer(answer)]
     words = [token for token, _, _ in tokens]
     clauses = _clauses(words)
     found = []
@@ -123,6 +123,11 @@ def flag_statements(answer: str, flags: Sequence[Flag]) -> list[FlagStatement]:
             first, last = (first, last) if cue is None else (min(first, cue), max(last, cue))
             found.append(FlagStatement(flag, tokens[first][1], tokens[last][2], affirmed=cue is None))
     return found
+
+
+def _token(word: str) -> str:
+    """An answer word as field words are written: lower case, "Wi-Fi" as "wifi", a typographic apostrophe straight."""
+    return word.lower().replace("-", "").replace("\u2019", "'")
 
 
 def _clauses(words: list[str]) -> list[int]:

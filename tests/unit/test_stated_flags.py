@@ -36,6 +36,7 @@ def test_python_style_dicts_count_too() -> None:
     [
         ("It offers outdoor seating.", ("outdoor", "seating"), True),
         ("It does not offer outdoor seating.", ("outdoor", "seating"), False),
+        ("It doesn\u2019t offer outdoor seating.", ("outdoor", "seating"), False),  # a typographic apostrophe
         ("Valet parking is not available.", ("valet", "parking"), False),
         ("Valet parking is not currently offered.", ("valet", "parking"), False),
         ("It has no Wi-Fi, but street parking is easy.", ("street", "parking"), True),
@@ -53,7 +54,7 @@ def test_answers_affirm_or_deny_a_field(answer: str, words: tuple[str, ...], aff
     assert statements[0].affirmed is affirmed
     if not affirmed:  # a denial's span takes the negation in, so the evidence reads right
         said = answer[statements[0].start : statements[0].end].lower()
-        assert any(cue in said for cue in ("not", "no "))
+        assert any(cue in said for cue in ("not", "no ", "n't", "n\u2019t"))
 
 
 def test_unrelated_words_are_no_statement() -> None:
