@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from detectors.text import key_words, same_word
+from detectors.text import MIN_STEM_CHARS, key_words, same_word
 
 _FIELD = re.compile(
     r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
@@ -116,9 +116,12 @@ def flag_statements(answer: str, flags: Sequence[Flag]) -> list[FlagStatement]:
     tokens = [(_token(m.group()), m.start(), m.end()) for m in _ANSWER_WORD.finditer(answer)]
     words = [token for token, _, _ in tokens]
     clauses = _clauses(words)
+    where: dict[str, list[int]] = {}
+    for at, word in enumerate(words):
+        where.setdefault(_stem_key(word), []).append(at)
     found = []
     for flag in flags:
-        for first, last in _mentions(words, clauses, flag.words):
+        for first, last in _mentions(words, clauses, where.get(_stem_key(flag.words[0]), []), flag.words):
             cue = _negation_at(words, clauses, first, last)
             first, last = (first, last) if cue is None else (min(first, cue), max(last, cue))
             found.append(FlagStatement(flag, tokens[first][1], tokens[last][2], affirmed=cue is None))
@@ -147,11 +150,21 @@ def _clauses(words: list[str]) -> list[int]:
     return numbers
 
 
-def _mentions(words: list[str], clauses: list[int], wanted: tuple[str, ...]) -> Iterator[tuple[int, int]]:
-    """(first, last) word index of each clause's first place where all ``wanted`` words lie close."""
+def _stem_key(word: str) -> str:
+    """What two forms of one word (:func:`same_word`) always share: the first letters of the stem."""
+    return word[:MIN_STEM_CHARS]
+
+
+def _mentions(
+    words: list[str], clauses: list[int], candidates: list[int], wanted: tuple[str, ...]
+) -> Iterator[tuple[int, int]]:
+    """(first, last) word index of each clause's first place where all ``wanted`` words lie close.
+
+    ``candidates``: where words that may be a form of the first wanted word are (same stem key).
+    """
     done = -1  # the last clause that had one
-    for at, word in enumerate(words):
-        if clauses[at] == done or not same_word(word, wanted[0]):
+    for at in candidates:
+        if clauses[at] == done or not same_word(words[at], wanted[0]):
             continue
         near = range(max(0, at - _SPREAD), min(len(words), at + _SPREAD + 1))
         window = [i for i in near if clauses[i] == clauses[at]]
