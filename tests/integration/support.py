@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -198,16 +198,22 @@ def consume_all(bootstrap: str, topic: str, expected: int, timeout_seconds: floa
     return messages
 
 
-def consume_distinct(bootstrap: str, topic: str, expected: int, timeout_seconds: float = 30) -> list[Message]:
-    """The first ``expected`` distinct messages of ``topic``, one per key.
+def consume_distinct(
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout_seconds: float = 30,
+    identity: Callable[[Message], Hashable] = lambda message: message.key() or b"",
+) -> list[Message]:
+    """The first ``expected`` distinct messages of ``topic``, one per ``identity`` (the key by default).
 
     The pipeline is at least once: a redelivered message is produced again under the same key
     (a dead letter's identity, a re-keyed trace's id), so tests wait for the set they expect.
     """
-    letters: dict[bytes, Message] = {}
+    letters: dict[Hashable, Message] = {}
     with closing(_from_start(bootstrap, topic, timeout_seconds)) as reading:
         for message in reading if expected > 0 else ():
-            letters.setdefault(message.key() or b"", message)
+            letters.setdefault(identity(message), message)
             if len(letters) >= expected:
                 break
     return list(letters.values())
