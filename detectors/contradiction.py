@@ -103,7 +103,7 @@ class Verdict(StrEnum):
     UNSUPPORTED = "unsupported"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots: the cached properties below keep their values in __dict__
 class _Context:
     """One text's checkable values, indexed for lookups."""
 
@@ -113,19 +113,21 @@ class _Context:
     plain_amounts: list[float]  # sorted: numbers written without a unit
     words: frozenset[str]
     sorted_words: tuple[str, ...]  # the same words in order, for prefix lookups
-    flags: tuple[Flag, ...]  # yes/no fields of structured records
     # Surrounding words of context values, filled on first use (cached contexts recur across calls;
     # two threads racing on a key only compute the same value twice).
     stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
     heads: dict[int, str] = field(default_factory=dict)
-    # Acronyms and initials, indexed on first use: only an unsupported name needs them.
-    forms_cache: list[NameForms] = field(default_factory=list)
 
+    # Indexed on first use: unsupported_spans indexes every source for its values alone.
+    @functools.cached_property
     def forms(self) -> NameForms:
-        """The text's acronyms and the initials of its names."""
-        if not self.forms_cache:
-            self.forms_cache.append(name_forms(self.text))
-        return self.forms_cache[0]
+        """The text's acronyms and the initials of its names (only an unsupported name needs them)."""
+        return name_forms(self.text)
+
+    @functools.cached_property
+    def flags(self) -> tuple[Flag, ...]:
+        """The yes/no fields of the structured records in the text."""
+        return source_flags(self.text)
 
     def window_stems(self, mention: Mention, words: int) -> frozenset[str]:
         key = (mention.start, words)
@@ -272,7 +274,6 @@ def index_values(text: str) -> ValueIndex:
         plain_amounts=sorted(amount for mention in mentions if mention.kind in _UNITLESS for amount in mention.amounts),
         words=words,
         sorted_words=tuple(sorted(words)),
-        flags=source_flags(text),
     )
 
 
@@ -395,12 +396,12 @@ def _written_otherwise(words: Sequence[str], texts: Sequence[_Context]) -> bool:
     phrase = " ".join("".join(_words(word)) for word in words)
     acronym = words[0] if len(words) == 1 and words[0].isupper() else None
     for text in texts:
-        if region_codes(phrase) & text.forms().acronyms:  # "California" where the text says "CA"
+        if region_codes(phrase) & text.forms.acronyms:  # "California" where the text says "CA"
             return True
-        if len(words) > 1 and initials(words) & text.forms().acronyms:  # "European Union" / "EU"
+        if len(words) > 1 and initials(words) & text.forms.acronyms:  # "European Union" / "EU"
             return True
         if acronym is not None and (
-            acronym.lower() in text.forms().initials  # "EU" / "European Union"
+            acronym.lower() in text.forms.initials  # "EU" / "European Union"
             or any(all(word in text.words for word in region.split()) for region in region_names(acronym))
         ):
             return True

@@ -50,7 +50,7 @@ from typing import Final
 
 import yaml
 
-from detectors.text import key_words
+from detectors.text import RECORD_KEY, key_words
 
 
 class Kind(StrEnum):
@@ -490,7 +490,7 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     return Mention(Kind.DATE, match.start(), match.end(), match[0], value, value, f"date:{parts}", amounts)
 
 
-_FIELD_AMOUNT = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*(?P<num>-?\d+(?:\.\d+)?)(?![\w.])""")
+_FIELD_AMOUNT = re.compile(RECORD_KEY + r"(?P<num>-?\d+(?:\.\d+)?)(?![\w.])")
 
 
 def _field_mention(match: re.Match[str]) -> Mention | None:

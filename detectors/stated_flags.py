@@ -32,14 +32,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from detectors.text import MIN_STEM_CHARS, key_words, same_word
+from detectors.text import MIN_STEM_CHARS, RECORD_KEY, key_words, same_word
 
-_FIELD = re.compile(
-    r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
-    r"""(?P<value>true|false|True|False|["'](?:yes|no|true|false|Yes|No|YES|NO)["'])"""
-)
-_ANY_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:""")
-_OBJECT_KEY = re.compile(r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*\{""")
+_FIELD = re.compile(RECORD_KEY + r"""(?P<value>true|false|True|False|["'](?:yes|no|true|false|Yes|No|YES|NO)["'])""")
+_ANY_KEY = re.compile(RECORD_KEY)
+_OBJECT_KEY = re.compile(RECORD_KEY + r"\{")
 _ANSWER_WORD = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)*(?:['\u2019]t)?|[.,;!?]")  # "Wi-Fi", "doesn't" are one word
 _FUNCTION_WORDS: Final = frozenset("a an the of for to in on at by with is are has have can does do and or".split())  # noqa: SIM905
 _NEGATIONS: Final = frozenset(

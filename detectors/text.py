@@ -19,6 +19,8 @@ import sentencex
 
 MIN_STEM_CHARS = 4  # two forms of one word share a stem at least this long...
 INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past it
+# A record's key and its colon, JSON- or Python-quoted: what structured-source readers start from.
+RECORD_KEY = r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
 _KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_]+")
 _MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
 _SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
