@@ -187,6 +187,15 @@ class SchemaViolationConfig(BaseModel):
         return self
 
 
+class ToolOutcomeConfig(BaseModel):
+    """What else counts as a failed tool result (see :mod:`detectors.tool_outcome`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Beside error, failed, declined, denied, rejected, timeout...: your APIs' own words.
+    extra_failure_statuses: list[str] = Field(default_factory=list, description="status values meaning failure")
+
+
 def _check_schema(schema: Mapping[str, Any], what: str) -> None:
     """Raise a ValueError naming ``what`` when ``schema`` is not valid Draft 2020-12."""
     # Imported here: settings without schemas must not pay for jsonschema.
@@ -265,6 +274,7 @@ class DetectorSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
+    tool_outcome: ToolOutcomeConfig = Field(default_factory=ToolOutcomeConfig)
     # The sentence-embedding model shared by the embedding-based detectors.
     embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)

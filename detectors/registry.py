@@ -19,6 +19,7 @@ from detectors.sentinel import SentinelDetector
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
 from detectors.token_classifier import build_token_classifier_detector
+from detectors.tool_outcome import ToolOutcomeDetector
 from detectors.unsupported_spans import UnsupportedSpansDetector
 
 
@@ -51,7 +52,12 @@ def build_suite(
         content += [span_model] if span_model else []
     return DetectorSuite(
         structural=[
-            SchemaViolationDetector(config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name))
+            SchemaViolationDetector(config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name)),
+            ToolOutcomeDetector(
+                config.tool_outcome,
+                thresholds.for_detector(ToolOutcomeDetector.name),
+                language=config.grounding.language,
+            ),
         ],
         content=content,
         sentinel=SentinelDetector(config.sentinel, thresholds.for_detector(SentinelDetector.name)),

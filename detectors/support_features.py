@@ -18,7 +18,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Final, Literal
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy.typing as npt
 
 from detectors.contradiction import StatedValue
 from detectors.embeddings import TokenVectors
+from detectors.text import word_list
 
 Matrix = npt.NDArray[np.float64]
 
@@ -33,11 +33,7 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORD: Final = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,:'\u2019-][^\W_{_CJK}]+)*")
 _SENTENCE_ENDS: Final = ".!?:\u3002"
 # Function words carry no claim of their own; their support says little.
-STOP_WORDS: Final = frozenset(
-    line.strip()
-    for line in resources.files("detectors.data").joinpath("stop_words.txt").read_text("utf-8").splitlines()
-    if line.strip() and not line.startswith("#")
-)
+STOP_WORDS: Final = word_list("stop_words.txt")
 _NEIGHBOURS = 2  # words either side whose support smooths a word's own
 _REGION = 5  # words either side for the share of absent content words around a word
 LOW_SUPPORT = 0.5  # a content word's best token cosine below this counts as weakly supported

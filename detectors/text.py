@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 import sentencex
 
@@ -143,6 +144,12 @@ def same_word(word: str, other: str) -> bool:
         return True
     shared = next((i for i, (a, b) in enumerate(zip(word, other, strict=False)) if a != b), min(len(word), len(other)))
     return shared >= max(MIN_STEM_CHARS, max(len(word), len(other)) - INFLECTION_CHARS)
+
+
+def word_list(filename: str) -> frozenset[str]:
+    """The words of a one-per-line list in ``detectors/data`` (``#`` lines are comments)."""
+    lines = resources.files("detectors.data").joinpath(filename).read_text("utf-8").splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
 def key_words(key: str) -> list[str]:

@@ -22,6 +22,9 @@ class Thresholds:
 
     version: str
     by_detector: dict[str, float]
+    # Detectors the file has no entry for, which keep their built-in threshold: a file
+    # calibrated before a detector was added stays usable.
+    inherited: tuple[str, ...] = ()
 
     def for_detector(self, name: str) -> float:
         """The threshold of ``name``; a missing entry is a configuration error, not a default."""
@@ -34,17 +37,21 @@ class Thresholds:
 
 
 def load_thresholds(path: Path | None = None) -> Thresholds:
-    """Read a thresholds file, or the built-in defaults when ``path`` is None."""
+    """Read a thresholds file, or the built-in defaults when ``path`` is None.
+
+    Detectors a file does not name keep their built-in threshold (listed in ``inherited``).
+    """
+    text = resources.files("detectors.data").joinpath(BUILTIN_THRESHOLDS).read_text("utf-8")
+    builtin = _parse(yaml.safe_load(text), f"built-in {BUILTIN_THRESHOLDS}")
     if path is None:
-        text = resources.files("detectors.data").joinpath(BUILTIN_THRESHOLDS).read_text("utf-8")
-        origin = f"built-in {BUILTIN_THRESHOLDS}"
-    else:
-        try:
-            text = path.read_text("utf-8")
-        except OSError as exc:
-            raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
-        origin = str(path)
-    return _parse(yaml.safe_load(text), origin)
+        return builtin
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
+    own = _parse(yaml.safe_load(text), str(path))
+    inherited = tuple(name for name in builtin.by_detector if name not in own.by_detector)
+    return Thresholds(own.version, {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}, inherited)
 
 
 def _parse(document: Any, origin: str) -> Thresholds:

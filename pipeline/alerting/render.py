@@ -122,6 +122,18 @@ def _contradiction_lines(evidence: Mapping[str, Any]) -> list[str]:
     return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "claim(s)")
 
 
+def _tool_outcome_lines(evidence: Mapping[str, Any]) -> list[str]:
+    lines = [f"answer claims: {said}" for said in (_quoted(s.get("text")) for s in _records(evidence.get("spans"))) if said]
+    for run in _records(evidence.get("runs")):
+        outcome, tool = _word(run.get("outcome")), _word(run.get("tool"))
+        if outcome == "failed":
+            reason = _snippet(run.get("reason"))
+            lines.append(f"tool {tool} failed" + (f": {reason}" if reason else ""))
+        elif outcome == "not_run":
+            lines.append(f"tool {tool} has no recorded result")
+    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "line(s)")
+
+
 def _confidence_lines(evidence: Mapping[str, Any]) -> list[str]:
     span = evidence.get("lowest_span")
     text = _quoted(span.get("text")) if isinstance(span, Mapping) else ""
@@ -166,6 +178,7 @@ def _claims_lines(evidence: Mapping[str, Any]) -> list[str]:
 _EVIDENCE: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "grounding": _grounding_lines,
     "schema_violation": _schema_lines,
+    "tool_outcome": _tool_outcome_lines,
     "contradiction": _contradiction_lines,
     "confidence": _confidence_lines,
     "span_model": _span_model_lines,

@@ -43,6 +43,7 @@ def default_rules() -> list[AlertRule]:
     return [
         AlertRule(name="grounding-and-schema", route="page", all_of=["grounding", "schema_violation"]),
         AlertRule(name="severe-contradiction", route="page", all_of=["contradiction"], min_severity=4),
+        AlertRule(name="claimed-failed-tool", route="page", all_of=["tool_outcome"], min_severity=4),
         AlertRule(name="two-detectors", route="slack"),
     ]
 

@@ -55,6 +55,12 @@ class PipelineWorker:
         self.suite = suite_from_settings(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
         logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
+        if thresholds.inherited:
+            logger.warning(
+                "thresholds file %s has no entry for %s: built-in thresholds used (recalibrate to set them)",
+                settings.thresholds_file,
+                ", ".join(thresholds.inherited),
+            )
         self.processor = SpanBatchProcessor(
             self.suite,
             thresholds.version,

@@ -3,7 +3,8 @@
 Real instrumentation libraries wrap the real ``openai`` client; pointing the client at
 this server makes them record real attribute layouts without any network access.  The
 reply depends on the request: ``tools`` gets a tool-call answer, ``logprobs`` gets
-per-token logprobs, anything else a plain text answer.
+per-token logprobs, a conversation ending in a failed tool result gets an over-eager claim
+that the action succeeded, anything else a plain text answer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 MODEL = "gpt-4o-mini-2024-07-18"
 ANSWER = "The Eiffel Tower was completed in 1889 [1]."
+CLAIMED_SUCCESS = "Done! Your table for two at 19:30 is booked."
 TOOL_CALL_ID = "call_abc123"
 TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
 LOGPROB_TOKENS = [
@@ -57,6 +59,8 @@ def completion(request: dict[str, Any]) -> dict[str, Any]:
             ],
         }
         finish_reason = "tool_calls"
+    elif _ends_in_failed_tool(request.get("messages") or []):
+        message["content"] = CLAIMED_SUCCESS
     elif request.get("logprobs"):
         message["content"] = "".join(token for token, _, _ in LOGPROB_TOKENS)
         logprobs = _logprobs()
@@ -69,6 +73,11 @@ def completion(request: dict[str, Any]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason}],
         "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49},
     }
+
+
+def _ends_in_failed_tool(messages: list[dict[str, Any]]) -> bool:
+    last = messages[-1] if messages else {}
+    return last.get("role") == "tool" and '"error"' in str(last.get("content"))
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -4,8 +4,9 @@ Usage: ``python -m tests.instrumented.run_instrumented LIBRARY OUTPUT_PATH`` wit
 ``openinference`` or ``openllmetry``.  Each library runs in its own process because
 instrumentors patch the same client methods and cannot be cleanly uninstalled.  The
 output file holds one serialized ``ExportTraceServiceRequest`` (what the collector writes
-to Kafka).  Three calls are made, in this order: a tool-result conversation, a call
-offering a tool (answered with a tool call), and a call asking for logprobs.
+to Kafka).  Four calls are made, in this order: a tool-result conversation, a call
+offering a tool (answered with a tool call), a call asking for logprobs, and an agent turn
+whose booking tool failed (answered with a claim that it succeeded).
 
 ``opentelemetry-instrumentation-openai-v2`` 2.4b0 is left out: it does not import against
 the installed ``opentelemetry-util-genai`` 1.3b0 (nor without ``httpx``, which openai 3.x
@@ -50,6 +51,22 @@ CONVERSATION: Any = [
     },
     {"role": "tool", "tool_call_id": "call_prev1", "content": TOOL_RESULT},
 ]
+FAILED_BOOKING = '{"error": {"code": "no_availability", "message": "No table free at 19:30"}}'
+BOOKING: Any = [
+    {"role": "user", "content": "Book a table for two at 19:30 tonight."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_book1",
+                "type": "function",
+                "function": {"name": "book_table", "arguments": '{"people": 2, "time": "19:30"}'},
+            }
+        ],
+    },
+    {"role": "tool", "tool_call_id": "call_book1", "content": FAILED_BOOKING},
+]
 QUESTION: Any = [{"role": "user", "content": "When was the Eiffel Tower built?"}]
 
 
@@ -64,7 +81,7 @@ def _instrument(library: str) -> None:
 
 
 def main(library: str, output: Path) -> None:
-    """Instrument, make the three calls against the fake server, write the encoded spans."""
+    """Instrument, make the four calls against the fake server, write the encoded spans."""
     from opentelemetry import trace
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.resources import Resource
@@ -86,6 +103,7 @@ def main(library: str, output: Path) -> None:
     client.chat.completions.create(model="gpt-4o-mini", messages=CONVERSATION, temperature=0.2)
     client.chat.completions.create(model="gpt-4o-mini", messages=QUESTION, tools=[WEATHER_TOOL])
     client.chat.completions.create(model="gpt-4o-mini", messages=QUESTION, logprobs=True, top_logprobs=2)
+    client.chat.completions.create(model="gpt-4o-mini", messages=BOOKING)
     server.shutdown()
     provider.force_flush()
     output.write_bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())

@@ -192,10 +192,12 @@ def test_long_lists_and_texts_are_capped() -> None:
         {"missing_source_ids": [None, {"a": 1}, 7], "violations": [{"message": None}, {"kind": ["x"]}]},
         {"claims": [{"text": "1", "verdict": "conflict", "context_text": {"x": 1}}], "lowest_span": {"text": None}},
         {"min_token_prob": True, "spans": [{"text": "s", "probability": "p"}]},
+        {"runs": [{"outcome": ["failed"], "tool": None, "reason": 3}, "x"], "spans": [{"text": {"a": 1}}]},
     ],
 )
 @pytest.mark.parametrize(
-    "detector", ["grounding", "schema_violation", "contradiction", "confidence", "span_model", "unknown"]
+    "detector",
+    ["grounding", "schema_violation", "contradiction", "confidence", "span_model", "tool_outcome", "unknown"],
 )
 def test_malformed_evidence_never_breaks_rendering(detector: str, evidence: dict[str, Any]) -> None:
     odd = DetectorEvidence(detector, 0.9, 0.5, 2, "summary <!channel>", evidence=evidence)
@@ -204,6 +206,23 @@ def test_malformed_evidence_never_breaks_rendering(detector: str, evidence: dict
     assert all(isinstance(line, str) for line in evidence_lines(odd))
     assert "summary" in console_text(alert, config)
     assert slack_blocks(alert, config) and pagerduty_event(alert, config, "key")
+
+
+def test_tool_outcome_evidence_names_the_claim_and_the_failed_tool() -> None:
+    evidence = {
+        "runs": [
+            {"tool": "search_flights", "outcome": "ok"},
+            {"tool": "book_flight", "outcome": "failed", "call_id": "c1", "reason": "error: Card was declined"},
+            {"tool": "send_receipt", "outcome": "not_run"},
+        ],
+        "spans": [{"start": 0, "end": 22, "text": "Your flight is booked."}],
+    }
+    tool = DetectorEvidence("tool_outcome", 1.0, 0.5, 4, "answer claims book_flight succeeded", evidence=evidence)
+    assert evidence_lines(tool) == [
+        'answer claims: "Your flight is booked."',
+        'tool book_flight failed: "error: Card was declined"',
+        "tool send_receipt has no recorded result",
+    ]
 
 
 def test_unknown_detector_renders_its_summary_only() -> None:

@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
+from detectors.tool_outcome import ToolOutcomeDetector
 from pipeline.ingest.normalize import normalize_span
 from tests.instrumented import fake_openai
-from tests.instrumented.run_instrumented import TOOL_RESULT
+from tests.instrumented.run_instrumented import FAILED_BOOKING, TOOL_RESULT
 from tests.unit.conftest import decode
 
 LIBRARIES = ("openinference", "openllmetry")
@@ -29,7 +31,7 @@ WEATHER_SCHEMA = {
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[LLMCall]]:
-    """The three calls of the helper script, normalized, per library."""
+    """The four calls of the helper script, normalized, per library."""
     out = tmp_path_factory.mktemp("instrumented")
     runs = {
         library: subprocess.Popen(
@@ -53,7 +55,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[LLMCall
 @pytest.mark.parametrize("library", LIBRARIES)
 def test_every_call_is_normalized(recorded: dict[str, list[LLMCall]], library: str) -> None:
     calls = recorded[library]
-    assert len(calls) == 3
+    assert len(calls) == 4
     assert {call.convention for call in calls} == {library}
     assert {call.model for call in calls} == {fake_openai.MODEL}  # the response model
     assert {call.provider for call in calls} == {"openai"}
@@ -101,3 +103,15 @@ def test_openinference_logprobs_from_raw_response(recorded: dict[str, list[LLMCa
 def test_openllmetry_records_no_logprobs(recorded: dict[str, list[LLMCall]]) -> None:
     call = recorded["openllmetry"][2]
     assert (call.answer, call.logprobs, call.operation) == ("Paris.", (), "chat")
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+def test_an_agent_claiming_a_failed_tool_succeeded_is_caught_from_the_recorded_span(
+    recorded: dict[str, list[LLMCall]], library: str
+) -> None:
+    call = recorded[library][3]
+    assert call.answer == fake_openai.CLAIMED_SUCCESS
+    assert call.sources == (Source("call_book1", FAILED_BOOKING),)
+    (result,) = ToolOutcomeDetector(ToolOutcomeConfig(), threshold=0.5).detect_batch([call])
+    assert result.flagged and result.severity == 4
+    assert result.summary == "answer claims book_table succeeded; the tool returned error: No table free at 19:30"

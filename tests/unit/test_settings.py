@@ -70,6 +70,18 @@ def test_builtin_thresholds_cover_every_detector():
         thresholds.for_detector("no_such_detector")
 
 
+def test_a_thresholds_file_without_a_newer_detector_keeps_its_builtin_threshold(tmp_path: Path):
+    path = tmp_path / "calibrated.yaml"
+    path.write_text("version: cal-1\ndetectors: {grounding: {threshold: 0.42}}\n")
+    thresholds = load_thresholds(path)
+    builtin = load_thresholds()
+    assert thresholds.version == "cal-1"
+    assert thresholds.for_detector("grounding") == 0.42
+    assert thresholds.for_detector("tool_outcome") == builtin.for_detector("tool_outcome")
+    assert "tool_outcome" in thresholds.inherited and "grounding" not in thresholds.inherited
+    assert builtin.inherited == ()
+
+
 @pytest.mark.parametrize(
     "text", ["detectors: {a: {threshold: 1.5}}\nversion: v", "version: v\n", "detectors: {}\n", "[]"]
 )
