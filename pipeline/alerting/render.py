@@ -123,7 +123,8 @@ def _contradiction_lines(evidence: Mapping[str, Any]) -> list[str]:
 
 
 def _tool_outcome_lines(evidence: Mapping[str, Any]) -> list[str]:
-    lines = [f"answer claims: {said}" for said in (_quoted(s.get("text")) for s in _records(evidence.get("spans"))) if said]
+    claims = (_quoted(span.get("text")) for span in _records(evidence.get("spans")))
+    lines = [f"answer claims: {said}" for said in claims if said]
     for run in _records(evidence.get("runs")):
         outcome, tool = _word(run.get("outcome")), _word(run.get("tool"))
         if outcome == "failed":
