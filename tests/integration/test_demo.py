@@ -34,7 +34,7 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
     report = Path(out.rsplit("Report: ", 1)[1].strip())
     assert report == (tmp_path / "demo" / "report.html").resolve()
-    assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="3"' in report.read_text()
+    assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="4"' in report.read_text()
     # No Slack or pager configured: alerts print to the log, and the summary lists them.
     alert_lines = out.split("Alerts (two or more detectors agreed on the trace):\n", 1)[1].split("Flagged by one")[0]
     assert "[hr-assistant answer_question]" in alert_lines and "two-detectors -> slack (delivered)" in alert_lines
@@ -42,6 +42,10 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     # The seed's own example (built in 1950, 500 metres tall) alerts through two independent detectors.
     (travel,) = [line for line in alert_lines.splitlines() if "[travel-guide chat]" in line]
     assert "severe-contradiction -> page" in travel and "contradiction + unsupported_spans" in travel
+    # The agent that says "booked" after its booking tool failed pages, with the grounding detector beside it.
+    (agent,) = [line for line in alert_lines.splitlines() if "[concierge-agent chat]" in line]
+    assert "claimed-failed-tool -> page" in agent and "tool_outcome + grounding" in agent
+    assert any("tool_outcome: answer claims book_table succeeded" in line for line in flagged_lines)
     single = out.split("Flagged by one detector only (recorded, not alerted):\n", 1)[1]
     assert "[product-qa ]" in single and "[hr-assistant answer_question]" not in single
     assert "[travel-guide chat]" not in single

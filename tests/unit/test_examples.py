@@ -2,11 +2,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import jsonschema
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
+from detectors.config import ToolOutcomeConfig
+from detectors.tool_outcome import ToolOutcomeDetector
+from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_traces import attributes, iter_spans
 from pipeline.tools.example_traces import (
     EXAMPLE_OUTPUT_SCHEMAS,
@@ -20,6 +24,9 @@ from pipeline.tools.example_traces import (
     mixed_traffic,
 )
 from pipeline.tools.example_traces.data import ExampleDataError, Row
+from pipeline.tools.example_traces.examples import TOOL_TURN_CONVENTIONS, _examples
+from pipeline.tools.example_traces.recording import recorded
+from tests.unit.conftest import decode
 
 # Attribute keys (or key prefixes ending in ".") each convention's LLM span must carry.
 CONVENTION_KEYS = {
@@ -101,7 +108,7 @@ def test_one_trace_per_example_with_a_single_root(traces):
         roots = [s for s in spans if not s.parent_span_id]
         assert len(roots) == 1 and roots[0].kind == Span.SPAN_KIND_SERVER, example.name
         assert all(s.parent_span_id == roots[0].span_id for s in spans if s is not roots[0])
-        assert len(spans) == (3 if example.sources else 2)
+        assert len(spans) == 2 + bool(example.sources) + len(example.tool_results)
         assert {sc.resource["service.name"] for sc in iter_spans(payload)} == {example.service}
         trace_ids.add(spans[0].trace_id)
     assert len(trace_ids) == len(EXAMPLES)
@@ -140,6 +147,28 @@ def test_retrieval_documents_per_convention(by_name):
         attributes(sc.span.attributes) for sc in iter_spans(payload) if sc.span.name.startswith("retrieval")
     )
     assert [d["id"] for d in json.loads(str(retrieval["gen_ai.retrieval.documents"]))] == ["eiffel-1", "eiffel-2"]
+
+
+@pytest.mark.parametrize("convention", sorted(TOOL_TURN_CONVENTIONS))
+def test_an_agent_turn_reaches_the_detectors_in_every_layout_that_writes_one(by_name, convention):
+    example, _ = by_name["genai_agent_claims_failed_booking"]
+    (payload,) = recorded([replace(example, convention=convention)], 0)
+    spans = decode(payload.SerializeToString())
+    (tool_span,) = [ctx.span for ctx in spans if ctx.span.name == "execute_tool book_table"]
+    assert tool_span.status.code == tool_span.status.STATUS_CODE_ERROR
+    (call,) = [call for ctx in spans if (call := normalize_span(ctx)) is not None]
+    (booking,) = [message for message in call.input_messages if message.tool_calls]
+    assert [(t.name, t.arguments) for t in booking.tool_calls] == [("book_table", example.tool_results[0].arguments)]
+    assert [s.text for s in call.sources] == [example.tool_results[0].result]
+    (result,) = ToolOutcomeDetector(ToolOutcomeConfig(), threshold=0.5).detect_batch([call])
+    assert result.flagged and result.severity == 4, result.summary
+
+
+def test_tool_results_only_in_layouts_that_write_them():
+    row = {"name": "x", "convention": "seed", "service": "s", "question": "q",
+           "tool_results": [{"name": "t", "arguments": "{}", "result": "ok"}]}  # fmt: skip
+    with pytest.raises(ExampleDataError, match=r"tool_results: not written in the seed layout"):
+        _examples([row], "examples", {}, TOOL_DEFINITIONS)
 
 
 def test_seed_convention_sources_and_logprobs(by_name):

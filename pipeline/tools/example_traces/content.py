@@ -32,9 +32,32 @@ def user_prompt(example: Example) -> str:
     return f"Context:\n{context}\n\nQuestion: {example.question}"
 
 
-def openai_messages(example: Example) -> list[dict[str, str]]:
-    """The request's chat messages in OpenAI's shape."""
-    return [{"role": "system", "content": system_prompt(example)}, {"role": "user", "content": user_prompt(example)}]
+def tool_call_id(example: Example, index: int) -> str:
+    """The id of the agent's ``index``-th earlier tool call (answered by its tool message)."""
+    return f"call_{example.name[:12]}_{index}"
+
+
+def openai_messages(example: Example) -> list[dict[str, Any]]:
+    """The request's chat messages in OpenAI's shape: system, user, then the agent's tool turn if any."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(example)},
+        {"role": "user", "content": user_prompt(example)},
+    ]
+    if example.tool_results:
+        calls = [
+            {
+                "id": tool_call_id(example, i),
+                "type": "function",
+                "function": {"name": run.name, "arguments": run.arguments},
+            }
+            for i, run in enumerate(example.tool_results)
+        ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        messages += [
+            {"role": "tool", "tool_call_id": tool_call_id(example, i), "content": run.result}
+            for i, run in enumerate(example.tool_results)
+        ]
+    return messages
 
 
 def function_schema(name: str) -> dict[str, Any]:
@@ -50,7 +73,8 @@ def _tokens(text: str) -> int:
 
 def usage(example: Example) -> tuple[int, int]:
     """Estimated (prompt tokens, completion tokens) of the call."""
-    prompt = _tokens(system_prompt(example) + " " + user_prompt(example))
+    results = " ".join(run.result for run in example.tool_results)
+    prompt = _tokens(system_prompt(example) + " " + user_prompt(example) + " " + results)
     return prompt, _tokens(example.answer + " ".join(args for _, args in example.tool_calls))
 
 

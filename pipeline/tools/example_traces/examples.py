@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.tools.example_traces.data import ExampleDataError, Row, read, typed
 
@@ -22,6 +22,17 @@ class Convention(StrEnum):
 
 
 Sources = tuple[tuple[str, str], ...]
+# The layouts whose writers record an agent's earlier tool calls and results in the request.
+TOOL_TURN_CONVENTIONS = frozenset({Convention.GENAI, Convention.OPENLLMETRY, Convention.OPENINFERENCE})
+
+
+class ToolResult(NamedTuple):
+    """A tool an agent ran before the call: raw JSON arguments, the result text, whether it failed."""
+
+    name: str
+    arguments: str
+    result: str
+    failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +41,10 @@ class Example:
 
     ``sources`` are ``(document id, text)``; the prompt cites them as ``[1]``, ``[2]`` in
     order.  ``tool_calls`` are ``(tool name, raw JSON arguments)`` as the model produced
-    them.  ``schema_violation`` says why a schema & tool-call detector must flag the call
-    (``None``: it must not); ``hallucinated`` is the ground truth about the content.
+    them.  ``tool_results`` are the tools an agent ran before this call: the request
+    carries them as an assistant tool-call message and its tool messages.  ``schema_violation`` says why a schema &
+    tool-call detector must flag the call (``None``: it must not); ``hallucinated`` is the
+    ground truth about the content.
     """
 
     name: str
@@ -42,6 +55,7 @@ class Example:
     sources: Sources = ()
     tools: tuple[str, ...] = ()
     tool_calls: tuple[tuple[str, str], ...] = ()
+    tool_results: tuple[ToolResult, ...] = ()
     operation: str = "chat"
     finish_reason: str = "stop"
     model: str = "gpt-4o-mini"
@@ -98,6 +112,13 @@ def _pair(value: object, where: str, first: str, second: str) -> tuple[str, str]
         return row.need(first, str), row.need(second, str)
 
 
+def _tool_result(value: object, where: str) -> ToolResult:
+    with Row(value, where) as row:
+        return ToolResult(
+            row.need("name", str), row.need("arguments", str), row.need("result", str), row.get("failed", bool, False)
+        )
+
+
 def _sources(rows: dict[str, Any]) -> dict[str, Sources]:
     sets = {}
     for name, documents in rows.items():
@@ -119,6 +140,9 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
     if convention not in {c.value for c in Convention}:
         raise ExampleDataError(f"{row.where}.convention: {convention!r} is none of {[c.value for c in Convention]}")
     calls = row.get("tool_calls", list, [])
+    results = row.get("tool_results", list, [])
+    if results and convention not in TOOL_TURN_CONVENTIONS:
+        raise ExampleDataError(f"{row.where}.tool_results: not written in the {convention} layout")
     return Example(
         name=row.need("name", str),
         convention=Convention(convention),
@@ -131,6 +155,7 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
         tool_calls=tuple(
             _pair(call, f"{row.where}.tool_calls[{i}]", "name", "arguments") for i, call in enumerate(calls)
         ),
+        tool_results=tuple(_tool_result(result, f"{row.where}.tool_results[{i}]") for i, result in enumerate(results)),
         operation=row.get("operation", str, "chat"),
         finish_reason=row.get("finish_reason", str, "stop"),
         model=row.get("model", str, "gpt-4o-mini"),

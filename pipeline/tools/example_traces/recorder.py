@@ -18,6 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Status, StatusCode
 
 from pipeline.tools.example_traces.writers import SpanSpec
 
@@ -79,5 +80,7 @@ def record_span(
     span = tracer.start_span(
         spec.name, context=context, kind=spec.kind, attributes=spec.attributes, start_time=start_ns
     )
+    if spec.error is not None:
+        span.set_status(Status(StatusCode.ERROR, spec.error))
     span.end(end_time=start_ns + duration_ns)
     return span

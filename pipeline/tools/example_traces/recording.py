@@ -1,4 +1,4 @@
-"""The example requests as traces: an HTTP server root, the retrieval when there are sources, the LLM call."""
+"""The example requests as traces: an HTTP server root, the retrieval or tool runs before the LLM call, the call."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from opentelemetry.trace import SpanKind
 from pipeline.tools.example_traces.content import app, usage
 from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES, Convention, Example
 from pipeline.tools.example_traces.recorder import MS, Recorder, record_span
-from pipeline.tools.example_traces.writers import LLM_WRITERS, SCOPES, log_events, retrieval
+from pipeline.tools.example_traces.writers import LLM_WRITERS, SCOPES, log_events, retrieval, tool_executions
 
 
 def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None:
-    """Record one request: HTTP server root, the retrieval when there are sources, the LLM call."""
+    """Record one request: HTTP server root, the retrieval when there are sources, tool runs, the LLM call."""
     web = recorder.tracer(example.service, "opentelemetry.instrumentation.fastapi")
     llm = recorder.tracer(example.service, SCOPES[example.convention])
     llm_ms = 300 + 25 * usage(example)[1]
-    retrieval_ms = 35 if example.sources else 0
+    # Retrieval, then the agent's tool runs (20 ms each), come before the LLM call.
+    retrieval_ms = (35 if example.sources else 0) + 20 * len(example.tool_results)
     route = app(example).route
     root = web.start_span(
         f"POST {route}",
@@ -44,6 +45,9 @@ def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None
         else:
             retriever = recorder.tracer(example.service, "opentelemetry.instrumentation.psycopg")
         record_span(retriever, retrieval(example), root, start_ns + 5 * MS, 30 * MS)
+    tools_start_ns = start_ns + (40 if example.sources else 5) * MS
+    for i, execution in enumerate(tool_executions(example)):
+        record_span(llm, execution, root, tools_start_ns + i * 20 * MS, 15 * MS)
     llm_start_ns = start_ns + (10 + retrieval_ms) * MS
     llm_span = record_span(llm, LLM_WRITERS[example.convention](example), root, llm_start_ns, llm_ms * MS)
     if example.convention is Convention.GENAI_EVENTS:

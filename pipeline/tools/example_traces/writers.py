@@ -17,6 +17,7 @@ from pipeline.tools.example_traces.content import (
     openai_messages,
     system_prompt,
     token_logprobs,
+    tool_call_id,
     usage,
     user_prompt,
 )
@@ -26,11 +27,12 @@ Attributes = dict[str, Any]
 
 
 class SpanSpec(NamedTuple):
-    """A span to record: its name, kind and attributes."""
+    """A span to record: its name, kind and attributes, and the error it ended with (``None``: it did not)."""
 
     name: str
     kind: SpanKind
     attributes: Attributes
+    error: str | None = None
 
 
 SCOPES = {
@@ -41,6 +43,44 @@ SCOPES = {
     Convention.SEED: "halluwatch.examples",
 }
 """Convention -> instrumentation scope of the library that writes it, for the LLM span's tracer."""
+
+
+def _genai_input(example: Example) -> list[dict[str, Any]]:
+    """The request's messages after the system prompt (kept apart), in GenAI parts form."""
+    messages = []
+    for message in openai_messages(example)[1:]:
+        parts: list[dict[str, Any]] = [{"type": "text", "content": message["content"]}] if message["content"] else []
+        parts += [
+            {"type": "tool_call", "id": call["id"], "name": call["function"]["name"],
+             "arguments": json.loads(call["function"]["arguments"])}
+            for call in message.get("tool_calls", ())
+        ]  # fmt: skip
+        if message["role"] == "tool":
+            parts = [{"type": "tool_call_response", "id": message["tool_call_id"], "response": message["content"]}]
+        messages.append({"role": message["role"], "parts": parts})
+    return messages
+
+
+def _flat_input(prefix: str, call_fields: tuple[str, str, str], example: Example) -> Attributes:
+    """The request's messages as indexed attributes.
+
+    ``prefix`` (with ``{i}``) heads each message's keys; ``call_fields`` name a tool call's
+    id, name and arguments under ``{prefix}.tool_calls.{j}``.
+    """
+    attributes: Attributes = {}
+    for i, message in enumerate(openai_messages(example)):
+        head = prefix.format(i=i)
+        attributes[f"{head}.role"] = message["role"]
+        if message["content"]:
+            attributes[f"{head}.content"] = message["content"]
+        if "tool_call_id" in message:
+            attributes[f"{head}.tool_call_id"] = message["tool_call_id"]
+        for j, call in enumerate(message.get("tool_calls", ())):
+            values = (call["id"], call["function"]["name"], call["function"]["arguments"])
+            attributes |= {
+                f"{head}.tool_calls.{j}.{field}": value for field, value in zip(call_fields, values, strict=True)
+            }
+    return attributes
 
 
 def _genai_llm(example: Example) -> SpanSpec:
@@ -62,9 +102,7 @@ def _genai_llm(example: Example) -> SpanSpec:
         "gen_ai.usage.input_tokens": prompt_tokens,
         "gen_ai.usage.output_tokens": completion_tokens,
         "gen_ai.system_instructions": json.dumps([{"type": "text", "content": system_prompt(example)}]),
-        "gen_ai.input.messages": json.dumps(
-            [{"role": "user", "parts": [{"type": "text", "content": user_prompt(example)}]}]
-        ),
+        "gen_ai.input.messages": json.dumps(_genai_input(example)),
         "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": parts, "finish_reason": finish}]),
     }
     if example.tools:
@@ -88,9 +126,7 @@ def _openllmetry_llm(example: Example) -> SpanSpec:
         "gen_ai.completion.0.role": "assistant",
         "gen_ai.completion.0.finish_reason": example.finish_reason,
     }
-    for i, message in enumerate(openai_messages(example)):
-        attributes[f"gen_ai.prompt.{i}.role"] = message["role"]
-        attributes[f"gen_ai.prompt.{i}.content"] = message["content"]
+    attributes |= _flat_input("gen_ai.prompt.{i}", ("id", "name", "arguments"), example)
     if example.answer:
         attributes["gen_ai.completion.0.content"] = example.answer
     for j, (name, arguments) in enumerate(example.tool_calls):
@@ -149,9 +185,11 @@ def _openinference_llm(example: Example) -> SpanSpec:
         "llm.token_count.total": prompt_tokens + completion_tokens,
         "llm.output_messages.0.message.role": "assistant",
     }
-    for i, message in enumerate(openai_messages(example)):
-        attributes[f"llm.input_messages.{i}.message.role"] = message["role"]
-        attributes[f"llm.input_messages.{i}.message.content"] = message["content"]
+    attributes |= _flat_input(
+        "llm.input_messages.{i}.message",
+        ("tool_call.id", "tool_call.function.name", "tool_call.function.arguments"),
+        example,
+    )
     if example.answer:
         attributes["llm.output_messages.0.message.content"] = example.answer
     for j, call in enumerate(tool_calls):
@@ -193,10 +231,9 @@ _GENAI_CONTENT_ATTRIBUTES = (
 
 def _genai_events_llm(example: Example) -> SpanSpec:
     """The GenAI span without its content, which :func:`log_events` writes instead."""
-    name, kind, attributes = _genai_llm(example)
-    return SpanSpec(
-        name, kind, {key: value for key, value in attributes.items() if key not in _GENAI_CONTENT_ATTRIBUTES}
-    )
+    spec = _genai_llm(example)
+    content_free = {key: value for key, value in spec.attributes.items() if key not in _GENAI_CONTENT_ATTRIBUTES}
+    return spec._replace(attributes=content_free)
 
 
 LLM_WRITERS: dict[Convention, Callable[[Example], SpanSpec]] = {
@@ -216,6 +253,27 @@ def log_events(example: Example) -> list[tuple[str, dict[str, Any]]]:
         ("gen_ai.system.message", {"content": system_prompt(example)}),
         ("gen_ai.user.message", {"content": user_prompt(example)}),
         ("gen_ai.choice", {"index": 0, "finish_reason": example.finish_reason, "message": choice}),
+    ]
+
+
+def tool_executions(example: Example) -> list[SpanSpec]:
+    """The agent framework's ``execute_tool`` spans (GenAI conventions) for the tools run before the call."""
+    return [
+        SpanSpec(
+            f"execute_tool {run.name}",
+            SpanKind.INTERNAL,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": run.name,
+                "gen_ai.tool.type": "function",
+                "gen_ai.tool.call.id": tool_call_id(example, i),
+                "gen_ai.tool.call.arguments": run.arguments,
+                "gen_ai.tool.call.result": run.result,
+            }
+            | ({"error.type": "tool_error"} if run.failed else {}),
+            error=run.result if run.failed else None,
+        )
+        for i, run in enumerate(example.tool_results)
     ]
 
 
