@@ -34,6 +34,7 @@ _REASON_CHARS = 200
 _ERROR_KEYS = frozenset({"error", "errors", "exception", "fault", "error_message", "errormessage"})
 _STATUS_KEYS = frozenset({"status", "state", "outcome", "result"})
 _SUCCESS_KEYS = frozenset({"success", "ok", "succeeded"})
+_FAILED_KEYS = frozenset({"iserror", "is_error", "failed"})  # MCP's CallToolResult says "isError": true
 _HTTP_STATUS_KEYS = frozenset({"status", "status_code", "statuscode", "http_status", "httpstatus"})
 FAILURE_STATUSES = frozenset(
     {
@@ -56,6 +57,7 @@ FAILURE_STATUSES = frozenset(
 _ERROR_LINE = re.compile(
     r"""\s*(?:
         (?:error|exception|traceback|fatal|failed|failure)\b       # "Error: ...", "Traceback (most recent..."
+      | (?:an\ error\ occurred|failed\ to|could\ not|couldn't|unable\ to)\b  # agent frameworks' own wording
       | [\w.]*(?:Error|Exception)\b\s*[:(]                          # "ValueError: ...", "requests.HTTPError("
       | HTTP(?:/\d(?:\.\d)?)?\s+[45]\d\d\b                          # "HTTP 503", "HTTP/1.1 404 Not Found"
     )""",
@@ -177,6 +179,8 @@ def _json_failure(document: Mapping[str, Any], statuses: frozenset[str]) -> str 
     for name, (key, value) in named.items():
         if name in _SUCCESS_KEYS and value is False:
             return _quote(f"{key}: false" + _also_error(document))
+        if name in _FAILED_KEYS and value is True:
+            return _quote(f"{key}: true" + _also_error(document))
         if name in _STATUS_KEYS and isinstance(value, str) and value.strip().lower().replace(" ", "_") in statuses:
             return _quote(f"{key}: {value}" + _also_error(document))
         if name in _HTTP_STATUS_KEYS and isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
@@ -189,7 +193,9 @@ def _also_error(document: Mapping[str, Any]) -> str:
     for key in ("message", "detail", "reason", "description"):
         if isinstance(document.get(key), str) and document[key]:
             return f" ({document[key]})"
-    return ""
+    content = document.get("content")  # MCP: [{"type": "text", "text": "..."}]
+    first = content[0] if isinstance(content, list) and content else None
+    return f" ({first['text']})" if isinstance(first, Mapping) and isinstance(first.get("text"), str) else ""
 
 
 def _text(value: Any) -> str:

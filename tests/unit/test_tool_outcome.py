@@ -137,6 +137,12 @@ def test_calls_without_tools_or_answer_are_skipped(detector: ToolOutcomeDetector
         ("Traceback (most recent call last):\n  File ...", "Traceback (most recent call last):"),
         ("requests.exceptions.HTTPError: 500 Server Error", "requests.exceptions.HTTPError: 500 Server Error"),
         ("HTTP/1.1 404 Not Found", "HTTP/1.1 404 Not Found"),
+        ('{"content": [{"type": "text", "text": "Slot taken"}], "isError": true}', "isError: true (Slot taken)"),
+        (
+            "An error occurred while running the tool. Please try again. Error: timeout",
+            "An error occurred while running the tool. Please try again. Error: timeout",
+        ),
+        ('{"content": [{"type": "text", "text": "Booked"}], "isError": false}', None),
         ('{"error": null, "results": []}', None),
         ('{"status": "confirmed", "code": 404}', None),  # a product code, not an HTTP status
         ('{"success": true, "errors": []}', None),
