@@ -44,6 +44,21 @@ class Source:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSpan:
+    """A tool execution span of the same trace that ended before the call (a small summary, never the result).
+
+    ``error`` is the span's status message (or its exception's), set when it ended in error.
+    """
+
+    span_id: str
+    name: str
+    call_id: str | None = None
+    failed: bool = False
+    error: str = ""
+    end_time_unix_nano: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ToolDefinition:
     """A tool the application offered the model; ``parameters`` is a JSON Schema."""
 
@@ -117,6 +132,17 @@ class LLMCall:
     content_source: ContentSource = ContentSource.SPAN
     # Fields cut to the per-call content cap (pipeline/config/content_policy.py), named in every finding's evidence.
     truncated: tuple[str, ...] = ()
+    # Other spans of the trace (pipeline/ingest/trace_facts.py): the retriever spans whose
+    # documents became ``sources`` (the call's own span had none), and the tool runs before it.
+    retriever_span_ids: tuple[str, ...] = ()
+    tool_spans: tuple[ToolSpan, ...] = ()
+
+    @property
+    def sources_from(self) -> str:
+        """Where the grounding text comes from: ``span``, ``trace`` (retriever spans) or ``prompt``."""
+        if self.retriever_span_ids:
+            return "trace"
+        return "span" if self.sources else "prompt"
 
     @property
     def has_content(self) -> bool:
@@ -138,6 +164,7 @@ class LLMCall:
             "usage": _fields(self.usage),
             "attributes": dict(self.attributes),
             "content_source": str(self.content_source),
+            "tool_spans": [_fields(tool) for tool in self.tool_spans],
         }
 
     @classmethod
@@ -157,6 +184,9 @@ class LLMCall:
                 "usage": Usage(**data["usage"]),
                 "content_source": ContentSource(data["content_source"]),
                 "truncated": tuple(data.get("truncated", ())),
+                # .get: calls written to a join table before these fields existed
+                "retriever_span_ids": tuple(data.get("retriever_span_ids", ())),
+                "tool_spans": tuple(ToolSpan(**tool) for tool in data.get("tool_spans", ())),
             }
         )
 

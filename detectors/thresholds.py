@@ -26,6 +26,11 @@ class Thresholds:
     # calibrated before a detector was added stays usable.
     inherited: tuple[str, ...] = ()
 
+    @property
+    def own(self) -> dict[str, float]:
+        """The thresholds the file itself sets, without those inherited from the built-in file."""
+        return {name: value for name, value in self.by_detector.items() if name not in self.inherited}
+
     def for_detector(self, name: str) -> float:
         """The threshold of ``name``; a missing entry is a configuration error, not a default."""
         try:

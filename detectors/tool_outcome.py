@@ -27,7 +27,8 @@ a tool failed and the answer does not say so     0.6   2
 Precision first: any report of a failure clears every failure of the turn, and a sentence
 with a negation is never a claim.  Values restated wrongly from a tool's result are the
 contradiction detector's (tool results are sources).  Tool spans elsewhere in the trace are
-not seen here: only what the LLM span itself records.
+read from the tool execution spans the pipeline attaches to the call
+(:mod:`pipeline.ingest.trace_facts`): a span that ended in error fails its run.
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ class ToolOutcomeDetector(Detector):
     def _detect(self, call: LLMCall) -> DetectorResult:
         if not call.answer.strip():
             return self.skipped_result("no answer text to check", self._threshold)
-        runs = tool_runs(call.input_messages, self._statuses)
+        runs = tool_runs(call.input_messages, call.tool_spans, self._statuses)
         # Tool calls made in this very answer have not run yet: "booked" beside them is premature.
         runs += [ToolRun(tool.name, tool.id, Outcome.NOT_RUN) for tool in call.output_tool_calls]
         if not runs:

@@ -12,6 +12,12 @@ pairs each requested call with its result and classifies the result:
 * ``ok``: anything else.  A failed call followed by a successful call of the same tool is a
   retry that worked, so it counts as ``ok``.
 
+Tool execution spans of the trace (:class:`~detectors.llm_call.ToolSpan`, attached by the
+pipeline) are paired with the requests too, by call id, else by tool name: a span that ended
+in error fails its run whatever the tool message says, one that ended well means the tool ran
+even where the conversation holds no result, and a failed span nobody's request names is a
+failed run of its own.
+
 Only the current turn counts (the messages after the last user message): an earlier
 turn's failure was that turn's answer's business.
 """
@@ -21,11 +27,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from detectors.llm_call import Message
+from detectors.llm_call import Message, ToolSpan
 
 MAX_RESULT_CHARS = 20_000  # longer results are not parsed as JSON (the head is still read as text)
 _REASON_CHARS = 200
@@ -78,13 +84,15 @@ class ToolRun:
     """One tool call of the current turn: what was asked, and how it ended.
 
     ``name`` is empty for a result whose request the conversation does not show;
-    ``reason`` says why a run counts as failed (the error it returned), else ``""``.
+    ``reason`` says why a run counts as failed (the error it returned), else ``""``;
+    ``span_id`` names the tool execution span of the run, when the trace has one.
     """
 
     name: str
     call_id: str | None
     outcome: Outcome
     reason: str = ""
+    span_id: str | None = None
 
     def to_evidence(self) -> dict[str, str]:
         """The run as a finding shows it."""
@@ -93,6 +101,8 @@ class ToolRun:
             evidence["call_id"] = self.call_id
         if self.reason:
             evidence["reason"] = self.reason
+        if self.span_id:
+            evidence["span_id"] = self.span_id
         return evidence
 
 
@@ -102,12 +112,17 @@ def current_turn(messages: Sequence[Message]) -> Sequence[Message]:
     return messages[last_user + 1 :]
 
 
-def tool_runs(messages: Sequence[Message], failure_statuses: Iterable[str] = FAILURE_STATUSES) -> list[ToolRun]:
+def tool_runs(
+    messages: Sequence[Message],
+    tool_spans: Sequence[ToolSpan] = (),
+    failure_statuses: Iterable[str] = FAILURE_STATUSES,
+) -> list[ToolRun]:
     """The current turn's tool calls with their outcomes, in the order they were requested.
 
     Results are paired with requests by ``tool_call_id``; results without one (some
     instrumentations drop it) take the earliest unpaired request.  A result nobody asked
-    for in the recorded messages still counts, with an empty name.
+    for in the recorded messages still counts, with an empty name.  ``tool_spans`` then
+    confirm or overrule each run (module docstring).
     """
     statuses = frozenset(status.lower() for status in failure_statuses)
     requested: list[tuple[str, str | None]] = []
@@ -129,7 +144,31 @@ def tool_runs(messages: Sequence[Message], failure_statuses: Iterable[str] = FAI
         for i, (name, call_id) in enumerate(requested)
     ]
     runs += [ToolRun("", call_id, *_outcome(text, statuses)) for call_id, text in unrequested]
-    return _retries_forgiven(runs)
+    return _retries_forgiven(_with_spans(runs, tool_spans))
+
+
+def _with_spans(runs: list[ToolRun], spans: Sequence[ToolSpan]) -> list[ToolRun]:
+    """Runs overruled or confirmed by their execution spans, plus failed spans no run names."""
+    unpaired = list(spans)
+    paired = []
+    for run in runs:
+        span = next((s for s in unpaired if run.call_id and s.call_id == run.call_id), None)
+        span = span or next((s for s in unpaired if not (run.call_id and s.call_id) and s.name == run.name), None)
+        if span is None:
+            paired.append(run)
+            continue
+        unpaired.remove(span)
+        paired.append(_as_span_says(run, span))
+    paired += [_as_span_says(ToolRun(s.name, s.call_id, Outcome.FAILED), s) for s in unpaired if s.failed]
+    return paired
+
+
+def _as_span_says(run: ToolRun, span: ToolSpan) -> ToolRun:
+    if span.failed:
+        reason = run.reason if run.outcome is Outcome.FAILED else ""
+        return ToolRun(run.name or span.name, run.call_id, Outcome.FAILED, reason or _quote(span.error), span.span_id)
+    outcome = Outcome.OK if run.outcome is Outcome.NOT_RUN else run.outcome
+    return ToolRun(run.name or span.name, run.call_id, outcome, run.reason, span.span_id)
 
 
 def _request_for(
@@ -146,7 +185,7 @@ def _retries_forgiven(runs: list[ToolRun]) -> list[ToolRun]:
     for i, run in enumerate(runs):
         retried = run.name and any(later.name == run.name and later.outcome is Outcome.OK for later in runs[i + 1 :])
         forgiven.append(
-            ToolRun(run.name, run.call_id, Outcome.OK) if run.outcome is Outcome.FAILED and retried else run
+            replace(run, outcome=Outcome.OK, reason="") if run.outcome is Outcome.FAILED and retried else run
         )
     return forgiven
 

@@ -21,8 +21,8 @@ LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
-    "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding", "logprobs_json",
-    "attributes", "ingested_at",
+    "sources_from", "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding",
+    "logprobs_json", "attributes", "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -71,6 +71,7 @@ def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[A
         len(call.output_tool_calls),
         len(call.tool_definitions),
         len(call.sources),
+        call.sources_from,
         len(call.logprobs),
         content.mode,
         str(call.content_source),

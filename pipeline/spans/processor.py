@@ -18,6 +18,7 @@ from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits, ContentPolicy
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
+from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
 from pipeline.sinks.rows import finding_record
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ class SpanBatchProcessor:
                 return
         malformed = []
         spans = 0
+        calls: list[LLMCall] = []
+        facts: list[Fact] = []  # what retriever and tool spans beside the calls say
         for span_context in iter_spans(traces):
             spans += 1
             span = span_context.span
@@ -146,8 +149,11 @@ class SpanBatchProcessor:
                 malformed.append(f"span {span.span_id.hex()}: {exc}")
                 continue
             if call is not None:
-                result.llm_calls.append(self._limits.apply(call))
+                calls.append(call)
                 metrics.LLM_CALLS.labels(call.convention).inc()
+            elif (fact := span_fact(span_context)) is not None:
+                facts.append(fact)
+        result.llm_calls += [self._limits.apply(call) for call in attach_trace_facts(calls, facts)]
         result.spans += spans
         metrics.SPANS.inc(spans)
         if malformed:

@@ -156,12 +156,12 @@ def summarize(settings: Settings) -> str:
     """A human summary of what is in ClickHouse: calls per convention, findings, flags."""
     client = connect(settings.resolved_clickhouse_dsn)
     db = settings.clickhouse_database
-    lines = ["", "LLM calls by convention (and where their content came from):"]
-    for convention, source, calls in client.query(
-        f"SELECT convention, content_source, count() FROM {db}.llm_calls FINAL "  # noqa: S608 - identifiers validated, values bound
-        "GROUP BY convention, content_source ORDER BY convention, content_source"
+    lines = ["", "LLM calls by convention (and where their content and grounding text came from):"]
+    for convention, source, sources_from, calls in client.query(
+        f"SELECT convention, content_source, sources_from, count() FROM {db}.llm_calls FINAL "  # noqa: S608 - identifiers validated, values bound
+        "GROUP BY convention, content_source, sources_from ORDER BY convention, content_source, sources_from"
     ).result_rows:
-        lines.append(f"  {convention:<14} {calls:>3}  content: {source}")
+        lines.append(f"  {convention:<14} {calls:>3}  content: {source:<6}  grounding: {sources_from}")
     lines.append("Findings by detector (flagged / ok / skipped / error):")
     for detector, flagged, ok, skipped, errors in client.query(
         f"SELECT detector, countIf(flagged), countIf(status = 'ok'), countIf(status = 'skipped'), "  # noqa: S608 - identifiers validated, values bound

@@ -88,3 +88,20 @@ def test_logprob_tokens_are_stored_in_store_mode_only(clickhouse):
     assert json.loads(rows["ef" * 8]) == [  # the numbers stay: baselines need nothing else
         {"token": "#0", "logprob": -0.1, "top_logprobs": [{"token": "#0", "logprob": -0.1}]}
     ]
+
+
+def test_where_the_grounding_text_came_from_is_stored(clickhouse):
+    from dataclasses import replace
+
+    from detectors.llm_call import Source
+
+    client, database = clickhouse
+    migrate(client, database)
+    from_trace = replace(CALL, sources=(Source("kb-1", "doc"),), retriever_span_ids=("ab" * 8,))
+    own = replace(CALL, span_id="ef" * 8, sources=(Source("kb-1", "doc"),))
+    sink = ClickHouseSink(client, database)
+    now = datetime.now(UTC)
+    sink.add("llm_calls", [llm_call_row(call, HASHED, now) for call in (from_trace, own)])
+    sink.flush()
+    rows = dict(client.query(f"SELECT span_id, sources_from FROM {database}.llm_calls FINAL").result_rows)
+    assert rows == {"cd" * 8: "trace", "ef" * 8: "span"}

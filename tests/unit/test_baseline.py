@@ -26,7 +26,7 @@ from pipeline.offline.baseline import (
     response_entropies,
     run_baseline,
 )
-from pipeline.tools.example_traces import example_traces
+from pipeline.tools.example_traces import EXAMPLES, example_traces
 from pipeline.tools.replay import write_json_lines
 from tests.calls import make_llm_call
 
@@ -98,7 +98,7 @@ def test_calls_from_trace_file_reads_what_the_worker_would(tmp_path: Path) -> No
     path = tmp_path / "traces.jsonl"
     write_json_lines(path, example_traces())
     calls = list(calls_from_trace_file(path))
-    assert len(calls) == 15
+    assert len(calls) == len(EXAMPLES)  # one LLM call each
     with_logprobs = [call for call in calls if call.logprobs]
     assert len(with_logprobs) == 6
     assert all("".join(p.token for p in call.logprobs) == call.answer for call in with_logprobs)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.config import ToolOutcomeConfig
-from detectors.llm_call import LLMCall, Message, ToolCall
+from detectors.llm_call import LLMCall, Message, ToolCall, ToolSpan
 from detectors.tool_outcome import ToolOutcomeDetector, past_forms
 from detectors.tool_runs import Outcome, failure_reason, tool_runs
 from tests.calls import make_llm_call
@@ -119,6 +120,30 @@ def test_only_the_current_turn_counts(detector: ToolOutcomeDetector) -> None:
     call = make_llm_call("You may bring one 23 kg bag, which is all set in your booking.", input_messages=later)
     result = detect(detector, call)
     assert result.status is DetectorStatus.SKIPPED and result.summary == "no tool calls in this turn"
+
+
+@pytest.mark.parametrize("call_id", ["call_1", None])
+def test_a_failed_tool_span_fails_its_run_whatever_the_message_says(call_id: str | None) -> None:
+    span = ToolSpan("5e11", "book_flight", call_id, failed=True, error="payment service timed out")
+    (run,) = tool_runs(agent_call("", ("call_1", '{"status": "submitted"}')).input_messages, (span,))
+    assert (run.outcome, run.reason, run.span_id) == (Outcome.FAILED, "payment service timed out", "5e11")
+
+
+def test_tool_spans_in_the_detector(detector: ToolOutcomeDetector) -> None:
+    failed = ToolSpan("5e11", "book_flight", "call_1", failed=True, error="payment service timed out")
+    call = replace(agent_call("Your flight is booked.", ("call_1", '{"status": "submitted"}')), tool_spans=(failed,))
+    result = detect(detector, call)
+    assert result.score == 1.0 and result.evidence["runs"][0]["span_id"] == "5e11"
+    # A run whose result the conversation lacks, but whose span ended well, did run.
+    ran = ToolSpan("5e12", "book_flight", "call_1")
+    assert not detect(detector, replace(agent_call("Your flight is booked."), tool_spans=(ran,))).flagged
+    # A failed tool span no request names is a failed run of its own.
+    orphan = ToolSpan("5e13", "charge_card", "c9", failed=True, error="card declined")
+    plain = make_llm_call("Payment done, your flight is booked.", "Book TP1351")
+    result = detect(detector, replace(plain, tool_spans=(orphan,)))
+    assert (
+        result.score == 1.0 and result.summary == "answer claims charge_card succeeded; the tool returned card declined"
+    )
 
 
 def test_calls_without_tools_or_answer_are_skipped(detector: ToolOutcomeDetector) -> None:

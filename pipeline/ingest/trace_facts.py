@@ -1,0 +1,168 @@
+"""What the other spans of a trace say about its LLM calls (SPEC §5, trace-level facts).
+
+In RAG and agent apps the evidence for an answer often sits beside the LLM span, not on it:
+
+- a **retriever span** holds the documents (OpenInference ``RETRIEVER`` spans with
+  ``retrieval.documents.N.document.{id,content,score}``; GenAI ``retrieval`` operations with
+  ``gen_ai.retrieval.documents``, a JSON list of ``{id, content|text, score}``);
+- a **tool execution span** holds a tool run and how it ended (GenAI ``execute_tool``
+  operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``; OpenInference ``TOOL`` spans:
+  ``tool.name``, ``tool_call.id``), failed when its status is ERROR or it has ``error.type``.
+
+:func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
+
+- a call whose span has no structured sources gets the documents of the retriever spans that
+  ended before it started, preferring those under the same parent span (the same chain run);
+  ``LLMCall.retriever_span_ids`` names them and ``llm_calls.sources_from`` says ``trace``;
+- every call gets a small summary of the tool spans that ended before it started
+  (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads.
+
+Only spans that travel in the same message are seen (a trace exported in one batch, the
+common case with the collector's trace-id partitioning); facts in other messages of the
+trace are not assembled yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+from detectors.llm_call import LLMCall, Source, ToolSpan
+from pipeline.ingest.otlp_traces import SpanContext, attributes
+
+MAX_DOCUMENTS = 20  # per call, from all its retriever spans; the content cap still applies after
+MAX_TOOL_SPANS = 20  # per call, the latest
+_MAX_ERROR_CHARS = 300
+_MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retriever span's documents and where it sits in the trace."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    end_time_unix_nano: int
+    documents: tuple[Source, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecution:
+    """A tool execution span of a trace."""
+
+    trace_id: str
+    tool: ToolSpan
+
+
+Fact = Retrieval | ToolExecution
+
+
+def span_fact(ctx: SpanContext) -> Fact | None:
+    """The fact a non-LLM span holds, or ``None`` (most spans: looked at by two keys only)."""
+    span = ctx.span
+    if not any(kv.key in _MARKER_KEYS for kv in span.attributes):
+        return None
+    attrs = attributes(span.attributes)
+    operation, kind = attrs.get("gen_ai.operation.name"), attrs.get("openinference.span.kind")
+    if operation == "retrieval" or kind == "RETRIEVER":
+        documents = _genai_documents(attrs) if operation == "retrieval" else _openinference_documents(attrs)
+        if not documents:
+            return None
+        parent = span.parent_span_id.hex() or None
+        return Retrieval(ctx.trace_id, span.span_id.hex(), parent, span.end_time_unix_nano, documents)
+    if operation == "execute_tool" or kind == "TOOL":
+        name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
+        if not isinstance(name, str) or not name:
+            return None
+        call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_call.id")
+        failed = span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
+        tool = ToolSpan(
+            span_id=span.span_id.hex(),
+            name=name,
+            call_id=str(call_id) if call_id else None,
+            failed=failed,
+            error=_error_message(ctx, attrs) if failed else "",
+            end_time_unix_nano=span.end_time_unix_nano,
+        )
+        return ToolExecution(ctx.trace_id, tool)
+    return None
+
+
+def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[LLMCall]:
+    """The calls, each with the retriever documents and tool spans of its trace that precede it."""
+    retrievals: dict[str, list[Retrieval]] = {}
+    tools: dict[str, list[ToolSpan]] = {}
+    for fact in facts:
+        if isinstance(fact, Retrieval):
+            retrievals.setdefault(fact.trace_id, []).append(fact)
+        else:
+            tools.setdefault(fact.trace_id, []).append(fact.tool)
+    return [_with_facts(call, retrievals.get(call.trace_id, ()), tools.get(call.trace_id, ())) for call in calls]
+
+
+def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolSpan]) -> LLMCall:
+    before = [tool for tool in tools if tool.end_time_unix_nano <= call.start_time_unix_nano]
+    before.sort(key=lambda tool: tool.end_time_unix_nano)
+    changes: dict[str, Any] = {"tool_spans": tuple(before[-MAX_TOOL_SPANS:])} if before else {}
+    if not call.sources:
+        earlier = [r for r in retrievals if r.end_time_unix_nano <= call.start_time_unix_nano]
+        siblings = [r for r in earlier if r.parent_span_id == call.parent_span_id]
+        chosen = sorted(siblings or earlier, key=lambda r: r.end_time_unix_nano)
+        documents = tuple(document for r in chosen for document in r.documents)[:MAX_DOCUMENTS]
+        if documents:
+            changes |= {"sources": documents, "retriever_span_ids": tuple(r.span_id for r in chosen)}
+    return replace(call, **changes) if changes else call
+
+
+def _genai_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:
+    value = attrs.get("gen_ai.retrieval.documents")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return ()
+    if not isinstance(value, list):
+        return ()
+    documents = []
+    for position, item in enumerate(value, start=1):
+        if not isinstance(item, dict):
+            continue
+        text = item.get("content", item.get("text"))
+        if isinstance(text, str) and text:
+            documents.append(Source(str(item.get("id") or position), text, _score(item.get("score"))))
+    return tuple(documents)
+
+
+def _openinference_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:
+    documents = []
+    for position in range(len(attrs)):  # indexes are dense in practice; stop at the first gap
+        prefix = f"retrieval.documents.{position}.document"
+        text = attrs.get(f"{prefix}.content")
+        if not isinstance(text, str):
+            break
+        if text:
+            document_id = attrs.get(f"{prefix}.id")
+            documents.append(Source(str(document_id or position + 1), text, _score(attrs.get(f"{prefix}.score"))))
+    return tuple(documents)
+
+
+def _score(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _error_message(ctx: SpanContext, attrs: dict[str, Any]) -> str:
+    """The status message, else the recorded exception's, else ``error.type``."""
+    message = ctx.span.status.message
+    if not message:
+        for event in ctx.span.events:
+            if event.name == "exception":
+                found = attributes(event.attributes).get("exception.message")
+                message = found if isinstance(found, str) else ""
+                break
+    message = message or str(attrs.get("error.type") or "error")
+    return message[:_MAX_ERROR_CHARS]
