@@ -196,6 +196,52 @@ class ToolOutcomeConfig(BaseModel):
     extra_failure_statuses: list[str] = Field(default_factory=list, description="status values meaning failure")
 
 
+class OpenAPIRegistryConfig(BaseModel):
+    """HTTP-style tools checked against an OpenAPI 3 document (see :mod:`detectors.tool_facts`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: list[str] = Field(min_length=1, description="tools whose arguments describe an HTTP request")
+    document: str = Field(min_length=1, description="path or http(s) URL of the OpenAPI document, JSON or YAML")
+    method_argument: str = "method"
+    path_argument: str = Field(default="path", description="the request path, or a full URL")
+    query_argument: str = Field(default="query", description="an object of query parameters")
+
+
+class KnownValuesConfig(BaseModel):
+    """One argument of some tools must take a value listed in a file (ids, account numbers...)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tools: list[str] = Field(min_length=1)
+    argument: str = Field(min_length=1, description="top-level argument name")
+    file: Path = Field(description=".csv (a column named like the argument, or `column`), .yaml/.json (a list)")
+    column: str | None = None
+
+
+class PermissionsConfig(BaseModel):
+    """Which tools each role or user may call; identities come from the call's span attributes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file: Path = Field(description="YAML: {roles: {role: [tool, ...]}, users: {user id: [tool, ...]}}; '*' is any")
+    role_attribute: str = "enduser.role"
+    user_attribute: str = "enduser.id"
+
+
+class ToolFactsConfig(BaseModel):
+    """Fact registries for tool arguments (seed 003); none configured means nothing to check."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    openapi: list[OpenAPIRegistryConfig] = Field(default_factory=list)
+    known_values: list[KnownValuesConfig] = Field(default_factory=list)
+    permissions: PermissionsConfig | None = None
+    # Files are re-read when they change, and a document that failed to load is tried again, this often.
+    refresh_seconds: float = Field(default=300.0, gt=0.0, allow_inf_nan=False)
+    fetch_timeout_seconds: float = Field(default=10.0, gt=0.0, allow_inf_nan=False)
+
+
 def _check_schema(schema: Mapping[str, Any], what: str) -> None:
     """Raise a ValueError naming ``what`` when ``schema`` is not valid Draft 2020-12."""
     # Imported here: settings without schemas must not pay for jsonschema.
@@ -275,6 +321,7 @@ class DetectorSettings(BaseModel):
 
     schema_violation: SchemaViolationConfig = Field(default_factory=SchemaViolationConfig)
     tool_outcome: ToolOutcomeConfig = Field(default_factory=ToolOutcomeConfig)
+    tool_facts: ToolFactsConfig = Field(default_factory=ToolFactsConfig)
     # The sentence-embedding model shared by the embedding-based detectors.
     embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)

@@ -19,6 +19,7 @@ from detectors.sentinel import SentinelDetector
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
 from detectors.token_classifier import build_token_classifier_detector
+from detectors.tool_facts import ToolFactsDetector
 from detectors.tool_outcome import ToolOutcomeDetector
 from detectors.unsupported_spans import UnsupportedSpansDetector
 
@@ -53,6 +54,7 @@ def build_suite(
     return DetectorSuite(
         structural=[
             SchemaViolationDetector(config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name)),
+            ToolFactsDetector(config.tool_facts, thresholds.for_detector(ToolFactsDetector.name)),
             ToolOutcomeDetector(
                 config.tool_outcome,
                 thresholds.for_detector(ToolOutcomeDetector.name),

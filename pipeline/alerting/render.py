@@ -179,6 +179,7 @@ def _claims_lines(evidence: Mapping[str, Any]) -> list[str]:
 _EVIDENCE: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "grounding": _grounding_lines,
     "schema_violation": _schema_lines,
+    "tool_facts": _schema_lines,  # the same violations shape: a message per finding
     "tool_outcome": _tool_outcome_lines,
     "contradiction": _contradiction_lines,
     "confidence": _confidence_lines,

@@ -74,7 +74,7 @@ STRUCTURAL_KEYS = frozenset(
     {
         "kind", "verdict", "family", "tool", "parameter", "path", "suggestion", "source_id", "missing_source_ids",
         "baseline_model", "baseline_version", "label", "nli", "aggregation", "truncated", "detector", "status",
-        "outcome", "call_id",
+        "outcome", "call_id", "registries",
     }
 )  # fmt: skip
 

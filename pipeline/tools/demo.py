@@ -27,7 +27,12 @@ from pipeline.config.settings import Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
 from pipeline.tools.demo_broker import TansuBroker
-from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_log_event_telemetry, example_traces
+from pipeline.tools.example_traces import (
+    EXAMPLE_OUTPUT_SCHEMAS,
+    example_log_event_telemetry,
+    example_registries,
+    example_traces,
+)
 from pipeline.tools.replay import Payload, ReplayStats, replay
 from pipeline.tools.report import report_window, write_report
 from pipeline.worker.app import PipelineWorker
@@ -64,7 +69,10 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
         kafka_heartbeat_interval_seconds=1.0,
         kafka_commit_interval_seconds=0.5,
         log_level="warn",
-        detectors={"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
+        detectors={
+            "schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS},
+            "tool_facts": example_registries(),
+        },
     )
 
 

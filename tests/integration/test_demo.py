@@ -55,6 +55,12 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     (agent,) = [line for line in alert_lines.splitlines() if "[concierge-agent chat]" in line]
     assert "claimed-failed-tool -> page" in agent and agreeing(agent) == {"tool_outcome", "grounding"}
     assert any("tool_outcome: answer claims book_table succeeded" in line for line in flagged_lines)
+    # Tool calls checked against the shop's OpenAPI document and who may call what (tool facts registries).
+    assert any(
+        "no operation POST /customers/C-100/refund in the API (closest: POST /customers/{customer_id}/refunds)" in line
+        for line in flagged_lines
+    )
+    assert any("user u-2230 (role viewer) may not call tool 'http_request'" in line for line in flagged_lines)
     single = out.split("Flagged by one detector only (recorded, not alerted):\n", 1)[1]
     assert "[product-qa ]" in single and "[hr-assistant answer_question]" not in single
     assert "[travel-guide chat]" not in single

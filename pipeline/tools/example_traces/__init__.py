@@ -15,6 +15,7 @@ from pipeline.tools.example_traces.examples import (
     Convention,
     Example,
     Tool,
+    example_registries,
 )
 from pipeline.tools.example_traces.recording import example_log_event_telemetry, example_traces
 from pipeline.tools.example_traces.traffic import mixed_traffic
@@ -28,6 +29,7 @@ __all__ = [
     "Example",
     "Tool",
     "example_log_event_telemetry",
+    "example_registries",
     "example_traces",
     "mixed_traffic",
 ]

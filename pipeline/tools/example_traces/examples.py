@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib import resources
 from typing import Any, NamedTuple
 
 from pipeline.tools.example_traces.data import ExampleDataError, Row, read, typed
@@ -56,6 +57,8 @@ class Example:
     tools: tuple[str, ...] = ()
     tool_calls: tuple[tuple[str, str], ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
+    # (enduser.id, enduser.role) of the person the app acts for, on the LLM span; None: not recorded.
+    user: tuple[str, str] | None = None
     operation: str = "chat"
     finish_reason: str = "stop"
     model: str = "gpt-4o-mini"
@@ -107,7 +110,7 @@ def _apps(rows: dict[str, Any]) -> dict[str, App]:
 
 
 def _pair(value: object, where: str, first: str, second: str) -> tuple[str, str]:
-    """The two string fields of a small mapping: a source's (id, text), a tool call's (name, arguments)."""
+    """The two string fields of a small mapping: a source's (id, text), a tool call's (name, arguments), a user's."""
     with Row(value, where) as row:
         return row.need(first, str), row.need(second, str)
 
@@ -156,6 +159,7 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
             _pair(call, f"{row.where}.tool_calls[{i}]", "name", "arguments") for i, call in enumerate(calls)
         ),
         tool_results=tuple(_tool_result(result, f"{row.where}.tool_results[{i}]") for i, result in enumerate(results)),
+        user=_pair(user, f"{row.where}.user", "id", "role") if (user := row.get("user", dict, None)) else None,
         operation=row.get("operation", str, "chat"),
         finish_reason=row.get("finish_reason", str, "stop"),
         model=row.get("model", str, "gpt-4o-mini"),
@@ -200,3 +204,12 @@ TOOL_DEFINITIONS, EXAMPLE_OUTPUT_SCHEMAS = _load_schemas()
 # EXAMPLES: the demo set, one row per trace in the order example_traces() returns them.
 # LOG_EVENT_EXAMPLES: calls whose content travels only in log records (example_log_event_telemetry()).
 APPS, EXAMPLES, LOG_EVENT_EXAMPLES = _load_examples(TOOL_DEFINITIONS)
+
+
+def example_registries() -> dict[str, Any]:
+    """The demo apps' tool facts registries (``detectors.tool_facts``): their API and who may call what."""
+    here = resources.files("pipeline.tools.example_traces")
+    return {
+        "openapi": [{"tools": ["http_request"], "document": str(here.joinpath("shop_api.yaml"))}],
+        "permissions": {"file": str(here.joinpath("permissions.yaml"))},
+    }

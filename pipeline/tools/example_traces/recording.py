@@ -49,7 +49,12 @@ def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None
     for i, execution in enumerate(tool_executions(example)):
         record_span(llm, execution, root, tools_start_ns + i * 20 * MS, 15 * MS)
     llm_start_ns = start_ns + (10 + retrieval_ms) * MS
-    llm_span = record_span(llm, LLM_WRITERS[example.convention](example), root, llm_start_ns, llm_ms * MS)
+    spec = LLM_WRITERS[example.convention](example)
+    if example.user:  # who the app acts for, as apps record it for access checks
+        spec = spec._replace(
+            attributes=spec.attributes | {"enduser.id": example.user[0], "enduser.role": example.user[1]}
+        )
+    llm_span = record_span(llm, spec, root, llm_start_ns, llm_ms * MS)
     if example.convention is Convention.GENAI_EVENTS:
         logger = recorder.logger(example.service, SCOPES[example.convention])
         in_call = trace.set_span_in_context(llm_span)
