@@ -48,6 +48,11 @@ LOG_JOIN_SPANS = Counter(
     "LLM spans through the log join by outcome (span, logs, absent, evicted, duplicate)",
     ["outcome"],
 )
+TRACE_FACTS = Counter(
+    "halluwatch_trace_facts",
+    "Facts of other spans (retrievals, tool runs) stored by the join, and calls given sources from them",
+    ["outcome"],
+)
 LOG_JOIN_ENTRIES = Gauge("halluwatch_log_join_entries", "Spans, log records and released markers held by the log join")
 CONSISTENCY_SAMPLED = Counter(
     "halluwatch_consistency_sampled",

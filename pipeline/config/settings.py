@@ -82,6 +82,10 @@ class Settings(BaseSettings):
     log_join_max_entries: int = Field(default=50_000, ge=1)
     log_join_max_age_seconds: float = Field(default=600.0, gt=0)
     log_join_max_records_per_span: int = Field(default=256, ge=1)
+    # How long a call without sources, whose message did not hold its whole trace, waits in the
+    # join for retriever and tool spans of its trace from other messages; 0: never waits (facts
+    # already held are still attached).
+    trace_facts_window_seconds: float = Field(default=2.0, ge=0)
     kafka_topic_partitions: int = Field(default=8, ge=1)
     kafka_max_poll_records: int = Field(default=500, ge=1)
     # Back-pressure bounds, what a worker holds ahead of processing while ClickHouse or the

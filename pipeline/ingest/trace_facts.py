@@ -17,9 +17,9 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
 - every call gets a small summary of the tool spans that ended before it started
   (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads.
 
-Only spans that travel in the same message are seen (a trace exported in one batch, the
-common case with the collector's trace-id partitioning); facts in other messages of the
-trace are not assembled yet.
+Spans that travel in the same message are joined here; facts in other messages of the trace
+meet their calls in the join (:mod:`pipeline.log_join.join`), which stores them as
+:func:`fact_dict` and hands them back to :func:`attach_trace_facts` when it releases a call.
 """
 
 from __future__ import annotations
@@ -60,6 +60,30 @@ class ToolExecution:
 
 
 Fact = Retrieval | ToolExecution
+
+
+def fact_dict(fact: Fact) -> dict[str, Any]:
+    """A JSON-ready dict of ``fact`` (for the join's table); :func:`fact_from_dict` reads it back."""
+    if isinstance(fact, Retrieval):
+        documents = [{"id": d.id, "text": d.text, "score": d.score} for d in fact.documents]
+        return {"retrieval": {**{k: getattr(fact, k) for k in Retrieval.__dataclass_fields__}, "documents": documents}}
+    return {"tool": {"trace_id": fact.trace_id, **{k: getattr(fact.tool, k) for k in ToolSpan.__dataclass_fields__}}}
+
+
+def fact_from_dict(data: dict[str, Any]) -> Fact:
+    """The fact :func:`fact_dict` wrote, also after a JSON round trip."""
+    if "retrieval" in data:
+        retrieval = data["retrieval"]
+        documents = tuple(Source(**document) for document in retrieval["documents"])
+        return Retrieval(**{**retrieval, "documents": documents})
+    tool = dict(data["tool"])
+    trace_id = tool.pop("trace_id")
+    return ToolExecution(trace_id, ToolSpan(**tool))
+
+
+def fact_span_id(fact: Fact) -> str:
+    """The id of the span a fact came from."""
+    return fact.span_id if isinstance(fact, Retrieval) else fact.tool.span_id
 
 
 def span_fact(ctx: SpanContext) -> Fact | None:

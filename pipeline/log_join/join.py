@@ -1,7 +1,9 @@
-"""Joining LLM spans with the GenAI log records that carry their content: a pure state machine.
+"""Joining LLM spans with what completes them from elsewhere: a pure state machine.
 
-Per (trace id, span id) an entry collects the span's ``LLMCall`` and its log records,
-whichever arrives first:
+Two things complete a call after its span: the GenAI log records that carry its content,
+and the facts of other spans of its trace (retriever documents, tool runs;
+:mod:`pipeline.ingest.trace_facts`) that came in other messages.  Per (trace id, span id)
+an entry collects the span's ``LLMCall`` and its log records, whichever arrives first:
 
 - a span with content on it never waits: it is released as it is (``span``);
 - a content-free span waits ``window_seconds`` from its arrival for its records, then is
@@ -14,7 +16,14 @@ whichever arrives first:
   their window are counted (``late``, or ``redundant`` when the span had content) and
   dropped, and a redelivered span is not released twice;
 - beyond ``max_entries`` the oldest entries go: spans released early (``evicted``) with
-  what they have, records and markers dropped.
+  what they have, records, facts and markers dropped.
+
+Facts (:meth:`LogJoin.offer_facts`) are kept per trace, under the id of the span they came
+from, for ``max_age_seconds``.  Every call the join releases gets the facts of its trace that
+precede it (:func:`~pipeline.ingest.trace_facts.attach_trace_facts`).  A call with content
+that lacks sources may wait for them (``awaits_facts``): it is released as soon as facts of its
+trace come, or with none when its ``window_seconds`` (``facts_window_seconds``) closes; one that
+does not wait is released at once with the facts already held.
 
 Releasing is two-phase, so a crash can only repeat a release, never lose one: ``offer_*``
 and :meth:`LogJoin.due` hand out releases (:class:`Release`), the caller processes them, then
@@ -37,12 +46,15 @@ from detectors.llm_call import ContentSource, LLMCall
 from pipeline import metrics
 from pipeline.ingest.conventions.log_events import is_complete, merge_log_content
 from pipeline.ingest.otlp_logs import GenAIRecord, SpanKey
+from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict, fact_from_dict, fact_span_id
 
 if TYPE_CHECKING:
     from pipeline.config.settings import Settings
 
-# A waiting entry {"seen", "due", "span": LLMCall dict | None, "records": [record dicts]},
-# or a released marker {"seen", "due", "released": outcome}; "due" is when the timer acts.
+# A waiting entry {"seen", "due", "span": LLMCall dict | None, "records": [record dicts]}
+# (with "awaits_facts": true for a call held for its trace's facts), a released marker
+# {"seen", "due", "released": outcome}, or a fact {"seen", "due", "fact": fact dict};
+# "due" is when the timer acts.
 Entry = dict[str, Any]
 # trace id -> {span id -> entry}, plain JSON throughout.
 Store = MutableMapping[str, dict[str, Entry]]
@@ -69,6 +81,7 @@ class JoinConfig:
     max_entries: int = 50_000
     max_age_seconds: float = 600.0
     max_records_per_span: int = 256
+    facts_window_seconds: float = 2.0  # how long a call without sources waits for its trace's facts
 
     @classmethod
     def from_settings(cls, settings: Settings) -> JoinConfig:
@@ -78,6 +91,7 @@ class JoinConfig:
             settings.log_join_max_entries,
             settings.log_join_max_age_seconds,
             settings.log_join_max_records_per_span,
+            settings.trace_facts_window_seconds,
         )
 
 
@@ -109,27 +123,54 @@ class LogJoin:
         """Entries held: waiting spans, waiting records and released markers."""
         return self._size
 
-    def offer_span(self, call: LLMCall, now: float) -> list[Release]:
-        """Take an LLM span; returns what is released now (it, and entries evicted to make room)."""
+    def offer_span(self, call: LLMCall, now: float, *, awaits_facts: bool = False) -> list[Release]:
+        """Take an LLM span; returns what is released now (it, and entries evicted to make room).
+
+        ``awaits_facts``: a call with content but no sources that should wait for facts of
+        its trace (its message did not hold the whole trace).
+        """
         key = (call.trace_id, call.span_id)
         entry = self._entry(key)
-        if call.has_content:
-            if entry is not None and not _is_marker(entry):
-                self._handed_out.add(key)  # its waiting records are redundant: settle() drops them
-            return [Release(*key, Outcome.SPAN, call)]
         if key in self._handed_out or (entry is not None and _is_marker(entry)):
             metrics.LOG_JOIN_SPANS.labels("duplicate").inc()  # a redelivery of a released span
             return []
+        if call.has_content and not (awaits_facts and not self._facts(call.trace_id)):
+            if entry is not None and _is_waiting(entry):
+                self._handed_out.add(key)  # its waiting records are redundant: settle() drops them
+            return [Release(*key, Outcome.SPAN, self._with_facts(call))]
         evicted: list[Release] = []
-        if entry is None:
+        if entry is None or not _is_waiting(entry):
             entry, evicted = self._add(key, now)
         if entry["span"] is None:
-            entry["due"] = now + self.config.window_seconds  # a redelivered waiting span keeps its window
+            window = self.config.facts_window_seconds if call.has_content else self.config.window_seconds
+            entry["due"] = now + window  # a redelivered waiting span keeps its window
         entry["span"] = call.to_dict()
+        if call.has_content:
+            entry["awaits_facts"] = True
         self._put(key, entry)
-        if is_complete(map(GenAIRecord.from_dict, entry["records"])):
+        if not call.has_content and is_complete(map(GenAIRecord.from_dict, entry["records"])):
             return [*evicted, self._release(key, entry)]
         return evicted
+
+    def offer_facts(self, trace_id: str, facts: Sequence[Fact], now: float) -> list[Release]:
+        """Take facts of a trace from other spans; returns the calls they release (and evictions)."""
+        evicted: list[Release] = []
+        for fact in facts:
+            key = (trace_id, fact_span_id(fact))
+            if self._entry(key) is None:
+                evicted += self._add(key, now)[1]
+            self._put(key, {"seen": now, "due": now + self.config.max_age_seconds, "fact": fact_dict(fact)})
+        metrics.TRACE_FACTS.labels("stored").inc(len(facts))
+        waiting = [
+            ((trace_id, span_id), entry)
+            for span_id, entry in self.store.get(trace_id, {}).items()
+            if entry.get("awaits_facts") and (trace_id, span_id) not in self._handed_out
+        ]
+        return evicted + [self._release(key, entry) for key, entry in waiting]
+
+    def facts_of(self, trace_id: str) -> list[Fact]:
+        """The facts held for ``trace_id`` (none when its partition of the state is elsewhere)."""
+        return self._facts(trace_id)
 
     def offer_records(self, trace_id: str, span_id: str, records: Sequence[GenAIRecord], now: float) -> list[Release]:
         """Take log records of one span; returns what is released now."""
@@ -140,7 +181,7 @@ class LogJoin:
             metrics.LOG_RECORDS.labels("redundant" if redundant else "late").inc(len(records))
             return []
         evicted: list[Release] = []
-        if entry is None:
+        if entry is None or not _is_waiting(entry):
             entry, evicted = self._add(key, now)
         room = self.config.max_records_per_span - len(entry["records"])
         if len(records) > room:
@@ -163,8 +204,8 @@ class LogJoin:
             for span_id, entry in spans.items():
                 if entry["due"] > now or (key := (trace_id, span_id)) in self._handed_out:
                     continue
-                if _is_marker(entry):
-                    stale.append(key)
+                if not _is_waiting(entry):
+                    stale.append(key)  # a marker or a fact past max_age_seconds
                 elif entry["span"] is not None:
                     released.append(self._release(key, entry))
                 else:
@@ -185,7 +226,7 @@ class LogJoin:
             if release.call is not None:
                 metrics.LOG_JOIN_SPANS.labels(release.outcome).inc()
             entry = self._entry(key)
-            if entry is None or _is_marker(entry):
+            if entry is None or not _is_waiting(entry):
                 continue
             records = len(entry["records"])
             if release.outcome in (Outcome.ORPHANED, Outcome.EVICTED):
@@ -200,8 +241,24 @@ class LogJoin:
     def _release(self, key: SpanKey, entry: Entry, outcome: Outcome | None = None) -> Release:
         call = LLMCall.from_dict(entry["span"])
         records = [GenAIRecord.from_dict(record) for record in entry["records"]]
-        call = merge_log_content(call, records) if records else replace(call, content_source=ContentSource.ABSENT)
-        return self._hand_out(key, outcome or Outcome(call.content_source), call)
+        if records:
+            call = merge_log_content(call, records)
+        elif not call.has_content:
+            call = replace(call, content_source=ContentSource.ABSENT)
+        return self._hand_out(key, outcome or Outcome(call.content_source), self._with_facts(call))
+
+    def _facts(self, trace_id: str) -> list[Fact]:
+        entries = self.store.get(trace_id, {}).values()
+        return [fact_from_dict(entry["fact"]) for entry in entries if "fact" in entry]
+
+    def _with_facts(self, call: LLMCall) -> LLMCall:
+        facts = self._facts(call.trace_id)
+        if not facts:
+            return call
+        (joined,) = attach_trace_facts([call], facts)
+        if joined.retriever_span_ids and not call.retriever_span_ids:
+            metrics.TRACE_FACTS.labels("sources_attached").inc()
+        return joined
 
     def _hand_out(self, key: SpanKey, outcome: Outcome, call: LLMCall | None) -> Release:
         self._handed_out.add(key)
@@ -217,18 +274,18 @@ class LogJoin:
         """Make room: drop markers, then release or drop the oldest entries, a batch at a time."""
         count = max(1, math.ceil(self.config.max_entries * _EVICT_FRACTION))
         candidates = [
-            (not _is_marker(entry), entry["seen"], key, entry)
+            (_is_waiting(entry), entry["seen"], key, entry)
             for key, entry in self._entries()
             if key not in self._handed_out
         ]
         candidates.sort(key=lambda item: item[:2])
         released = []
         for _, _, key, entry in candidates[:count]:
-            if not _is_marker(entry) and entry["span"] is not None:
+            if _is_waiting(entry) and entry["span"] is not None:
                 released.append(self._release(key, entry, Outcome.EVICTED))
                 self._evicting += 1
                 continue
-            if not _is_marker(entry):
+            if _is_waiting(entry):
                 metrics.LOG_RECORDS.labels("evicted").inc(len(entry["records"]))
             self._delete(key)
         return released
@@ -261,3 +318,8 @@ class LogJoin:
 
 def _is_marker(entry: Entry) -> bool:
     return "released" in entry
+
+
+def _is_waiting(entry: Entry) -> bool:
+    """A span or records waiting to be released (not a marker, not a fact)."""
+    return "records" in entry

@@ -1,14 +1,18 @@
-"""The log-join stage of the worker: GenAI content from ``otlp_logs`` joined to its LLM spans.
+"""The join stage of the worker: log-record content and other messages' trace facts meet their LLM spans.
+
+GenAI content comes from ``otlp_logs``; trace facts (retriever documents, tool runs) come
+from spans of the same trace in other messages of the spans topic.
 
 Two agents, one table, one timer, on the app the worker builds:
 
 - ``halluwatch.logs`` reads the collector's unkeyed logs topic, keeps the GenAI event
   records (:mod:`pipeline.ingest.otlp_logs`) and re-produces them, keyed by trace id, to the
   join topic (``kafka_log_join_topic``);
-- the spans stage hands its content-free LLM calls to :meth:`LogJoinStage.offer_spans`,
-  which produces them to the same topic, so a trace's spans and records meet in one
-  partition, on one worker, next to its table partition, however the spans topic is
-  partitioned;
+- the spans stage hands its LLM calls to :meth:`LogJoinStage.offer_spans`, which produces
+  the content-free ones and those that wait for facts of their trace to the same topic, so a
+  trace's spans, records and facts meet in one partition, on one worker, next to its table
+  partition, however the spans topic is partitioned.  Facts (retriever documents, tool runs)
+  of traces that go on in other messages go there too, ahead of the calls of the same batch;
 - ``halluwatch.log_join`` feeds both to :class:`pipeline.log_join.join.LogJoin`, whose state is
   a changelog-backed table keyed by trace id (restarts and rebalances recover it);
 - the timer releases spans whose window closed.
@@ -24,7 +28,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence, Set
 from typing import Any
 
 import faust
@@ -34,6 +39,7 @@ from detectors.llm_call import LLMCall
 from pipeline.config.settings import Settings
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage
+from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict, fact_from_dict
 from pipeline.log_join.join import Entry, JoinConfig, LogJoin, Release
 from pipeline.stream.plumbing import (
     DeadLetterSender,
@@ -48,6 +54,9 @@ from pipeline.stream.plumbing import (
 logger = logging.getLogger(__name__)
 
 TABLE_NAME = "halluwatch-log-join"
+# Traces whose facts this process sent to the join lately: their calls go through the join
+# too, behind the facts (the table may not have them yet).  Bounded, oldest forgotten first.
+_RECENT_FACT_TRACES = 10_000
 # How often the timer looks for closed windows, as a share of the window (and at most 1 s).
 _TICKS_PER_WINDOW = 4
 
@@ -71,23 +80,57 @@ class LogJoinStage:
         self.table = trace_table(app, TABLE_NAME, partitions)
         self.join = LogJoin(JoinConfig.from_settings(settings), TableStore(self.table))
         self.logs_messages_done = 0  # logs-topic messages fully handled by this process
-        self.calls_held = 0  # content-free calls this process handed to the join
+        self.calls_held = 0  # calls this process handed to the join (content-free, or waiting for facts)
+        self._recent_fact_traces: OrderedDict[str, None] = OrderedDict()
         self.calls_released = 0  # calls the join released to on_release in this process
         app.agent(self.logs_topic, name="halluwatch.logs")(self._rekey_logs)
         app.agent(self.join_topic, name="halluwatch.log_join")(self._join)
         app.timer(min(1.0, settings.log_join_window_seconds / _TICKS_PER_WINDOW))(self._expire)
 
-    async def offer_spans(self, calls: Sequence[LLMCall]) -> list[LLMCall]:
-        """Hold the content-free calls for their log records; return the calls to detect now.
+    async def offer_spans(
+        self, calls: Sequence[LLMCall], facts: Sequence[Fact] = (), incomplete_traces: Set[str] = frozenset()
+    ) -> list[LLMCall]:
+        """Hand the join what it completes; return the calls to detect now.
 
-        The held calls are acknowledged by the broker when this returns, so the caller
-        may then commit the spans they came from.
+        ``facts`` are the batch's trace facts and ``incomplete_traces`` the traces whose root
+        span was not in their message.  Held calls and shared facts are acknowledged by the
+        broker when this returns, so the caller may then commit the spans they came from.
         """
-        ready = [call for call in calls if call.has_content]
-        held = [_keyed(call.trace_id, {"span": call.to_dict()}) for call in calls if not call.has_content]
+        shared: dict[str, list[Fact]] = {}
+        for fact in facts:
+            if fact.trace_id in incomplete_traces or self._awaited(fact.trace_id):
+                shared.setdefault(fact.trace_id, []).append(fact)
+        # Facts first: on the join topic they precede the calls of their trace (one partition per key).
+        await self._publish_all(
+            [_keyed(trace, {"trace_facts": list(map(fact_dict, fs))}) for trace, fs in shared.items()]
+        )
+        for trace_id in shared:
+            self._recent_fact_traces[trace_id] = None
+            self._recent_fact_traces.move_to_end(trace_id)
+        while len(self._recent_fact_traces) > _RECENT_FACT_TRACES:
+            self._recent_fact_traces.popitem(last=False)
+        ready: list[LLMCall] = []
+        held: list[tuple[bytes, bytes]] = []
+        for call in calls:
+            if not call.has_content:
+                held.append(_keyed(call.trace_id, {"span": call.to_dict()}))
+            elif call.sources:
+                ready.append(call)
+            elif stored := self.join.facts_of(call.trace_id):
+                ready += attach_trace_facts([call], stored)
+            elif call.trace_id in self._recent_fact_traces:  # behind its facts, just sent to the join
+                held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": False}))
+            elif call.trace_id in incomplete_traces and self._settings.trace_facts_window_seconds > 0:
+                held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": True}))
+            else:
+                ready.append(call)
         await self._publish_all(held)
         self.calls_held += len(held)
         return ready
+
+    def _awaited(self, trace_id: str) -> bool:
+        """Whether the join holds a call of ``trace_id`` waiting for facts (in this process's partitions)."""
+        return any(entry.get("awaits_facts") for entry in self.join.store.get(trace_id, {}).values())
 
     async def _rekey_logs(self, stream: StreamT[bytes]) -> None:
         s = self._settings
@@ -130,11 +173,16 @@ class LogJoinStage:
                 try:
                     document = json.loads(message.value or b"")
                     if "span" in document:
-                        releases += self.join.offer_span(LLMCall.from_dict(document["span"]), now)
+                        call = LLMCall.from_dict(document["span"])
+                        releases += self.join.offer_span(call, now, awaits_facts=document.get("awaits_facts", False))
                     else:
                         if not message.key:
-                            raise ValueError("records without a trace id key")
+                            raise ValueError("records or facts without a trace id key")
                         trace_id = message.key.decode()
+                        if "trace_facts" in document:
+                            facts = [fact_from_dict(fact) for fact in document["trace_facts"]]
+                            releases += self.join.offer_facts(trace_id, facts, now)
+                            continue
                         for span_id, records in document["records"].items():
                             parsed = [GenAIRecord.from_dict(record) for record in records]
                             releases += self.join.offer_records(trace_id, span_id, parsed, now)

@@ -73,6 +73,10 @@ class BatchResult:
     findings: list[dict[str, Any]] = field(default_factory=list)
     rekeyed: list[tuple[bytes, bytes]] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    # Trace-level facts of the batch (pipeline/ingest/trace_facts.py), for calls in other messages,
+    # and the traces whose root span was not in their message (more of them may come later).
+    facts: list[Fact] = field(default_factory=list)
+    incomplete_traces: set[str] = field(default_factory=set)
 
 
 class SpanBatchProcessor:
@@ -137,9 +141,14 @@ class SpanBatchProcessor:
         spans = 0
         calls: list[LLMCall] = []
         facts: list[Fact] = []  # what retriever and tool spans beside the calls say
+        traces_seen: set[str] = set()
+        rooted: set[str] = set()
         for span_context in iter_spans(traces):
             spans += 1
             span = span_context.span
+            traces_seen.add(span_context.trace_id)
+            if not span.parent_span_id:
+                rooted.add(span_context.trace_id)
             if len(span.trace_id) != 16 or len(span.span_id) != 8:
                 malformed.append(f"span {span.span_id.hex()!r} has invalid trace/span id lengths")
                 continue
@@ -154,6 +163,8 @@ class SpanBatchProcessor:
             elif (fact := span_fact(span_context)) is not None:
                 facts.append(fact)
         result.llm_calls += [self._limits.apply(call) for call in attach_trace_facts(calls, facts)]
+        result.facts += facts
+        result.incomplete_traces |= traces_seen - rooted
         result.spans += spans
         metrics.SPANS.inc(spans)
         if malformed:

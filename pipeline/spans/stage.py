@@ -110,8 +110,9 @@ class SpansStage:
             InboundMessage(m.key, m.value or b"", m.topic, m.partition, m.offset) for m in (e.message for e in events)
         ]
         result = await loop.run_in_executor(self._detector_pool, self._processor.normalize, messages)
-        # Calls without content wait for their GenAI log records; the join detects them later.
-        result.llm_calls = await self.log_join.offer_spans(result.llm_calls)
+        # Calls without content wait for their GenAI log records, calls without sources may wait for
+        # facts of their trace from other messages; the join detects them later.
+        result.llm_calls = await self.log_join.offer_spans(result.llm_calls, result.facts, result.incomplete_traces)
         await loop.run_in_executor(self._detector_pool, self._processor.detect, result)
         await self.write(result)
         await self._publish(result)

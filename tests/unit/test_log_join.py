@@ -15,6 +15,7 @@ from detectors.llm_call import (
     Source,
     TokenLogprob,
     ToolDefinition,
+    ToolSpan,
     TopLogprob,
     Usage,
 )
@@ -23,6 +24,7 @@ from pipeline.ingest.conventions.log_events import merge_log_content
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import decode_traces, iter_spans
+from pipeline.ingest.trace_facts import Retrieval, ToolExecution
 from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
 from tests.genai_logs import ANSWER, QUESTION, Telemetry, deprecated_events, details_event
 
@@ -290,7 +292,7 @@ def test_a_release_not_settled_before_a_restart_is_released_again() -> None:
 
 def test_config_from_settings() -> None:
     settings = Settings(log_join_window_seconds=2.5, log_join_max_entries=7, log_join_max_age_seconds=30)
-    assert JoinConfig.from_settings(settings) == JoinConfig(2.5, 7, 30.0, 256)
+    assert JoinConfig.from_settings(settings) == JoinConfig(2.5, 7, 30.0, 256, 2.0)
 
 
 def test_llm_call_survives_json_with_every_field() -> None:
@@ -307,3 +309,87 @@ def test_llm_call_survives_json_with_every_field() -> None:
     )
     assert rich.input_messages and rich.content_source is ContentSource.LOGS
     assert LLMCall.from_dict(json.loads(json.dumps(rich.to_dict()))) == rich
+
+
+# --- trace facts from other messages --------------------------------------------------------
+
+DOCUMENT = Source("kb-7", "Casa Lisboa opens at 18:00.")
+
+
+def _chat_call(span_id: str = "1" * 16, start: int = 2_000) -> LLMCall:
+    """A call with content and no sources, as an app that pastes nothing into the prompt records it."""
+    call, _ = _recorded("none")
+    return replace(
+        call,
+        span_id=span_id,
+        start_time_unix_nano=start,
+        input_messages=(Message("user", "When does it open?"),),
+        output_messages=(Message("assistant", "At 18:00."),),
+    )
+
+
+def _retrieval(call: LLMCall, end: int = 1_000, span_id: str = "a" * 16) -> Retrieval:
+    return Retrieval(call.trace_id, span_id, call.parent_span_id, end, (DOCUMENT,))
+
+
+def test_facts_first_a_call_is_released_at_once_with_them() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call()
+    assert join.offer_facts(call.trace_id, [_retrieval(call)], T0) == []
+    assert join.facts_of(call.trace_id) == [_retrieval(call)]
+    (release,) = join.offer_span(call, T0 + 1, awaits_facts=True)
+    assert release.outcome is Outcome.SPAN and release.call is not None
+    assert release.call.sources == (DOCUMENT,) and release.call.sources_from == "trace"
+
+
+def test_a_call_waiting_for_facts_is_released_when_they_come() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call()
+    assert join.offer_span(call, T0, awaits_facts=True) == []
+    assert join.due(T0 + 1) == []
+    tool = ToolExecution(
+        call.trace_id, ToolSpan("b" * 16, "lookup", "c1", failed=True, error="timeout", end_time_unix_nano=1_500)
+    )
+    (release,) = _settled(join, join.offer_facts(call.trace_id, [_retrieval(call), tool], T0 + 1.5), T0 + 1.5)
+    assert release.call is not None and release.call.sources == (DOCUMENT,)
+    assert release.call.tool_spans == (tool.tool,) and release.call.content_source is ContentSource.SPAN
+    assert join.offer_span(call, T0 + 2, awaits_facts=True) == []  # a redelivery: released already
+
+
+def test_a_call_waiting_for_facts_that_never_come_goes_with_none_when_its_window_closes() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call()
+    join.offer_span(call, T0, awaits_facts=True)
+    assert join.due(T0 + CONFIG.facts_window_seconds - 0.1) == []
+    (release,) = join.due(T0 + CONFIG.facts_window_seconds)
+    assert release.call is not None and release.call.sources == () and release.call.content_source is ContentSource.SPAN
+
+
+def test_facts_after_their_call_started_and_facts_past_max_age_are_not_attached() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call(start=2_000)
+    join.offer_facts(call.trace_id, [_retrieval(call, end=3_000)], T0)  # ended after the call started
+    (release,) = join.offer_span(call, T0 + 1)
+    assert release.call is not None and release.call.sources == ()
+    join.due(T0 + CONFIG.max_age_seconds + 1)
+    assert join.facts_of(call.trace_id) == [] and len(join) == 0
+
+
+def test_waiting_for_facts_survives_a_restart_mid_window() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call()
+    join.offer_span(call, T0, awaits_facts=True)
+    restored = LogJoin(CONFIG, json.loads(json.dumps(join.store)))
+    (release,) = restored.offer_facts(call.trace_id, [_retrieval(call)], T0 + 1)
+    assert release.call is not None and release.call.sources == (DOCUMENT,)
+
+
+def test_facts_are_evicted_with_markers_before_waiting_spans() -> None:
+    join = LogJoin(replace(CONFIG, max_entries=2))
+    first, waiting, last = (replace(_chat_call(), trace_id=str(n) * 32) for n in (1, 2, 3))
+    join.offer_facts(first.trace_id, [_retrieval(first)], T0)
+    join.offer_span(waiting, T0 + 1, awaits_facts=True)
+    assert join.offer_facts(last.trace_id, [_retrieval(last)], T0 + 2) == []
+    assert join.facts_of(first.trace_id) == [] and join.facts_of(last.trace_id) == [_retrieval(last)]
+    (release,) = join.due(T0 + 1 + CONFIG.facts_window_seconds)  # the waiting call stayed
+    assert release.span_id == waiting.span_id
