@@ -2,7 +2,7 @@
 
 Real instrumentation libraries wrap the real ``openai`` client; pointing the client at
 this server makes them record real attribute layouts without any network access.  The
-reply depends on the request: ``tools`` gets a tool-call answer, ``logprobs`` gets
+reply depends on the request: ``tools`` gets a call of the first tool offered, ``logprobs`` gets
 per-token logprobs, a conversation ending in a failed tool result gets an over-eager claim
 that the action succeeded, anything else a plain text answer.
 """
@@ -19,6 +19,8 @@ ANSWER = "The Eiffel Tower was completed in 1889 [1]."
 CLAIMED_SUCCESS = "Done! Your table for two at 19:30 is booked."
 TOOL_CALL_ID = "call_abc123"
 TOOL_ARGUMENTS = '{"city": "Paris", "unit": "celsius"}'
+# The arguments the model "chooses" for each tool it may be offered first.
+ARGUMENTS_BY_TOOL = {"get_weather": TOOL_ARGUMENTS, "book_table": '{"people": 2, "time": "19:30"}'}
 LOGPROB_TOKENS = [
     ("Paris", -0.01, [("Paris", -0.01), ("Lyon", -4.6)]),
     (".", -0.2, [(".", -0.2), ("!", -1.7)]),
@@ -46,6 +48,7 @@ def completion(request: dict[str, Any]) -> dict[str, Any]:
     finish_reason = "stop"
     logprobs = None
     if request.get("tools"):
+        name = request["tools"][0]["function"]["name"]
         message = {
             "role": "assistant",
             "content": None,
@@ -54,7 +57,7 @@ def completion(request: dict[str, Any]) -> dict[str, Any]:
                 {
                     "id": TOOL_CALL_ID,
                     "type": "function",
-                    "function": {"name": "get_weather", "arguments": TOOL_ARGUMENTS},
+                    "function": {"name": name, "arguments": ARGUMENTS_BY_TOOL.get(name, "{}")},
                 }
             ],
         }
