@@ -95,6 +95,13 @@ class ToolFactsDetector(Detector):
             ),
         )
 
+    def registries(self) -> dict[str, str]:
+        """Load every registry now: its name and why it cannot be used (``""``: it loaded)."""
+        held: list[Refreshing[Any]] = [registry for _, registry in self._openapi]
+        held += [registry for _, registry in self._known]
+        held += [self._permissions[1]] if self._permissions else []
+        return {registry.name: registry.get()[1] for registry in held}
+
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Check each call's tool calls; registries load (or reload) on the way, in this thread."""
         return [self._detect(call) for call in calls]

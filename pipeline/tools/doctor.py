@@ -50,6 +50,7 @@ def run_checks(settings: Settings, timeout_seconds: float = 10.0) -> list[Check]
         ("kafka", _kafka),
         ("clickhouse", _clickhouse),
         ("embedding model", _model),
+        ("tool facts registries", _registries),
         ("alerting", _alerting),
     ):
         try:
@@ -355,6 +356,17 @@ def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
     except EmbeddingError as exc:
         raise _Failed(f"{exc}; set detectors.embeddings.model to an installed model or a model folder") from exc
     yield Check("embedding model", True, f"{model} found in {folder} (exported to ONNX on the first start)")
+
+
+def _registries(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
+    """Each configured tool facts registry loads (a worker runs without one, skipping what it covers)."""
+    from detectors.tool_facts import ToolFactsDetector
+
+    for name, error in ToolFactsDetector(settings.detectors.tool_facts, threshold=0.5).registries().items():
+        if error:
+            yield Check(name, True, f"cannot be loaded, the calls it covers are skipped: {error}", warning=True)
+        else:
+            yield Check(name, True, "loaded")
 
 
 def _alerting(settings: Settings, timeout_seconds: float) -> Iterator[Check]:

@@ -69,8 +69,12 @@ def test_every_check_passes_on_a_working_setup(tansu: TansuBroker, tmp_path):
 def test_closed_ports_fail_with_what_to_fix_and_no_secret(tmp_path):
     closed = free_port()  # nothing listens there
     password, sasl_password = "canary-ch-password-e29f", "canary-sasl-password-4d1b"
+    config = tmp_path / "halluwatch.yaml"
+    api = f"http://127.0.0.1:{closed}/openapi.json"
+    config.write_text(f"detectors:\n  tool_facts:\n    openapi: [{{tools: [http_request], document: '{api}'}}]\n")
     result = doctor(
         tmp_path,
+        HALLUWATCH_CONFIG=str(config),
         HALLUWATCH_KAFKA_BOOTSTRAP=f"127.0.0.1:{closed}",
         HALLUWATCH_KAFKA_SECURITY__PROTOCOL="SASL_PLAINTEXT",
         HALLUWATCH_KAFKA_SECURITY__SASL_MECHANISM="SCRAM-SHA-512",
@@ -88,6 +92,8 @@ def test_closed_ports_fail_with_what_to_fix_and_no_secret(tmp_path):
     assert "check clickhouse_dsn (user, password, host, port)" in output
     assert f"FAIL  alerting: cannot reach Slack at http://127.0.0.1:{closed}/api/" in output
     assert "check(s) failed: kafka, clickhouse, alerting" in output
+    # A registry that cannot load only warns: the worker runs, skipping the calls it covers.
+    assert f"warn  openapi {api}: cannot be loaded, the calls it covers are skipped: cannot fetch {api}" in output
     assert_no_secret(output, password, sasl_password)
 
 

@@ -187,3 +187,13 @@ def test_bad_openapi_documents() -> None:
         parse_openapi("openapi: 3.1.0\n", "api.yaml")
     with pytest.raises(RegistryError, match="not JSON or YAML"):
         parse_openapi("{: [", "api.yaml")
+
+
+def test_registries_report_what_loaded_for_the_doctor(api_file: Path, tmp_path: Path) -> None:
+    config = ToolFactsConfig(
+        openapi=[OpenAPIRegistryConfig(tools=["http_request"], document=str(api_file))],
+        permissions=PermissionsConfig(file=tmp_path / "absent.yaml"),
+    )
+    status = ToolFactsDetector(config, 0.5).registries()
+    assert status[f"openapi {api_file}"] == ""
+    assert status[f"permissions {tmp_path / 'absent.yaml'}"].startswith(f"cannot read {tmp_path / 'absent.yaml'}")
