@@ -75,10 +75,12 @@ def test_every_panel_returns_its_columns_and_the_demo_findings(demo_database):
     assert ("schema_violation", "2.0") in buckets  # flagged, far over its threshold
     assert all(0.0 <= float(bucket) <= 2.0 for _, bucket in buckets)
     assert {(r["route"], r["rule"]) for r in out["alerts_by_route_and_rule"]} == {
-        ("page", "grounding-and-schema"), ("page", "severe-contradiction"), ("slack", "two-detectors"),
+        ("page", "grounding-and-schema"), ("page", "severe-contradiction"), ("page", "claimed-failed-tool"),
+        ("slack", "two-detectors"),
     }  # fmt: skip
     assert {r["series"] for r in out["alerts_over_time"]} == {
-        "page / grounding-and-schema", "page / severe-contradiction", "slack / two-detectors",
+        "page / grounding-and-schema", "page / severe-contradiction", "page / claimed-failed-tool",
+        "slack / two-detectors",
     }  # fmt: skip
     ungrounded = out["top_ungrounded_sentences"]
     assert ungrounded and all(r["min_similarity"] < 1 and r["trace_id"] for r in ungrounded)
