@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 DEFAULT_TOP_K = 5
 DEFAULT_MIN_TOKENS = 5
@@ -209,14 +209,30 @@ class OpenAPIRegistryConfig(BaseModel):
 
 
 class KnownValuesConfig(BaseModel):
-    """One argument of some tools must take a value listed in a file (ids, account numbers...)."""
+    """One argument of some tools must take a value listed in a file or returned by a ClickHouse query."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tools: list[str] = Field(min_length=1)
     argument: str = Field(min_length=1, description="top-level argument name")
-    file: Path = Field(description=".csv (a column named like the argument, or `column`), .yaml/.json (a list)")
+    file: Path | None = Field(
+        default=None, description=".csv (a column named like the argument, or `column`), .yaml/.json (a list)"
+    )
     column: str | None = None
+    # Or a query whose first column lists the values, on any ClickHouse (http(s):// or chdb:// DSN).
+    clickhouse_dsn: SecretStr | None = None
+    query: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KnownValuesConfig:
+        if (self.file is None) == (self.query is None) or (self.query is None) != (self.clickhouse_dsn is None):
+            raise ValueError(f"known values for {self.argument!r}: give either `file`, or `clickhouse_dsn` and `query`")
+        return self
+
+    @property
+    def source(self) -> str:
+        """The registry's name in findings and logs (never the DSN: it may hold a password)."""
+        return str(self.file) if self.file is not None else f"query {' '.join(str(self.query).split())[:80]}"
 
 
 class PermissionsConfig(BaseModel):

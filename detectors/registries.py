@@ -6,7 +6,8 @@ arguments against:
 - :class:`OpenAPIDocument`: the operations (method, path template, query parameters) of an
   OpenAPI 3 document, JSON or YAML, from a file or an http(s) URL.  Local ``$ref`` s to
   shared parameters are followed; remote ones are not fetched;
-- known values: the values of one column of a CSV file, or the items of a YAML/JSON list;
+- known values: the values of one column of a CSV file, the items of a YAML/JSON list, or the
+  first column of a ClickHouse query's rows;
 - :class:`Permissions`: the tools each role and each user may call, from YAML.
 
 :class:`Refreshing` holds one loaded registry: it loads on first use, reloads every
@@ -130,6 +131,21 @@ def read_known_values(path: Path, argument: str, column: str | None) -> frozense
     if not isinstance(items, list):
         raise RegistryError(f"{path}: expected a list of values")
     return frozenset(str(item) for item in items if isinstance(item, str | int))
+
+
+def query_known_values(dsn: str, query: str, timeout: float) -> frozenset[str]:
+    """The first column of ``query``'s rows on the ClickHouse at ``dsn``."""
+    import clickhouse_connect  # here: only a worker with such a registry pays for the client
+
+    try:
+        client = clickhouse_connect.get_client(dsn=dsn, connect_timeout=timeout, send_receive_timeout=timeout)
+        try:
+            rows = client.query(query).result_rows
+        finally:
+            client.close()
+    except Exception as exc:  # any driver or server error: the registry is unavailable, the worker goes on
+        raise RegistryError(f"known values query failed: {type(exc).__name__}: {exc}") from exc
+    return frozenset(str(row[0]) for row in rows if row and row[0] is not None)
 
 
 def read_permissions(path: Path) -> Permissions:

@@ -37,6 +37,7 @@ from detectors.registries import (
     Permissions,
     Refreshing,
     parse_openapi,
+    query_known_values,
     read_known_values,
     read_location,
     read_permissions,
@@ -81,9 +82,7 @@ class ToolFactsDetector(Detector):
             (
                 spec,
                 Refreshing(
-                    f"known values {spec.file}",
-                    partial(read_known_values, spec.file, spec.argument, spec.column),
-                    every,
+                    f"known values {spec.source}", partial(_known_values, spec, config.fetch_timeout_seconds), every
                 ),
             )
             for spec in config.known_values
@@ -152,6 +151,13 @@ class ToolFactsDetector(Detector):
             identity = _identity(call, grants)
             if identity:
                 yield permissions, partial(_check_permission, identity)
+
+
+def _known_values(spec: KnownValuesConfig, timeout: float) -> frozenset[str]:
+    if spec.file is not None:
+        return read_known_values(spec.file, spec.argument, spec.column)
+    assert spec.clickhouse_dsn is not None and spec.query is not None  # noqa: S101 - the config's validator
+    return query_known_values(spec.clickhouse_dsn.get_secret_value(), spec.query, timeout)
 
 
 def _openapi(spec: OpenAPIRegistryConfig, timeout: float) -> OpenAPIDocument:

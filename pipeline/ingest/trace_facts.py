@@ -34,7 +34,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from detectors.llm_call import LLMCall, Source, ToolSpan
 from pipeline.ingest.otlp_traces import SpanContext, attributes
 
-MAX_DOCUMENTS = 20  # per call, from all its retriever spans; the content cap still applies after
+MAX_DOCUMENTS = 20  # per retriever span and per call; the call's content cap still applies after
+MAX_DOCUMENT_CHARS = 20_000  # per document, so a fact held for other messages stays small
 MAX_TOOL_SPANS = 20  # per call, the latest
 _MAX_ERROR_CHARS = 300
 _MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
@@ -158,20 +159,22 @@ def _genai_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:
             continue
         text = item.get("content", item.get("text"))
         if isinstance(text, str) and text:
-            documents.append(Source(str(item.get("id") or position), text, _score(item.get("score"))))
-    return tuple(documents)
+            documents.append(
+                Source(str(item.get("id") or position), text[:MAX_DOCUMENT_CHARS], _score(item.get("score")))
+            )
+    return tuple(documents[:MAX_DOCUMENTS])
 
 
 def _openinference_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:
     documents = []
-    for position in range(len(attrs)):  # indexes are dense in practice; stop at the first gap
+    for position in range(MAX_DOCUMENTS):  # indexes are dense in practice; stop at the first gap
         prefix = f"retrieval.documents.{position}.document"
         text = attrs.get(f"{prefix}.content")
         if not isinstance(text, str):
             break
         if text:
-            document_id = attrs.get(f"{prefix}.id")
-            documents.append(Source(str(document_id or position + 1), text, _score(attrs.get(f"{prefix}.score"))))
+            document_id = str(attrs.get(f"{prefix}.id") or position + 1)
+            documents.append(Source(document_id, text[:MAX_DOCUMENT_CHARS], _score(attrs.get(f"{prefix}.score"))))
     return tuple(documents)
 
 

@@ -19,7 +19,8 @@ an entry collects the span's ``LLMCall`` and its log records, whichever arrives 
   what they have, records, facts and markers dropped.
 
 Facts (:meth:`LogJoin.offer_facts`) are kept per trace, under the id of the span they came
-from, for ``max_age_seconds``.  Every call the join releases gets the facts of its trace that
+from, for ``max_age_seconds``; those of a trace whose waiting call already went without them
+are counted ``late``.  Every call the join releases gets the facts of its trace that
 precede it (:func:`~pipeline.ingest.trace_facts.attach_trace_facts`).  A call with content
 that lacks sources may wait for them (``awaits_facts``): it is released as soon as facts of its
 trace come, or with none when its ``window_seconds`` (``facts_window_seconds``) closes; one that
@@ -161,6 +162,8 @@ class LogJoin:
                 evicted += self._add(key, now)[1]
             self._put(key, {"seen": now, "due": now + self.config.max_age_seconds, "fact": fact_dict(fact)})
         metrics.TRACE_FACTS.labels("stored").inc(len(facts))
+        if any(entry.get("without_facts") for entry in self.store.get(trace_id, {}).values()):
+            metrics.TRACE_FACTS.labels("late").inc(len(facts))  # a call of the trace stopped waiting for them
         waiting = [
             ((trace_id, span_id), entry)
             for span_id, entry in self.store.get(trace_id, {}).items()
@@ -236,6 +239,8 @@ class LogJoin:
                 continue
             metrics.LOG_RECORDS.labels("redundant" if release.outcome is Outcome.SPAN else "joined").inc(records)
             marker = {"seen": now, "due": now + self.config.max_age_seconds, "released": str(release.outcome)}
+            if entry.get("awaits_facts") and release.call is not None and not release.call.retriever_span_ids:
+                marker["without_facts"] = True  # facts coming after this are late
             self._put(key, marker)
 
     def _release(self, key: SpanKey, entry: Entry, outcome: Outcome | None = None) -> Release:

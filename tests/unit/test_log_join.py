@@ -365,6 +365,20 @@ def test_a_call_waiting_for_facts_that_never_come_goes_with_none_when_its_window
     assert release.call is not None and release.call.sources == () and release.call.content_source is ContentSource.SPAN
 
 
+def _facts_metric(outcome: str) -> float:
+    return REGISTRY.get_sample_value("halluwatch_trace_facts_total", {"outcome": outcome}) or 0.0
+
+
+def test_facts_after_their_waiting_call_gave_up_are_counted_late() -> None:
+    join = LogJoin(CONFIG)
+    call = _chat_call()
+    join.offer_span(call, T0, awaits_facts=True)
+    _settled(join, join.due(T0 + CONFIG.facts_window_seconds), T0 + CONFIG.facts_window_seconds)
+    late = _facts_metric("late")
+    assert join.offer_facts(call.trace_id, [_retrieval(call)], T0 + 3) == []  # released already: not again
+    assert _facts_metric("late") == late + 1
+
+
 def test_facts_after_their_call_started_and_facts_past_max_age_are_not_attached() -> None:
     join = LogJoin(CONFIG)
     call = _chat_call(start=2_000)

@@ -11,7 +11,14 @@ from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_traces import SpanContext
-from pipeline.ingest.trace_facts import MAX_DOCUMENTS, Retrieval, ToolExecution, attach_trace_facts, span_fact
+from pipeline.ingest.trace_facts import (
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENTS,
+    Retrieval,
+    ToolExecution,
+    attach_trace_facts,
+    span_fact,
+)
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.unit.conftest import Capture
@@ -103,6 +110,15 @@ def test_a_span_with_its_own_sources_keeps_them(capture: Capture) -> None:
 
     (call,) = attach_trace_facts(*facts_and_calls(capture(under_root(emit))))
     assert [s.id for s in call.sources] == ["own"] and call.sources_from == "span"
+
+
+def test_documents_are_capped_in_number_and_length(capture: Capture) -> None:
+    long = [{"id": f"d{i}", "content": "x" * (MAX_DOCUMENT_CHARS + 10)} for i in range(MAX_DOCUMENTS + 3)]
+    (fact,) = [
+        f for ctx in capture(under_root(lambda tracer: retriever(tracer, 10 * MS, long))) if (f := span_fact(ctx))
+    ]
+    assert isinstance(fact, Retrieval) and len(fact.documents) == MAX_DOCUMENTS
+    assert {len(document.text) for document in fact.documents} == {MAX_DOCUMENT_CHARS}
 
 
 def test_openinference_retriever_documents_and_the_document_cap(capture: Capture) -> None:
