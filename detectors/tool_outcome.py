@@ -74,15 +74,17 @@ _IRREGULAR_PASTS = {
 # A sentence with one of these does not state that something is done.
 _NOT_A_CLAIM = re.compile(
     r"n't\b|\b(?:not|never|no|unable|cannot|will|would|could|should|can|might|may|if|once|until|unless|"
-    r"try|trying|attempt|attempted|going to|about to|let me|shall)\b|['\u2019]ll\b"
+    r"try|tried|trying|attempt|attempted|going to|about to|let me|shall)\b|['\u2019]ll\b"
 )
 # Any of these and the answer has told the user something went wrong.
 _REPORTS_FAILURE = re.compile(
     r"\b(?:errors?|fail(?:s|ed|ure)?|unable|couldn['\u2019]?t|could not|can['\u2019]?t|cannot|unfortunately|"
     r"went wrong|unsuccessful|declined|denied|rejected|unavailable|not available|try again|retry|timed out|"
-    r"didn['\u2019]?t go through|did not go through|wasn['\u2019]?t able|was not able|not possible)\b"
+    r"didn['\u2019]?t go through|did not go through|wasn['\u2019]?t able|was not able|not possible|"
+    r"(?:is|are|was|were) full|fully booked|sold out|no longer available|not found|invalid|expired|insufficient)\b"
 )
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?")
+_DETAIL = re.compile(r"\d+(?:[:.,]\d+)*")  # numbers and times: an error's details an answer can pass on
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ class ToolOutcomeDetector(Detector):
         if not runs:
             return self.skipped_result("no tool calls in this turn", self._threshold)
         sentences = split_sentences(call.answer, self._language)
-        reported = _REPORTS_FAILURE.search(call.answer.lower()) is not None
+        reported = _reports_failure(call, runs)
         findings = [f for run in runs if (f := self._finding(run, sentences, reported=reported)) is not None]
         top = max(findings, key=lambda f: f.score, default=None)
         score = top.score if top else 0.0
@@ -137,6 +139,23 @@ class ToolOutcomeDetector(Detector):
         if run.outcome is Outcome.FAILED:
             return _Finding(run, _CLAIMED_FAILED, 4, claims) if claims else _Finding(run, _UNREPORTED_FAILURE, 2, ())
         return _Finding(run, _CLAIMED_NOT_RUN, 2, claims) if claims and not reported else None
+
+
+def _reports_failure(call: LLMCall, runs: Sequence[ToolRun]) -> bool:
+    """Whether the answer tells of a failure: in so many words, or by passing on what the error said.
+
+    "Shall I take 21:15?" after ``No table free at 19:30; next free slot 21:15`` reports it
+    without a word of the failure vocabulary: it passes on a number of the error (21:15) that
+    the request did not hold (19:30 is the request's: a claim repeats that one).
+    """
+    text = call.answer.lower()
+    if _REPORTS_FAILURE.search(text):
+        return True
+    asked = " ".join(
+        [call.prompt, *(tool.arguments or "" for m in current_turn(call.input_messages) for tool in m.tool_calls)]
+    )
+    details = {d for run in runs if run.outcome is Outcome.FAILED for d in _DETAIL.findall(run.reason)}
+    return bool((details - set(_DETAIL.findall(asked))) & set(_DETAIL.findall(text)))
 
 
 def _claims_done(sentence: str, tool: str) -> bool:
