@@ -235,7 +235,9 @@ def _check_known(
         return []
     closest = _closest(text, sorted(known))
     message = f"tool {call.name!r}: {spec.argument} {text!r} is not a known value" + _hint(closest)
-    return [ToolFact("unknown_value", message, call.name, spec.argument, _clip(text), closest)]
+    # The closest value stays in the message (content, as the content mode treats it): unlike an
+    # operation or tool name, a customer id is the users' data, so not a structural suggestion.
+    return [ToolFact("unknown_value", message, call.name, spec.argument, _clip(text))]
 
 
 def _check_permission(
