@@ -73,7 +73,9 @@ def test_documents_from_a_retriever_span_in_another_message_before_or_after_the_
     tansu: TansuBroker, topic_prefix: str, tmp_path: Path
 ) -> None:
     before, after, alone = rag_trace("before"), rag_trace("after"), rag_trace("alone")
-    worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker").start()
+    # A window longer than a loaded machine takes between two produces: the call waits for its facts
+    # however slow the test is (it is released the moment they come, so the test does not wait it out).
+    worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", trace_facts_window_seconds="60").start()
     # Facts first: the retriever ended first and went out in an earlier export batch.
     produce(tansu.bootstrap, worker.input_topic, [message(before[0], [before[1]])])
     worker.wait_for("halluwatch_messages_done_total", 1)
