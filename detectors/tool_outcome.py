@@ -11,7 +11,8 @@ by sentence:
   verb ("sent", "scheduled", "refunded"), or a completion word ("successfully",
   "confirmed", "all set");
 * the answer **reports** a failure when it says anything of the kind anywhere ("failed",
-  "unable", "couldn't", "unfortunately", "error", "try again").
+  "unable", "couldn't", "unfortunately", "error", "try again", "sold out"), or passes on a
+  number of the error that the request did not hold ("shall I take 21:15?").
 
 Scores, highest wins:
 
@@ -26,9 +27,9 @@ a tool failed and the answer does not say so     0.6   2
 
 Precision first: any report of a failure clears every failure of the turn, and a sentence
 with a negation is never a claim.  Values restated wrongly from a tool's result are the
-contradiction detector's (tool results are sources).  Tool spans elsewhere in the trace are
-read from the tool execution spans the pipeline attaches to the call
-(:mod:`pipeline.ingest.trace_facts`): a span that ended in error fails its run.
+contradiction detector's (tool results are sources).  Tool execution spans elsewhere in the
+trace come with the call (:mod:`pipeline.ingest.trace_facts`): one that ended in error fails
+its run.
 """
 
 from __future__ import annotations
