@@ -50,7 +50,10 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert "[order-intake extract_order]" in alert_lines and "grounding-and-schema -> page" in alert_lines
     # The seed's own example (built in 1950, 500 metres tall) alerts through two independent detectors.
     (travel,) = [line for line in alert_lines.splitlines() if "[travel-guide chat]" in line]
-    assert "severe-contradiction -> page" in travel and {"contradiction", "unsupported_spans"} <= agreeing(travel)
+    # Which second detector joins contradiction depends on arrival order (grounding or unsupported_spans).
+    assert (
+        "severe-contradiction -> page" in travel and "contradiction" in agreeing(travel) and len(agreeing(travel)) >= 2
+    )
     # The agent that says "booked" after its booking tool failed pages, with the grounding detector beside it.
     (agent,) = [line for line in alert_lines.splitlines() if "[concierge-agent chat]" in line]
     assert "claimed-failed-tool -> page" in agent and agreeing(agent) == {"tool_outcome", "grounding"}
