@@ -12,8 +12,10 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
 :func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
 
 - a call whose span has no structured sources gets the documents of the retriever spans that
-  ended before it started, preferring those under the same parent span (the same chain run);
-  ``LLMCall.retriever_span_ids`` names them and ``llm_calls.sources_from`` says ``trace``;
+  ended before it started, preferring those under the same parent span (the same chain run),
+  and its own prompt context as one more source (``prompt``: the model saw that, not the
+  raw documents); ``LLMCall.retriever_span_ids`` names the spans and ``llm_calls.sources_from``
+  says ``trace``;
 - every call gets a small summary of the tool spans that ended before it started
   (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads.
 
@@ -37,6 +39,7 @@ from pipeline.ingest.otlp_traces import SpanContext, attributes
 MAX_DOCUMENTS = 20  # per retriever span and per call; the call's content cap still applies after
 MAX_DOCUMENT_CHARS = 20_000  # per document, so a fact held for other messages stays small
 MAX_TOOL_SPANS = 20  # per call, the latest
+PROMPT_SOURCE_ID = "prompt"  # the source holding a trace-grounded call's own prompt context
 _MAX_ERROR_CHARS = 300
 _MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
 
@@ -140,7 +143,11 @@ def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[
         chosen = sorted(siblings or earlier, key=lambda r: r.end_time_unix_nano)
         documents = tuple(document for r in chosen for document in r.documents)[:MAX_DOCUMENTS]
         if documents:
-            changes |= {"sources": documents, "retriever_span_ids": tuple(r.span_id for r in chosen)}
+            # What the model was given stays evidence too (its system prompt, pasted context, the
+            # question): the retrieved documents add to the prompt, they never take its place.
+            prompt = call.grounding_text
+            given = (Source(PROMPT_SOURCE_ID, prompt),) if prompt.strip() else ()
+            changes |= {"sources": documents + given, "retriever_span_ids": tuple(r.span_id for r in chosen)}
     return replace(call, **changes) if changes else call
 
 

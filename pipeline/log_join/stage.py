@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence, Set
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence, Set
 from typing import Any
 
 import faust
@@ -54,9 +54,9 @@ from pipeline.stream.plumbing import (
 logger = logging.getLogger(__name__)
 
 TABLE_NAME = "halluwatch-log-join"
-# Traces whose facts this process sent to the join lately: their calls go through the join
-# too, behind the facts (the table may not have them yet).  Bounded, oldest forgotten first.
-_RECENT_FACT_TRACES = 10_000
+# How many traces the stage remembers having sent facts, or calls waiting for facts, to the
+# join lately (the join agent may not have read them into the table yet).
+_RECENT_TRACES = 10_000
 # How often the timer looks for closed windows, as a share of the window (and at most 1 s).
 _TICKS_PER_WINDOW = 4
 
@@ -81,7 +81,9 @@ class LogJoinStage:
         self.join = LogJoin(JoinConfig.from_settings(settings), TableStore(self.table))
         self.logs_messages_done = 0  # logs-topic messages fully handled by this process
         self.calls_held = 0  # calls this process handed to the join (content-free, or waiting for facts)
-        self._recent_fact_traces: OrderedDict[str, None] = OrderedDict()
+        # Sent to the join lately: their later calls go behind the facts, their later facts to the calls.
+        self._facts_sent = RecentTraces(_RECENT_TRACES)
+        self._calls_waiting = RecentTraces(_RECENT_TRACES)
         self.calls_released = 0  # calls the join released to on_release in this process
         app.agent(self.logs_topic, name="halluwatch.logs")(self._rekey_logs)
         app.agent(self.join_topic, name="halluwatch.log_join")(self._join)
@@ -98,17 +100,17 @@ class LogJoinStage:
         """
         shared: dict[str, list[Fact]] = {}
         for fact in facts:
-            if fact.trace_id in incomplete_traces or self._awaited(fact.trace_id):
+            if (
+                fact.trace_id in incomplete_traces
+                or fact.trace_id in self._calls_waiting
+                or self._awaited(fact.trace_id)
+            ):
                 shared.setdefault(fact.trace_id, []).append(fact)
         # Facts first: on the join topic they precede the calls of their trace (one partition per key).
         await self._publish_all(
             [_keyed(trace, {"trace_facts": list(map(fact_dict, fs))}) for trace, fs in shared.items()]
         )
-        for trace_id in shared:
-            self._recent_fact_traces[trace_id] = None
-            self._recent_fact_traces.move_to_end(trace_id)
-        while len(self._recent_fact_traces) > _RECENT_FACT_TRACES:
-            self._recent_fact_traces.popitem(last=False)
+        self._facts_sent.update(shared)
         ready: list[LLMCall] = []
         held: list[tuple[bytes, bytes]] = []
         for call in calls:
@@ -118,10 +120,11 @@ class LogJoinStage:
                 ready.append(call)
             elif stored := self.join.facts_of(call.trace_id):
                 ready += attach_trace_facts([call], stored)
-            elif call.trace_id in self._recent_fact_traces:  # behind its facts, just sent to the join
+            elif call.trace_id in self._facts_sent:  # behind its facts, just sent to the join
                 held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": False}))
             elif call.trace_id in incomplete_traces and self._settings.trace_facts_window_seconds > 0:
                 held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": True}))
+                self._calls_waiting.update([call.trace_id])
             else:
                 ready.append(call)
         await self._publish_all(held)
@@ -207,6 +210,25 @@ class LogJoinStage:
 
 def _keyed(trace_id: str, document: dict[str, Any]) -> tuple[bytes, bytes]:
     return trace_id.encode(), json.dumps(document, ensure_ascii=False).encode()
+
+
+class RecentTraces:
+    """A bounded set of trace ids: the oldest added is forgotten first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._traces: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, trace_id: object) -> bool:
+        return trace_id in self._traces
+
+    def update(self, trace_ids: Iterable[str]) -> None:
+        """Remember ``trace_ids`` as the newest."""
+        for trace_id in trace_ids:
+            self._traces[trace_id] = None
+            self._traces.move_to_end(trace_id)
+        while len(self._traces) > self._size:
+            self._traces.popitem(last=False)
 
 
 class TableStore(MutableMapping[str, dict[str, Entry]]):

@@ -92,7 +92,7 @@ def test_documents_from_a_retriever_span_in_another_message_before_or_after_the_
     assert worker.stop() == 0, worker.log()
     assert sources_from(worker) == {before[0]: "trace", after[0]: "trace", alone[0]: "prompt"}
     grounding = worker.query(f"SELECT grounding FROM halluwatch.llm_calls FINAL WHERE trace_id = '{after[0]}'")
-    assert grounding == [(DOCUMENTS[0]["content"],)]
+    assert grounding == [(f"{DOCUMENTS[0]['content']}\n\nWhen does Casa Lisboa open?",)]  # documents, then the prompt
 
 
 def test_a_call_waiting_for_its_facts_survives_a_restart(tansu: TansuBroker, topic_prefix: str, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import decode_traces, iter_spans
 from pipeline.ingest.trace_facts import Retrieval, ToolExecution
 from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
+from pipeline.log_join.stage import RecentTraces
 from tests.genai_logs import ANSWER, QUESTION, Telemetry, deprecated_events, details_event
 
 CONFIG = JoinConfig(window_seconds=5.0, max_entries=1000, max_age_seconds=60.0, max_records_per_span=16)
@@ -314,6 +315,7 @@ def test_llm_call_survives_json_with_every_field() -> None:
 # --- trace facts from other messages --------------------------------------------------------
 
 DOCUMENT = Source("kb-7", "Casa Lisboa opens at 18:00.")
+GIVEN = Source("prompt", "When does it open?")  # the call's own prompt, kept beside the documents
 
 
 def _chat_call(span_id: str = "1" * 16, start: int = 2_000) -> LLMCall:
@@ -339,7 +341,7 @@ def test_facts_first_a_call_is_released_at_once_with_them() -> None:
     assert join.facts_of(call.trace_id) == [_retrieval(call)]
     (release,) = join.offer_span(call, T0 + 1, awaits_facts=True)
     assert release.outcome is Outcome.SPAN and release.call is not None
-    assert release.call.sources == (DOCUMENT,) and release.call.sources_from == "trace"
+    assert release.call.sources == (DOCUMENT, GIVEN) and release.call.sources_from == "trace"
 
 
 def test_a_call_waiting_for_facts_is_released_when_they_come() -> None:
@@ -351,7 +353,7 @@ def test_a_call_waiting_for_facts_is_released_when_they_come() -> None:
         call.trace_id, ToolSpan("b" * 16, "lookup", "c1", failed=True, error="timeout", end_time_unix_nano=1_500)
     )
     (release,) = _settled(join, join.offer_facts(call.trace_id, [_retrieval(call), tool], T0 + 1.5), T0 + 1.5)
-    assert release.call is not None and release.call.sources == (DOCUMENT,)
+    assert release.call is not None and release.call.sources == (DOCUMENT, GIVEN)
     assert release.call.tool_spans == (tool.tool,) and release.call.content_source is ContentSource.SPAN
     assert join.offer_span(call, T0 + 2, awaits_facts=True) == []  # a redelivery: released already
 
@@ -395,7 +397,7 @@ def test_waiting_for_facts_survives_a_restart_mid_window() -> None:
     join.offer_span(call, T0, awaits_facts=True)
     restored = LogJoin(CONFIG, json.loads(json.dumps(join.store)))
     (release,) = restored.offer_facts(call.trace_id, [_retrieval(call)], T0 + 1)
-    assert release.call is not None and release.call.sources == (DOCUMENT,)
+    assert release.call is not None and release.call.sources == (DOCUMENT, GIVEN)
 
 
 def test_facts_are_evicted_with_markers_before_waiting_spans() -> None:
@@ -407,3 +409,11 @@ def test_facts_are_evicted_with_markers_before_waiting_spans() -> None:
     assert join.facts_of(first.trace_id) == [] and join.facts_of(last.trace_id) == [_retrieval(last)]
     (release,) = join.due(T0 + 1 + CONFIG.facts_window_seconds)  # the waiting call stayed
     assert release.span_id == waiting.span_id
+
+
+def test_recent_traces_forget_the_oldest_beyond_their_size() -> None:
+    recent = RecentTraces(2)
+    recent.update(["a", "b"])
+    recent.update(["a"])  # seen again: the newest now
+    recent.update(["c"])
+    assert "a" in recent and "c" in recent and "b" not in recent

@@ -72,11 +72,14 @@ def test_a_call_without_sources_gets_the_documents_of_the_retriever_before_it(ca
 
     calls, facts = facts_and_calls(capture(under_root(emit)))
     (call,) = attach_trace_facts(calls, facts)
-    assert [(s.id, s.text, s.score) for s in call.sources] == [("menu-1", "Casa Lisboa opens at 18:00.", 0.8)]
+    assert [(s.id, s.text, s.score) for s in call.sources] == [
+        ("menu-1", "Casa Lisboa opens at 18:00.", 0.8),
+        ("prompt", "When?", None),  # what the model was given stays evidence beside the documents
+    ]
     (early,) = [f for f in facts if isinstance(f, Retrieval) and f.documents[0].id == "menu-1"]
     assert call.retriever_span_ids == (early.span_id,)
     assert call.sources_from == "trace"
-    assert call.grounding_text == "Casa Lisboa opens at 18:00."
+    assert call.grounding_text == "Casa Lisboa opens at 18:00.\n\nWhen?"
 
 
 def test_siblings_of_the_call_win_over_retrievals_elsewhere_in_the_trace(capture: Capture) -> None:
@@ -88,7 +91,7 @@ def test_siblings_of_the_call_win_over_retrievals_elsewhere_in_the_trace(capture
             llm_span(tracer, 50 * MS)
 
     (call,) = attach_trace_facts(*facts_and_calls(capture(under_root(emit))))
-    assert [s.id for s in call.sources] == ["menu-1"]
+    assert [s.id for s in call.sources] == ["menu-1", "prompt"]
 
 
 def test_a_span_with_its_own_sources_keeps_them(capture: Capture) -> None:
@@ -133,7 +136,7 @@ def test_openinference_retriever_documents_and_the_document_cap(capture: Capture
         llm_span(tracer, 50 * MS)
 
     (call,) = attach_trace_facts(*facts_and_calls(capture(under_root(emit))))
-    assert [s.id for s in call.sources] == [f"d{i}" for i in range(MAX_DOCUMENTS)]
+    assert [s.id for s in call.sources] == [*(f"d{i}" for i in range(MAX_DOCUMENTS)), "prompt"]
 
 
 def test_tool_execution_spans_become_summaries_with_their_error(capture: Capture) -> None:
@@ -182,7 +185,7 @@ def test_the_processor_attaches_facts_from_the_same_message() -> None:
         for trace in picked.values()
     ]
     rag, agent = processor.normalize(messages).llm_calls
-    assert rag.sources_from == "trace" and [s.id for s in rag.sources] == ["eiffel-1", "eiffel-2"]
+    assert rag.sources_from == "trace" and [s.id for s in rag.sources] == ["eiffel-1", "eiffel-2", "prompt"]
     (booking,) = agent.tool_spans
     assert booking.name == "book_table" and booking.failed
     assert "No table free" in booking.error
