@@ -135,7 +135,7 @@ class LogJoin:
         if key in self._handed_out or (entry is not None and _is_marker(entry)):
             metrics.LOG_JOIN_SPANS.labels("duplicate").inc()  # a redelivery of a released span
             return []
-        if call.has_content and not (awaits_facts and not self._facts(call.trace_id)):
+        if call.has_content and not (awaits_facts and not self.facts_of(call.trace_id)):
             if entry is not None and _is_waiting(entry):
                 self._handed_out.add(key)  # its waiting records are redundant: settle() drops them
             return [Release(*key, Outcome.SPAN, self._with_facts(call))]
@@ -170,10 +170,6 @@ class LogJoin:
             if entry.get("awaits_facts") and (trace_id, span_id) not in self._handed_out
         ]
         return evicted + [self._release(key, entry) for key, entry in waiting]
-
-    def facts_of(self, trace_id: str) -> list[Fact]:
-        """The facts held for ``trace_id`` (none when its partition of the state is elsewhere)."""
-        return self._facts(trace_id)
 
     def offer_records(self, trace_id: str, span_id: str, records: Sequence[GenAIRecord], now: float) -> list[Release]:
         """Take log records of one span; returns what is released now."""
@@ -252,12 +248,13 @@ class LogJoin:
             call = replace(call, content_source=ContentSource.ABSENT)
         return self._hand_out(key, outcome or Outcome(call.content_source), self._with_facts(call))
 
-    def _facts(self, trace_id: str) -> list[Fact]:
+    def facts_of(self, trace_id: str) -> list[Fact]:
+        """The facts held for ``trace_id`` (none when its partition of the state is elsewhere)."""
         entries = self.store.get(trace_id, {}).values()
         return [fact_from_dict(entry["fact"]) for entry in entries if "fact" in entry]
 
     def _with_facts(self, call: LLMCall) -> LLMCall:
-        facts = self._facts(call.trace_id)
+        facts = self.facts_of(call.trace_id)
         if not facts:
             return call
         (joined,) = attach_trace_facts([call], facts)
