@@ -54,10 +54,11 @@ class _Commands(click.Group):
         from detectors.extras import MissingExtra
         from pipeline.offline.evaluate import EvalInputError
         from pipeline.sinks.clickhouse import ClickHouseUnreachable
+        from pipeline.ui.serve import UnmigratedDatabase
 
         try:
             return super().invoke(ctx)
-        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError, MissingExtra) as exc:
+        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError, MissingExtra, UnmigratedDatabase) as exc:
             raise click.ClickException(str(exc)) from exc
 
 
@@ -418,7 +419,8 @@ def label_export(config_path: Path | None, output_path: Path, limit: int, since:
 @click.option("--labeller", default="unknown", show_default=True, help="For lines that do not name one.")
 def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
     """Load a labelled JSONL file into the ClickHouse labels table (idempotent)."""
-    from pipeline.offline.human_labels import LabelFileError, import_labels, read_label_file
+    from pipeline.offline.human_labels import LabelFileError, read_label_file
+    from pipeline.sinks.labels import insert_labels
 
     settings = _settings(config_path)
     try:
@@ -426,7 +428,7 @@ def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
     except LabelFileError as exc:
         raise click.ClickException(str(exc)) from exc
     client = _migrated_client(settings)
-    count = import_labels(client, settings.clickhouse_database, labels.labels, source=f"import:{path.name}")
+    count = insert_labels(client, settings.clickhouse_database, labels.labels, source=f"import:{path.name}")
     click.echo(f"imported {count} labels from {path}; {labels.unlabelled} lines not labelled yet were skipped")
 
 
@@ -480,6 +482,36 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     if failed:
         raise click.ClickException(f"{len(failed)} check(s) failed: {', '.join(failed)}")
     click.echo("all checks passed")
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8642, show_default=True, help="Port to listen on.")
+def ui(config_path: Path | None, host: str, port: int) -> None:
+    """Serve the triage pages: flagged calls, a page per trace, verdicts for calibration.
+
+    Reads the configured ClickHouse (read-only credentials suffice to browse; verdicts
+    write to the labels table).  A running worker with embedded chDB serves the same
+    pages on its metrics port: chDB admits one process per data directory.
+    """
+    from waitress import serve
+
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable
+    from pipeline.ui.serve import sign_in_url, triage_app
+
+    settings = _settings(config_path)
+    try:
+        app, access = triage_app(settings)
+    except ClickHouseUnreachable as exc:
+        if "Another server instance" in exc.reason:
+            raise click.ClickException(
+                f"{exc.where} is in use by another process, probably a running worker: open the pages on "
+                "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"
+            ) from exc
+        raise
+    click.echo(f"triage pages on {sign_in_url(f'http://{host}:{port}', access)}  (Ctrl-C stops)")
+    serve(app, host=host, port=port, threads=4, ident="halluwatch")
 
 
 @main.command()

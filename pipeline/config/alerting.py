@@ -95,6 +95,9 @@ class AlertingSettings(BaseModel):
     # Links in the message: "{trace_id}" is replaced (Jaeger, Tempo, Langfuse, Phoenix...).
     trace_url_template: str = ""
     dashboard_url: str = ""
+    # Where halluwatch's own triage pages are reached (http://halluwatch.internal:9464): alerts link
+    # to the trace's page and Slack messages carry "confirmed" / "false alarm" buttons. Empty: neither.
+    ui_base_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
 
     request_timeout_seconds: float = Field(default=10.0, gt=0)
     # Quick retries inside one delivery attempt (429 Retry-After, 5xx with backoff).
@@ -128,3 +131,7 @@ class AlertingSettings(BaseModel):
     def trace_url(self, trace_id: str) -> str:
         """The trace UI link for a trace, or "" when no template is configured."""
         return self.trace_url_template.replace("{trace_id}", trace_id) if self.trace_url_template else ""
+
+    def triage_url(self, trace_id: str) -> str:
+        """The triage page of a trace, or "" when ``ui_base_url`` is not set."""
+        return f"{self.ui_base_url.rstrip('/')}/trace/{trace_id}" if self.ui_base_url else ""

@@ -30,6 +30,7 @@ from pipeline.config.content_policy import (
 from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
@@ -156,6 +157,9 @@ class Settings(BaseSettings):
     # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
     # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
     consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
+    # The triage pages: access and the Slack buttons
+    # (secrets: HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET).
+    ui: UISettings = Field(default_factory=UISettings)
 
     @classmethod
     def settings_customise_sources(

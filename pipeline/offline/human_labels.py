@@ -2,7 +2,7 @@
 
 The loop: :func:`export_for_labelling` writes a score-stratified sample of recent LLM calls
 as JSONL with ``"label": null``; a person sets ``label`` on the lines they judged;
-:func:`read_label_file` validates that same file and :func:`import_labels` stores it;
+:func:`read_label_file` validates that same file and :func:`~pipeline.sinks.labels.insert_labels` stores it;
 :func:`labelled_scores_from_clickhouse` joins the labels to the findings the workers wrote,
 which is what calibration consumes.
 
@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,10 +28,10 @@ from clickhouse_connect.driver.client import Client
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
+from pipeline.sinks.labels import Label
 
 logger = logging.getLogger(__name__)
 
-LABEL_COLUMNS = ["trace_id", "span_id", "label", "labeller", "labelled_at", "note", "source"]
 MAX_ERRORS = 20  # enough to fix a file in one pass; past that the file is probably not a label file
 LABEL_WORDS = {"hallucinated": True, "ok": False}
 
@@ -53,18 +53,6 @@ class LabelFileError(ValueError):
             message += f"\n(stopped after {len(errors)} errors)"
         super().__init__(message)
         self.errors = errors
-
-
-@dataclass(frozen=True, slots=True)
-class Label:
-    """One person's verdict on one LLM span."""
-
-    trace_id: str
-    span_id: str
-    hallucinated: bool
-    labeller: str
-    labelled_at: datetime
-    note: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,20 +111,6 @@ def read_label_file(path: str | Path, default_labeller: str) -> LabelFile:
     if errors:
         raise LabelFileError(errors, truncated=False)
     return LabelFile(labels, unlabelled)
-
-
-def import_labels(client: Client, database: str, labels: Sequence[Label], source: str) -> int:
-    """Store ``labels`` (``source`` says where from, e.g. ``import:labels.jsonl``); returns the count.
-
-    Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
-    """
-    rows = [
-        [label.trace_id, label.span_id, label.hallucinated, label.labeller, label.labelled_at, label.note, source]
-        for label in labels
-    ]
-    if rows:
-        client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
-    return len(rows)
 
 
 def export_for_labelling(

@@ -1,4 +1,4 @@
-"""The worker's HTTP endpoint: Prometheus ``/metrics`` and ``/healthz`` on one port (SPEC §8).
+"""The worker's HTTP endpoint: Prometheus ``/metrics``, ``/healthz`` and the triage pages on one port (SPEC §8).
 
 ``/healthz`` answers 200 once the worker has joined its consumer group and started its
 agents (faust starts app tasks only after the first assignment and table recovery), and
@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
-from wsgiref.types import StartResponse, WSGIEnvironment
+from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 import faust
 from prometheus_client import REGISTRY, make_wsgi_app
@@ -25,6 +25,7 @@ from prometheus_client.registry import Collector
 from pipeline import metrics
 
 HEALTH_PATH = "/healthz"
+METRICS_PATH = "/metrics"
 
 
 class Readiness:
@@ -87,9 +88,10 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class WorkerEndpoint:
-    """Serves ``/metrics`` and ``/healthz`` from a daemon thread until :meth:`close`."""
+    """Serves ``/metrics``, ``/healthz`` and any ``pages`` (the triage UI) from a daemon thread until :meth:`close`."""
 
-    def __init__(self, app: faust.App, host: str, port: int) -> None:
+    def __init__(self, app: faust.App, host: str, port: int, pages: WSGIApplication | None = None) -> None:
+        self._pages = pages
         self._server = make_server(host, port, self._route, _ThreadingServer, handler_class=_QuietHandler)
         self.readiness = Readiness(app)
         self._lag = ConsumerLag(app)
@@ -103,10 +105,16 @@ class WorkerEndpoint:
         """The port actually bound (useful when 0 was asked for)."""
         return int(self._server.server_address[1])
 
-    def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterator[bytes]:
-        if environ.get("PATH_INFO") != HEALTH_PATH:
-            yield from self._metrics(environ, start_response)
-            return
+    def _route(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO")
+        if path == HEALTH_PATH:
+            return self._health(start_response)
+        if path == METRICS_PATH or self._pages is None:
+            metrics_body: Iterable[bytes] = self._metrics(environ, start_response)
+            return metrics_body
+        return self._pages(environ, start_response)
+
+    def _health(self, start_response: StartResponse) -> Iterator[bytes]:
         body = json.dumps(self.readiness.report()).encode()
         status = "200 OK" if self.readiness.ready else "503 Service Unavailable"
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])

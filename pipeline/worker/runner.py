@@ -7,8 +7,11 @@ import logging
 from faust.worker import Worker
 
 from pipeline.config.settings import Settings
+from pipeline.ui.serve import keep_token, triage_app
 from pipeline.worker.app import PipelineWorker
 from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
+
+logger = logging.getLogger(__name__)
 
 
 def faust_worker(pipeline_worker: PipelineWorker) -> Worker:
@@ -26,10 +29,15 @@ def run_worker(settings: Settings) -> None:
     pipeline_worker = PipelineWorker(settings)
     endpoint = None
     if settings.metrics_port is not None:
-        endpoint = WorkerEndpoint(pipeline_worker.app, settings.metrics_host, settings.metrics_port)
-        logging.getLogger(__name__).info(
-            "metrics on http://%s:%d/metrics, health on %s", settings.metrics_host, endpoint.port, HEALTH_PATH
-        )
+        pages, access = triage_app(settings) if settings.ui.serve_in_worker else (None, None)
+        endpoint = WorkerEndpoint(pipeline_worker.app, settings.metrics_host, settings.metrics_port, pages)
+        base_url = f"http://{settings.metrics_host}:{endpoint.port}"
+        logger.info("metrics on %s/metrics, health on %s", base_url, HEALTH_PATH)
+        if access is not None:
+            # The log goes to shippers and dashboards: a made-up token goes to a file, not to it.
+            token_file = keep_token(access, settings.data_dir)
+            sign_in = f"; sign in with the token in {token_file}" if token_file else ""
+            logger.info("triage pages on %s/%s", settings.alerting.ui_base_url.rstrip("/") or base_url, sign_in)
     try:
         faust_worker(pipeline_worker).execute_from_commandline()
     except SystemExit as exit_:

@@ -10,15 +10,10 @@ from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
 from pipeline.config.content_policy import STORE_ALL, ContentPolicy
-from pipeline.offline.human_labels import (
-    Label,
-    export_for_labelling,
-    import_labels,
-    labelled_scores_from_clickhouse,
-    read_label_file,
-)
+from pipeline.offline.human_labels import export_for_labelling, labelled_scores_from_clickhouse, read_label_file
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.labels import Label, insert_labels
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from tests.calls import make_llm_call
 
@@ -82,7 +77,7 @@ def test_export_is_a_stratified_sample_of_unlabelled_recent_calls(clickhouse, tm
     store(client, database, 90, [("grounding", 0.0, "skipped")])  # nothing to calibrate on
     store(client, database, 91, [("grounding", 0.9)], started=NOW - timedelta(days=3))  # too old
     store(client, database, 92, [("grounding", 0.9)])  # already labelled
-    import_labels(client, database, [Label(TRACE, span(92), True, "alice", NOW)], "test")
+    insert_labels(client, database, [Label(TRACE, span(92), True, "alice", NOW)], "test")
 
     output = tmp_path / "sample.jsonl"
     assert export_for_labelling(client, database, output, limit=6, since=NOW - timedelta(days=1), seed=7) == 6
@@ -128,8 +123,8 @@ def test_exported_file_labelled_and_imported_feeds_calibration(clickhouse, tmp_p
     label_file = read_label_file(path, "alice")
     assert label_file.unlabelled == 1
 
-    assert import_labels(client, database, label_file.labels, f"import:{path.name}") == 2
-    assert import_labels(client, database, label_file.labels, f"import:{path.name}") == 2
+    assert insert_labels(client, database, label_file.labels, f"import:{path.name}") == 2
+    assert insert_labels(client, database, label_file.labels, f"import:{path.name}") == 2
     assert label_count(client, database) == 2  # re-import changes nothing
     assert labelled_scores_from_clickhouse(client, database) == [
         LabelledScores(
@@ -157,9 +152,9 @@ def test_newest_label_per_labeller_then_majority(clickhouse, caplog):
         return [Label(TRACE, span(n), verdict, labeller, at) for labeller, verdict, at in verdicts]
 
     older = labels(1, ("alice", True, t[0]))
-    import_labels(client, database, labels(1, ("alice", False, t[1])), "corrected")
-    import_labels(client, database, older, "first pass")  # imported late, but older: loses
-    import_labels(
+    insert_labels(client, database, labels(1, ("alice", False, t[1])), "corrected")
+    insert_labels(client, database, older, "first pass")  # imported late, but older: loses
+    insert_labels(
         client, database,
         labels(2, ("alice", True, t[0]), ("bob", True, t[0]), ("carol", False, t[2]))  # majority over newest
         + labels(3, ("alice", True, t[0]), ("bob", False, t[1]))  # a tie: the newest decides

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.offline.human_labels import MAX_ERRORS, Label, LabelFileError, read_label_file
+from pipeline.offline.human_labels import MAX_ERRORS, LabelFileError, read_label_file
+from pipeline.sinks.labels import Label
 
 TRACE = "ab" * 16
 SPAN = "cd" * 8

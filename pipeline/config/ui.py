@@ -1,0 +1,49 @@
+"""The triage pages' settings (the settings file's ``ui:`` section): who may open them, who is judging.
+
+Every page needs an identity.  Behind a company proxy that authenticates people, the proxy
+names them in ``identity_header``, trusted only from ``trusted_proxies``.  Standalone, a
+bearer ``token`` (sent as ``Authorization: Bearer``, or once as ``?token=`` to start a
+browser session) admits whoever holds it, recorded as ``token_user``.  With neither
+configured, each process makes up a token and says where to find it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+class UISettings(BaseModel):
+    """Access to the triage pages and the Slack interactivity endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The worker serves the pages on its metrics port (metrics_port); `halluwatch ui` serves them alone.
+    serve_in_worker: bool = True
+    # A header set by an authenticating proxy (X-Forwarded-Email, X-Auth-Request-User...); empty: none.
+    identity_header: str = ""
+    # Addresses the identity header is believed from: the proxy's, never the whole internet.
+    trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
+    token: SecretStr | None = None
+    token_user: str = ""  # the name a token holder's labels carry; empty: the operating-system user
+    # Signs session cookies; empty: a new key per process (sessions end when it restarts).
+    session_secret: SecretStr | None = None
+    # Slack app's signing secret: verifies the "confirmed" / "false alarm" button clicks.
+    slack_signing_secret: SecretStr | None = None
+    page_size: int = Field(default=50, ge=1, le=500)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
+        return value
+
+    def trusts(self, address: str) -> bool:
+        """Whether a request from ``address`` may name its user in ``identity_header``."""
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in ipaddress.ip_network(network, strict=False) for network in self.trusted_proxies)

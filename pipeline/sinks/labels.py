@@ -1,0 +1,42 @@
+"""Human verdicts into the ``labels`` table, from label files and the triage page alike (SPEC §6, §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from clickhouse_connect.driver.client import Client
+
+LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source"]
+# Label's field for each column but the last (source, given per batch).
+_FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    """One person's verdict on one LLM span: hallucinated or not.
+
+    ``detector`` names the finding the person judged from (empty: the call as a whole); the
+    verdict is about the call either way, and a person's newest verdict on a call replaces
+    their earlier one.
+    """
+
+    trace_id: str
+    span_id: str
+    hallucinated: bool
+    labeller: str
+    labelled_at: datetime
+    note: str = ""
+    detector: str = ""
+
+
+def insert_labels(client: Client, database: str, labels: Sequence[Label], source: str) -> int:
+    """Store ``labels`` (``source`` says where from: ``import:FILE``, ``ui``, ``slack``); returns the count.
+
+    Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
+    """
+    rows = [[getattr(label, name) for name in _FIELDS] + [source] for label in labels]
+    if rows:
+        client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
+    return len(rows)

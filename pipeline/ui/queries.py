@@ -1,0 +1,299 @@
+"""What the triage pages read from ClickHouse, and the one thing they write: a verdict.
+
+Reads need only read-only credentials.  Lists group the raw ``findings`` rows by call rather
+than reading ``FINAL``: a replayed finding is a duplicate row until a merge, and grouping
+folds it away at a fraction of FINAL's cost on a large table.  The trace page reads its
+few rows with ``FINAL`` (exact, and cheap with the trace-id skip indexes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from pipeline.sinks.labels import Label, insert_labels
+
+# A column of each table the pages read that only its latest migration adds.
+_NEEDED = {"llm_calls": "sources_from", "findings": "evidence", "alerts": "state_version", "labels": "detector"}
+
+
+@dataclass(frozen=True, slots=True)
+class ListFilters:
+    """The list page's filters; empty ones do not filter."""
+
+    service: str = ""
+    operation: str = ""
+    detector: str = ""
+    rule: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    alerted_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FlaggedCall:
+    """One call some detector flagged, for the list."""
+
+    trace_id: str
+    span_id: str
+    service: str
+    operation: str
+    model: str
+    started: datetime
+    detectors: tuple[str, ...]
+    severity: int
+    summary: str
+    rules: tuple[str, ...]  # alerts of its trace (one per rule)
+
+
+@dataclass(frozen=True, slots=True)
+class FindingView:
+    """One detector's result on one call."""
+
+    detector: str
+    status: str
+    score: float
+    threshold: float
+    flagged: bool
+    severity: int
+    summary: str
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One LLM call of a trace with its stored text and every detector's finding."""
+
+    trace_id: str
+    span_id: str
+    service: str
+    operation: str
+    model: str
+    started: datetime
+    content_mode: str
+    sources_from: str
+    prompt: str
+    grounding: str
+    answer: str
+    findings: tuple[FindingView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlertView:
+    """One alert of the trace to one destination, as it stands now."""
+
+    rule: str
+    route: str
+    destination: str
+    severity: int
+    detectors: tuple[str, ...]
+    summary: str
+    status: str
+    attempts: int
+    error: str
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LabelView:
+    """One person's current verdict on one call."""
+
+    span_id: str
+    hallucinated: bool
+    detector: str
+    labeller: str
+    labelled_at: datetime
+    note: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class TraceView:
+    """Everything the trace page shows."""
+
+    trace_id: str
+    calls: tuple[CallView, ...]
+    alerts: tuple[AlertView, ...] = ()
+    labels: tuple[LabelView, ...] = field(default=())
+
+    @property
+    def found(self) -> bool:
+        """Whether ClickHouse holds anything of this trace."""
+        return bool(self.calls or self.alerts or self.labels)
+
+
+class TriageStore:
+    """Queries of one ClickHouse database for the triage pages."""
+
+    def __init__(self, client: Client, database: str) -> None:
+        self._client = client
+        self._db = database
+
+    def flagged_calls(self, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
+        """Flagged calls matching ``filters``, newest first: ``limit`` of them from ``offset``."""
+        where, having, params = self._conditions(filters)
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, any(service), any(operation), any(model), max(span_start_time),
+                   arraySort(groupUniqArray(detector)) AS detectors, max(severity), argMax(summary, severity)
+            FROM {self._db}.findings
+            WHERE {" AND ".join(where)}
+            GROUP BY trace_id, span_id
+            {having}
+            ORDER BY max(span_start_time) DESC, trace_id, span_id
+            LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, "limit": limit, "offset": offset},
+        )
+        rules = self._rules_of(sorted({row[0] for row in rows}))
+        return [_flagged_call(row, rules.get(row[0], ())) for row in rows]
+
+    def choices(self) -> dict[str, list[str]]:
+        """The values each filter can take (services, operations, detectors, rules seen)."""
+        columns = {"service": "findings", "operation": "findings", "detector": "findings", "rule": "alerts"}
+        return {
+            column: [row[0] for row in self._rows(f"SELECT DISTINCT {column} FROM {self._db}.{table} ORDER BY 1")]  # noqa: S608 - identifiers fixed above
+            for column, table in columns.items()
+        }
+
+    def trace(self, trace_id: str) -> TraceView:
+        """The calls, findings, alerts and labels of one trace."""
+        params = {"trace": trace_id}
+        findings: dict[str, list[FindingView]] = {}
+        for span, *values in self._rows(
+            f"""
+            SELECT span_id, detector, status, score, threshold, flagged, severity, summary, evidence
+            FROM {self._db}.findings FINAL WHERE trace_id = {{trace:String}}
+            ORDER BY flagged DESC, severity DESC, detector
+            """,  # noqa: S608 - identifiers validated, values bound
+            params,
+        ):
+            detector, status, score, threshold, flagged, severity, summary, evidence = values
+            finding = FindingView(
+                detector, status, float(score), float(threshold), bool(flagged), int(severity), summary,
+                _json_object(evidence),
+            )  # fmt: skip
+            findings.setdefault(span, []).append(finding)
+        calls = [
+            _stored_call(trace_id, span, values, findings.pop(span, ()))
+            for span, *values in self._rows(
+                f"""
+                SELECT span_id, service, operation, model, start_time, content_mode, sources_from,
+                       prompt, grounding, answer
+                FROM {self._db}.llm_calls FINAL WHERE trace_id = {{trace:String}}
+                ORDER BY start_time, span_id
+                """,  # noqa: S608 - identifiers validated, values bound
+                params,
+            )
+        ]
+        # Findings whose call row is not (yet) stored still show, without text.
+        calls += [_textless_call(trace_id, span, found) for span, found in findings.items()]
+        alerts = [
+            AlertView(rule, route, destination, int(severity), tuple(detectors), *rest)
+            for rule, route, destination, severity, detectors, *rest in self._rows(
+                f"""
+                SELECT rule, route, destination, severity, detectors, summary, status, attempts, error,
+                       created_at, updated_at
+                FROM {self._db}.alerts FINAL WHERE trace_id = {{trace:String}}
+                ORDER BY created_at, rule, destination
+                """,  # noqa: S608 - identifiers validated, values bound
+                params,
+            )
+        ]
+        labels = [
+            LabelView(span, bool(label), *rest)
+            for span, label, *rest in self._rows(
+                f"""
+                SELECT span_id, label, detector, labeller, labelled_at, note, source
+                FROM {self._db}.labels FINAL WHERE trace_id = {{trace:String}}
+                ORDER BY labelled_at DESC
+                """,  # noqa: S608 - identifiers validated, values bound
+                params,
+            )
+        ]
+        return TraceView(trace_id, tuple(calls), tuple(alerts), tuple(labels))
+
+    def schema_gaps(self) -> list[str]:
+        """What the pages need that the database lacks (tables, or the labels' detector column)."""
+        rows = self._rows(
+            "SELECT table, name FROM system.columns WHERE database = {db:String} AND table IN {tables:Array(String)}",
+            {"db": self._db, "tables": list(_NEEDED)},
+        )
+        present = {(table, column) for table, column in rows}
+        return [f"{table}.{column}" for table, column in _NEEDED.items() if (table, column) not in present]
+
+    def add_label(self, label: Label, source: str) -> None:
+        """Store one verdict (``source``: ``ui`` or ``slack``)."""
+        insert_labels(self._client, self._db, [label], source)
+
+    def _conditions(self, filters: ListFilters) -> tuple[list[str], str, dict[str, Any]]:
+        where = ["flagged"]
+        params: dict[str, Any] = {}
+        for column in ("service", "operation"):
+            if value := getattr(filters, column):
+                where.append(f"{column} = {{{column}:String}}")
+                params[column] = value
+        if filters.since is not None:
+            where.append("span_start_time >= {since:DateTime64(6, 'UTC')}")
+            params["since"] = filters.since
+        if filters.until is not None:
+            where.append("span_start_time < {until:DateTime64(6, 'UTC')}")
+            params["until"] = filters.until
+        if filters.rule or filters.alerted_only:
+            rule = "WHERE rule = {rule:String}" if filters.rule else ""
+            where.append(f"trace_id IN (SELECT trace_id FROM {self._db}.alerts {rule})")  # noqa: S608 - identifiers validated, values bound
+            params |= {"rule": filters.rule} if filters.rule else {}
+        having = ""
+        if filters.detector:
+            having = "HAVING has(detectors, {detector:String})"
+            params["detector"] = filters.detector
+        return where, having, params
+
+    def _rules_of(self, trace_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+        if not trace_ids:
+            return {}
+        rows = self._rows(
+            f"""
+            SELECT trace_id, arraySort(groupUniqArray(rule)) FROM {self._db}.alerts
+            WHERE trace_id IN {{traces:Array(String)}} GROUP BY trace_id
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"traces": list(trace_ids)},
+        )
+        return {trace: tuple(rules) for trace, rules in rows}
+
+    def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._client.query(sql, parameters=params or {}).result_rows]
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """Stored evidence as a dict (empty when it is not a JSON object: e.g. withheld)."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _flagged_call(row: Sequence[Any], rules: tuple[str, ...]) -> FlaggedCall:
+    trace_id, span_id, service, operation, model, started, detectors, severity, summary = row
+    return FlaggedCall(
+        trace_id, span_id, service, operation, model, started, tuple(detectors), int(severity), summary, rules
+    )
+
+
+def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:
+    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer = values
+    return CallView(
+        trace_id, span_id, service, operation, model, started, content_mode, sources_from, prompt, grounding, answer,
+        tuple(findings),
+    )  # fmt: skip
+
+
+def _textless_call(trace_id: str, span_id: str, findings: Sequence[FindingView]) -> CallView:
+    return CallView(trace_id, span_id, "", "", "", datetime.min, "missing", "", "", "", "", tuple(findings))

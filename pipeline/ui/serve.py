@@ -1,0 +1,61 @@
+"""Where the triage pages run: inside the worker (its metrics port) or alone (``halluwatch ui``).
+
+Embedded chDB admits one process per data directory, so on one machine without a
+ClickHouse server the running worker serves the pages itself, from its own ClickHouse
+session; ``halluwatch ui`` serves them against a ClickHouse server, or against a stopped
+worker's embedded data.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from flask import Flask
+
+from pipeline.config.data_dirs import writable_dir
+from pipeline.config.settings import Settings
+from pipeline.sinks.clickhouse import open_clickhouse
+from pipeline.ui.access import Access
+from pipeline.ui.queries import TriageStore
+from pipeline.ui.web import create_app
+
+logger = logging.getLogger(__name__)
+
+
+class UnmigratedDatabase(RuntimeError):
+    """The database lacks tables or columns the pages read; the message says which and what to run."""
+
+
+TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
+
+
+def triage_app(settings: Settings) -> tuple[Flask, Access]:
+    """The triage application on the configured ClickHouse, and who it admits."""
+    store = TriageStore(open_clickhouse(settings), settings.clickhouse_database)
+    gaps = store.schema_gaps()
+    if gaps:
+        raise UnmigratedDatabase(
+            f"ClickHouse database {settings.clickhouse_database} lacks {', '.join(gaps)}: "
+            "run `halluwatch migrate` (or start a worker, which migrates) with write credentials"
+        )
+    access = Access(settings.ui)
+    return create_app(store, settings.ui, access), access
+
+
+def sign_in_url(base_url: str, access: Access) -> str:
+    """The address to open: with the made-up token when there is one (it signs the browser in)."""
+    return f"{base_url.rstrip('/')}/?token={access.token}" if access.generated else f"{base_url.rstrip('/')}/"
+
+
+def keep_token(access: Access, data_dir: Path) -> Path | None:
+    """Write a made-up token to ``data_dir/ui_token`` (owner-only) for whoever runs the process; None if none."""
+    if not access.generated:
+        return None
+    path = writable_dir(data_dir, "worker state") / TOKEN_FILE
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(access.token + "\n")
+    return path

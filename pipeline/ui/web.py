@@ -1,0 +1,257 @@
+"""The triage pages as a Flask application: the list, a page per trace, verdicts, sign-in.
+
+Server-rendered Jinja templates with autoescaping: every answer, prompt and evidence
+string is text, never markup.  Every page needs an identity (:mod:`pipeline.ui.access`);
+every form POST from a browser carries a CSRF token (Flask-WTF) and the session cookie is
+``SameSite=Lax``, so another site cannot make a signed-in browser record a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from flask import Flask, Response, abort, flash, g, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.exceptions import HTTPException
+
+from pipeline.config.ui import UISettings
+from pipeline.sinks.labels import Label
+from pipeline.ui.access import Access, Identity
+from pipeline.ui.highlight import marks, segments
+from pipeline.ui.queries import CallView, ListFilters, TriageStore
+
+TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
+VERDICTS = {"confirmed": True, "false_alarm": False}
+MAX_NOTE_CHARS = 2000
+SESSION_DAYS = 7
+# Reached without an identity: signing in, the stylesheet, and Slack (it signs its requests instead).
+_OPEN_ENDPOINTS = {"login", "static", "slack.interactions"}
+# Stored text withheld by the worker's content policy, and what the page says about it.
+_WITHHELD = {
+    "hash": "stored as HMAC digests under content_mode=hash: the text cannot be shown",
+    "drop": "not stored (content_mode=drop): only the findings' numbers remain",
+    "missing": "this call's row is not stored (yet): only its findings are shown",
+}
+_REDACTED = "stored with personal data masked (content_mode=redact): highlights may sit a few characters off"
+
+
+def create_app(store: TriageStore, settings: UISettings, access: Access | None = None) -> Flask:
+    """The triage application over ``store``; ``access`` defaults to one built from ``settings``."""
+    app = Flask(__name__)
+    secret = settings.session_secret.get_secret_value() if settings.session_secret else secrets.token_hex(32)
+    app.config.update(
+        SECRET_KEY=secret,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_NAME="halluwatch_session",
+        PERMANENT_SESSION_LIFETIME=timedelta(days=SESSION_DAYS),
+        WTF_CSRF_CHECK_DEFAULT=False,  # checked below, for cookie-carried identities only
+        WTF_CSRF_TIME_LIMIT=None,  # valid for the session's life: a page left open still submits
+    )
+    csrf = CSRFProtect(app)
+    app.extensions["halluwatch.access"] = access = access or Access(settings)
+    app.jinja_env.filters |= {"when": _when, "pretty_json": _pretty_json, "score": _score}
+    app.jinja_env.globals |= {"page_url": _page_url}
+
+    @app.before_request
+    def _identify() -> ResponseReturnValue | None:
+        if request.endpoint in _OPEN_ENDPOINTS:
+            return None
+        identity = access.identify(request)
+        if identity is None and access.accepts(request.args.get("token", "")):
+            access.sign_in()
+            return redirect(_without_token())  # the token leaves the address bar and the history
+        if identity is None:
+            return redirect(url_for("login", next=request.full_path.rstrip("?")))
+        g.identity = identity
+        if request.method == "POST" and not identity.bearer:
+            csrf.protect()
+        return None
+
+    @app.errorhandler(CSRFError)
+    def _csrf_refused(error: CSRFError) -> ResponseReturnValue:
+        return _message_page(400, "Form expired or sent from another site", str(error.description))
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> ResponseReturnValue:
+        return _message_page(error.code or 500, error.name, error.description or "")
+
+    app.add_url_rule("/", "calls", _calls_page(store, settings.page_size))
+    app.add_url_rule("/trace/<trace_id>", "trace", _trace_page(store))
+    app.add_url_rule("/trace/<trace_id>/verdict", "verdict", _verdict(store), methods=["POST"])
+    app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
+    app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
+    return app
+
+
+def _calls_page(store: TriageStore, page_size: int) -> Callable[[], ResponseReturnValue]:
+    def calls() -> ResponseReturnValue:
+        filters = _filters()
+        page = _int_arg("page", 1)
+        # One more than a page says whether there is a next one.
+        rows = store.flagged_calls(filters, page_size + 1, (page - 1) * page_size)
+        return render_template(
+            "calls.html",
+            rows=rows[:page_size],
+            page=page,
+            has_next=len(rows) > page_size,
+            filters=filters,
+            choices=store.choices(),
+        )
+
+    return calls
+
+
+def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
+    def trace(trace_id: str) -> ResponseReturnValue:
+        trace_id = _checked(trace_id, TRACE_ID, "trace id")
+        view = store.trace(trace_id)
+        if not view.found:
+            abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
+        calls = [_call_context(call) for call in view.calls]
+        return render_template("trace.html", trace=view, calls=calls, verdicts=VERDICTS)
+
+    return trace
+
+
+def _call_context(call: CallView) -> dict[str, Any]:
+    answer_marks = marks(call.answer, call.findings)
+    return {
+        "call": call,
+        "marks": answer_marks,
+        "segments": segments(call.answer, answer_marks),
+        "withheld": _WITHHELD.get(call.content_mode, ""),
+        "redacted": _REDACTED if call.content_mode == "redact" else "",
+    }
+
+
+def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
+    def verdict(trace_id: str) -> ResponseReturnValue:
+        trace_id = _checked(trace_id, TRACE_ID, "trace id")
+        span_id = _checked(request.form.get("span_id", ""), SPAN_ID, "span id")
+        choice = request.form.get("verdict", "")
+        if choice not in VERDICTS:
+            abort(400, description=f"verdict must be one of {', '.join(VERDICTS)}")
+        identity: Identity = g.identity
+        label = Label(
+            trace_id,
+            span_id,
+            VERDICTS[choice],
+            identity.user,
+            _now_ms(),
+            note=request.form.get("note", "").strip()[:MAX_NOTE_CHARS],
+            detector=request.form.get("detector", "").strip(),
+        )
+        store.add_label(label, source="ui")
+        what = "confirmed hallucination" if label.hallucinated else "false alarm"
+        flash(f"Recorded: {what} on span {span_id}" + (f" ({label.detector})" if label.detector else ""))
+        return redirect(url_for("trace", trace_id=trace_id, _anchor=f"call-{span_id}"), code=303)
+
+    return verdict
+
+
+def _login(access: Access) -> Callable[[], ResponseReturnValue]:
+    def login() -> ResponseReturnValue:
+        target = _local(request.values.get("next", "")) or url_for("calls")
+        if request.method == "POST":
+            if access.accepts(request.form.get("token", "")):
+                access.sign_in()
+                return redirect(target, code=303)
+            return render_template("login.html", target=target, refused=True), 401
+        return render_template("login.html", target=target, refused=False)
+
+    return login
+
+
+def _logout() -> ResponseReturnValue:
+    session.clear()
+    return redirect(url_for("login"), code=303)
+
+
+def _filters() -> ListFilters:
+    args = request.args
+    return ListFilters(
+        service=args.get("service", ""),
+        operation=args.get("operation", ""),
+        detector=args.get("detector", ""),
+        rule=args.get("rule", ""),
+        since=_time_arg("since"),
+        until=_time_arg("until"),
+        alerted_only=args.get("alerted") == "1",
+    )
+
+
+def _time_arg(name: str) -> datetime | None:
+    """A ``datetime-local`` field's value, read as UTC."""
+    value = request.args.get(name, "")
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        abort(400, description=f"{name}: not a date and time: {value!r}")
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _int_arg(name: str, default: int) -> int:
+    value = request.args.get(name, "")
+    if not value:
+        return default
+    if not value.isdigit() or int(value) < 1:
+        abort(400, description=f"{name} must be a whole number from 1")
+    return int(value)
+
+
+def _checked(value: str, pattern: re.Pattern[str], what: str) -> str:
+    value = value.lower()
+    if not pattern.fullmatch(value):
+        abort(400, description=f"not a {what}: {value[:64]!r}")
+    return value
+
+
+def _local(target: str) -> str:
+    """``target`` if it is a path on this site, else "" (no redirects elsewhere after sign-in)."""
+    parts = urlsplit(target)
+    return target if target.startswith("/") and not target.startswith("//") and not parts.netloc else ""
+
+
+def _without_token() -> str:
+    args = [(key, value) for key, value in request.args.items(multi=True) if key != "token"]
+    return request.path + (f"?{urlencode(args)}" if args else "")
+
+
+def _page_url(page: int) -> str:
+    args = {key: value for key, value in request.args.items() if key != "page"}
+    return f"{request.path}?{urlencode({**args, 'page': page})}"
+
+
+def _message_page(status: int, title: str, detail: str) -> Response:
+    return Response(render_template("message.html", title=title, detail=detail), status=status)
+
+
+def _now_ms() -> datetime:
+    """Now, to the millisecond the labels table keeps."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None or moment.year < 1971:
+        return "-"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _score(value: float) -> str:
+    return f"{value:.3f}"
