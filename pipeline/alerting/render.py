@@ -10,6 +10,7 @@ as withheld, the numbers beside it kept.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -28,7 +29,13 @@ SLACK_HEADER_CHARS = 150
 SLACK_TEXT_CHARS = 3000
 SLACK_FIELD_CHARS = 2000
 SLACK_DETECTOR_SECTIONS = 20  # a message holds at most 50 blocks
+SLACK_BUTTON_VALUE_CHARS = 2000
 PAGERDUTY_SUMMARY_CHARS = 1024
+
+# The verdict buttons of a Slack alert (answered by pipeline/ui/slack_actions.py).
+VERDICT_BLOCK_ID = "halluwatch_verdict"
+CONFIRM_ACTION = "halluwatch_confirm"
+FALSE_ALARM_ACTION = "halluwatch_false_alarm"
 
 
 # --- untrusted values -------------------------------------------------------------------
@@ -216,8 +223,15 @@ def _slack_link(url: str, label: str) -> str:
 
 
 def _trace_mrkdwn(trace_id: str, config: AlertingSettings) -> str:
-    url = config.trace_url(trace_id)
+    """The trace id, linked to the trace UI, else to the triage page, else as code."""
+    url = config.trace_url(trace_id) or config.triage_url(trace_id)
     return _slack_link(url, trace_id) if url else f"`{escape_mrkdwn(trace_id)}`"
+
+
+def _triage_mrkdwn(trace_id: str, config: AlertingSettings) -> list[str]:
+    """A "Triage" link to the trace's triage page, or none when ``ui_base_url`` is unset."""
+    url = config.triage_url(trace_id)
+    return [_slack_link(url, "Triage")] if url else []
 
 
 def _mrkdwn(text: str, limit: int = SLACK_TEXT_CHARS) -> dict[str, str]:
@@ -238,6 +252,36 @@ def slack_text(alert: Alert, config: AlertingSettings) -> str:
     return escape_mrkdwn(f"{alert.headline} (trace {alert.trace_id})")
 
 
+def _button(text: str, action_id: str, value: str, **style: str) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "text": {"type": "plain_text", "text": text},
+        "action_id": action_id,
+        "value": value,
+        **style,
+    }
+
+
+def _verdict_actions(alert: Alert, config: AlertingSettings) -> list[dict[str, Any]]:
+    """The "Confirmed hallucination" / "False alarm" buttons, when the triage pages are reachable.
+
+    Their value names the call judged: the first agreeing detector that reported a span. An
+    alert with no such detector (or ids too long for a button) gets no buttons.
+    """
+    judged = next((d for d in alert.detectors if d.span_id), None)
+    if not config.ui_base_url or judged is None:
+        return []
+    call = {"trace_id": alert.trace_id, "span_id": judged.span_id, "detector": judged.detector}
+    value = json.dumps(call, separators=(",", ":"))
+    if len(value) > SLACK_BUTTON_VALUE_CHARS:
+        return []
+    buttons = [
+        _button("Confirmed hallucination", CONFIRM_ACTION, value, style="danger"),
+        _button("False alarm", FALSE_ALARM_ACTION, value),
+    ]
+    return [{"type": "actions", "block_id": VERDICT_BLOCK_ID, "elements": buttons}]
+
+
 def _detector_section(d: DetectorEvidence) -> dict[str, Any]:
     lines = [f"*{escape_mrkdwn(d.detector)}*: {_verdict(d)}"]
     if d.summary:
@@ -247,7 +291,7 @@ def _detector_section(d: DetectorEvidence) -> dict[str, Any]:
 
 
 def slack_blocks(alert: Alert, config: AlertingSettings) -> list[dict[str, Any]]:
-    """Block Kit: headline, where it happened, each agreeing detector with its evidence, links."""
+    """Block Kit: headline, where it happened, each agreeing detector with its evidence, verdict buttons, links."""
     facts = {
         "Service": alert.service,
         "Model": alert.model,
@@ -261,7 +305,8 @@ def slack_blocks(alert: Alert, config: AlertingSettings) -> list[dict[str, Any]]
         _header(alert.headline),
         {"type": "section", "fields": fields},
         *(_detector_section(d) for d in alert.detectors[:SLACK_DETECTOR_SECTIONS]),
-        _footer(config, f"Trace {_trace_mrkdwn(alert.trace_id, config)}"),
+        *_verdict_actions(alert, config),
+        _footer(config, f"Trace {_trace_mrkdwn(alert.trace_id, config)}", *_triage_mrkdwn(alert.trace_id, config)),
     ]
 
 
@@ -286,10 +331,14 @@ def _pack(lines: Iterable[str], limit: int) -> list[str]:
     return texts
 
 
+def _digest_links(trace_id: str, config: AlertingSettings) -> str:
+    return ", ".join([_trace_mrkdwn(trace_id, config), *_triage_mrkdwn(trace_id, config)])
+
+
 def digest_blocks(route: str, alerts: Sequence[Alert], config: AlertingSettings) -> list[dict[str, Any]]:
-    """Block Kit for a digest: the count, one line per alert (headline and trace link), then "+N more"."""
+    """Block Kit for a digest: the count, one line per alert (headline, trace and triage links), then "+N more"."""
     lines = [
-        f"• {escape_mrkdwn(_clip(alert.headline, SLACK_HEADER_CHARS))} ({_trace_mrkdwn(alert.trace_id, config)})"
+        f"• {escape_mrkdwn(_clip(alert.headline, SLACK_HEADER_CHARS))} ({_digest_links(alert.trace_id, config)})"
         for alert in alerts[:DIGEST_LINES]
     ]
     lines += _more(len(alerts), DIGEST_LINES, "alert(s)")
@@ -328,6 +377,7 @@ def pagerduty_event(alert: Alert, config: AlertingSettings, routing_key: str) ->
     links = [
         {"href": href, "text": text}
         for href, text in (
+            (config.triage_url(alert.trace_id), "Triage page"),
             (config.trace_url(alert.trace_id), f"Trace {alert.trace_id}"),
             (config.dashboard_url, "Dashboard"),
         )
@@ -348,6 +398,8 @@ def console_text(alert: Alert, config: AlertingSettings) -> str:
         lines += [f"    - {line}" for line in evidence_lines(d)]
     url = config.trace_url(alert.trace_id)
     lines.append(f"  trace {alert.trace_id}" + (f" {url}" if url else ""))
+    if config.ui_base_url:
+        lines.append(f"  triage {config.triage_url(alert.trace_id)}")
     if config.dashboard_url:
         lines.append(f"  dashboard {config.dashboard_url}")
     return "\n".join(lines)

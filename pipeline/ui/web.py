@@ -26,6 +26,7 @@ from pipeline.sinks.labels import Label
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.highlight import marks, segments
 from pipeline.ui.queries import CallView, ListFilters, TriageStore
+from pipeline.ui.slack_actions import slack_blueprint
 
 TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -89,6 +90,8 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     app.add_url_rule("/trace/<trace_id>/verdict", "verdict", _verdict(store), methods=["POST"])
     app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
+    if settings.slack_signing_secret is not None:
+        app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
     return app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -10,10 +11,13 @@ import pytest
 
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.render import (
+    CONFIRM_ACTION,
     DIGEST_LINES,
+    FALSE_ALARM_ACTION,
     PAGERDUTY_SUMMARY_CHARS,
     SLACK_HEADER_CHARS,
     SLACK_TEXT_CHARS,
+    VERDICT_BLOCK_ID,
     console_text,
     digest_blocks,
     digest_text,
@@ -333,3 +337,81 @@ def test_console_text_reads_like_the_message() -> None:
     assert '    - answer says "45 days", context says "30 days"' in text
     assert f"trace {alert.trace_id} https://jaeger.example/trace/{alert.trace_id}" in text
     assert "dashboard https://grafana.example/d/halluwatch" in text
+
+
+TRIAGE_BASE = "http://halluwatch.internal:9464"
+SPANNED = (replace(GROUNDING, span_id="00f067aa0ba902b7"), replace(SCHEMA, span_id="00f067aa0ba902b7"))
+
+
+def _verdict_block(blocks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((block for block in blocks if block["type"] == "actions"), None)
+
+
+def test_slack_alert_with_triage_pages_carries_verdict_buttons_and_links() -> None:
+    alert = make_alert(replace(CONTRADICTION, span_id=""), *SPANNED)  # the first detector with a span is judged
+    blocks = slack_blocks(alert, linked_config(ui_base_url=TRIAGE_BASE))
+    actions = _verdict_block(blocks)
+    assert actions is not None and actions["block_id"] == VERDICT_BLOCK_ID
+    confirm, false_alarm = actions["elements"]
+    assert (confirm["text"]["text"], confirm["action_id"], confirm["style"]) == (
+        "Confirmed hallucination",
+        CONFIRM_ACTION,
+        "danger",
+    )
+    assert (false_alarm["text"]["text"], false_alarm["action_id"]) == ("False alarm", FALSE_ALARM_ACTION)
+    assert "style" not in false_alarm
+    for button in (confirm, false_alarm):
+        assert json.loads(button["value"]) == {
+            "trace_id": alert.trace_id,
+            "span_id": "00f067aa0ba902b7",
+            "detector": "grounding",
+        }
+        assert " " not in button["value"]  # compact
+    footer = blocks[-1]["elements"][0]["text"]
+    assert f"<https://jaeger.example/trace/{alert.trace_id}|{alert.trace_id}>" in footer  # the template wins
+    assert f"<{TRIAGE_BASE}/trace/{alert.trace_id}|Triage>" in footer
+
+
+def test_slack_trace_id_links_to_the_triage_page_without_a_trace_template() -> None:
+    alert = make_alert(*SPANNED)
+    footer = slack_blocks(alert, AlertingSettings(ui_base_url=TRIAGE_BASE + "/"))[-1]["elements"][0]["text"]
+    triage = f"{TRIAGE_BASE}/trace/{alert.trace_id}"
+    assert footer == f"Trace <{triage}|{alert.trace_id}> · <{triage}|Triage>"
+
+
+def test_slack_alert_without_triage_pages_or_spans_has_no_buttons() -> None:
+    plain = slack_blocks(make_alert(*SPANNED), linked_config())
+    assert _verdict_block(plain) is None
+    assert "Triage" not in plain[-1]["elements"][0]["text"]
+    spanless = slack_blocks(make_alert(), linked_config(ui_base_url=TRIAGE_BASE))  # nothing to label
+    assert _verdict_block(spanless) is None
+    assert "|Triage>" in spanless[-1]["elements"][0]["text"]
+
+
+def test_digest_links_each_alert_to_its_triage_page_without_buttons() -> None:
+    alerts = [make_alert(*SPANNED, trace_id=f"trace{i:02}") for i in range(3)]
+    blocks = digest_blocks("slack", alerts, linked_config(ui_base_url=TRIAGE_BASE))
+    body = "\n".join(_texts(blocks[1:-1]))
+    assert f"(<https://jaeger.example/trace/trace01|trace01>, <{TRIAGE_BASE}/trace/trace01|Triage>)" in body
+    assert _verdict_block(blocks) is None
+    assert "Triage" not in "\n".join(_texts(digest_blocks("slack", alerts, linked_config())))
+
+
+def test_pagerduty_links_lead_with_the_triage_page() -> None:
+    alert = make_alert()
+    assert pagerduty_event(alert, linked_config(ui_base_url=TRIAGE_BASE), "k")["links"] == [
+        {"href": f"{TRIAGE_BASE}/trace/{alert.trace_id}", "text": "Triage page"},
+        {"href": f"https://jaeger.example/trace/{alert.trace_id}", "text": f"Trace {alert.trace_id}"},
+        {"href": "https://grafana.example/d/halluwatch", "text": "Dashboard"},
+    ]
+    assert pagerduty_event(alert, AlertingSettings(ui_base_url=TRIAGE_BASE), "k")["links"] == [
+        {"href": f"{TRIAGE_BASE}/trace/{alert.trace_id}", "text": "Triage page"}
+    ]
+
+
+def test_console_text_names_the_triage_page() -> None:
+    alert = make_alert()
+    assert f"  triage {TRIAGE_BASE}/trace/{alert.trace_id}" in console_text(
+        alert, linked_config(ui_base_url=TRIAGE_BASE)
+    )
+    assert "triage" not in console_text(alert, linked_config())
