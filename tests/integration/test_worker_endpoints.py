@@ -20,9 +20,10 @@ from tests.integration.support import WorkerProcess, produce
 pytestmark = pytest.mark.usefixtures("exported_model")
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
+def _get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers or {})
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - an http:// URL built here
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
@@ -104,5 +105,18 @@ def test_worker_serves_health_and_metrics(tansu: TansuBroker, topic_prefix: str,
     for panel in prometheus_panels():
         for name in re.findall(r"\bhalluwatch_\w+", panel.query):
             assert name in samples, f"{panel.name} queries {name}, which the worker does not export"
+
+    # The triage pages, from the worker's own embedded ClickHouse session (chDB admits one process).
+    token_file = tmp_path / "ui_token"
+    assert token_file.stat().st_mode & 0o077 == 0, "the made-up token is the owner's alone"
+    log = worker.log_path.read_text(errors="replace")
+    assert f"sign in with the token in {token_file}" in log and token_file.read_text().strip() not in log
+    status, page = _get(worker.metrics_port, "/")
+    assert status == 200 and "Paste the UI token" in page  # redirected to sign in
+    bearer = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+    status, page = _get(worker.metrics_port, "/?service=travel-guide", bearer)
+    (trace,) = set(re.findall(r'href="/trace/([0-9a-f]{32})#', page))
+    status, page = _get(worker.metrics_port, f"/trace/{trace}", bearer)
+    assert status == 200 and re.search(r"<mark [^>]*>1950</mark>", page), page[:2000]
 
     assert worker.stop() == 0

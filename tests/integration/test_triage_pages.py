@@ -1,0 +1,212 @@
+"""The triage pages on the demo's data in embedded ClickHouse, through Flask's test client.
+
+The demo's example traces went through the real detectors, row builders and agreement
+rule (``demo_database``); the pages read them back as a user would: lists, filters,
+pages, the alerted trace with its flagged words, verdicts with and without the right
+credentials.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from html import unescape
+
+import pytest
+from clickhouse_connect.driver.client import Client
+from flask.testing import FlaskClient
+from pydantic import SecretStr
+
+from detectors.base import DetectorResult
+from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.ui import UISettings
+from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
+from pipeline.ui.queries import ListFilters, TriageStore
+from pipeline.ui.web import create_app
+from tests.calls import make_llm_call
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "test-token-0123456789"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _client(database: tuple[Client, str], page_size: int = 50, **ui: object) -> FlaskClient:
+    client, name = database
+    settings = UISettings(token=SecretStr(TOKEN), token_user="alice", page_size=page_size, **ui)
+    app = create_app(TriageStore(client, name), settings)
+    return app.test_client()
+
+
+def _html(response) -> str:
+    assert response.status_code == 200, response.get_data(as_text=True)[:500]
+    return response.get_data(as_text=True)
+
+
+def _listed_traces(html: str) -> list[str]:
+    return re.findall(r'href="/trace/([0-9a-f]{32})#call-', html)
+
+
+def _trace_of(database: tuple[Client, str], service: str) -> str:
+    client, name = database
+    (call,) = TriageStore(client, name).flagged_calls(ListFilters(service=service, alerted_only=True), 10)
+    return call.trace_id
+
+
+def _labels(database: tuple[Client, str]) -> list[tuple]:
+    client, name = database
+    return client.query(
+        f"SELECT trace_id, span_id, label, detector, labeller, note, source FROM {name}.labels FINAL "
+        "ORDER BY labelled_at"
+    ).result_rows
+
+
+def test_list_shows_every_flagged_call_newest_first_with_filters_and_pages(demo_database):
+    client, name = demo_database
+    flagged = client.query(f"SELECT uniqExact(trace_id, span_id) FROM {name}.findings FINAL WHERE flagged").result_rows[
+        0
+    ][0]
+    web = _client(demo_database)
+
+    everything = _listed_traces(_html(web.get("/", headers=BEARER)))
+    assert len(everything) == flagged > 10
+
+    travel = _html(web.get("/?service=travel-guide", headers=BEARER))
+    assert set(_listed_traces(travel)) == {_trace_of(demo_database, "travel-guide")}
+    assert "severe-contradiction" in travel  # the alert's rule beside the call
+
+    severe = _listed_traces(_html(web.get("/?rule=severe-contradiction", headers=BEARER)))
+    alerted = _listed_traces(_html(web.get("/?alerted=1", headers=BEARER)))
+    (severe_traces,) = client.query(
+        f"SELECT groupUniqArray(trace_id) FROM {name}.alerts WHERE rule = 'severe-contradiction'"
+    ).result_rows[0]
+    assert set(severe) == set(severe_traces) and len(severe) >= 2
+    assert set(severe) < set(alerted) < set(everything)
+    tool_facts = _html(web.get("/?detector=tool_facts", headers=BEARER))
+    assert len(_listed_traces(tool_facts)) == 2 and "shop-assistant" in tool_facts
+    future = _html(web.get("/?since=2999-01-01T00:00", headers=BEARER))
+    assert _listed_traces(future) == [] and "No flagged calls match." in future
+
+    paged = _client(demo_database, page_size=5)
+    pages = [_html(paged.get(f"/?page={page}", headers=BEARER)) for page in (1, 2, 3, 4)]
+    assert [len(_listed_traces(page)) for page in pages[:2]] == [5, 5]
+    assert sum(len(_listed_traces(page)) for page in pages) == len(everything)
+    assert "older</a>" in pages[0] and "newer</a>" in pages[1]
+
+    assert web.get("/?since=yesterday", headers=BEARER).status_code == 400
+    assert web.get("/?page=0", headers=BEARER).status_code == 400
+
+
+def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_compared_with(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
+
+    (answer,) = re.findall(r'<div class="answer">(.*?)</div>', html, re.S)
+    marked = [unescape(text) for text in re.findall(r"<mark[^>]*>(.*?)</mark>", answer, re.S)]
+    assert "1950" in marked and "500 m" in marked  # the wrong year and height, each its own mark
+    assert "Eiffel Tower" not in " ".join(marked)  # the words the sources support stay plain
+    # Each flagged value beside what the context says instead.
+    row = r'<tr><td><mark class="flag">(.*?)</mark></td><td>(\w+)</td>\s*<td class="source">(.*?)</td>'
+    rows = re.findall(row, html)
+    compared = {(unescape(text), detector): unescape(source) for text, detector, source in rows}
+    assert "1887" in compared[("1950", "contradiction")]
+    assert compared[("500 m", "contradiction")] == "330 m"
+    assert "severe-contradiction" in html and "delivered" in html  # the alert and its delivery
+    assert "No verdicts yet." in html
+
+
+def test_unknown_and_malformed_traces(demo_database):
+    web = _client(demo_database)
+    missing = web.get(f"/trace/{'ab' * 16}", headers=BEARER)
+    assert missing.status_code == 404 and "holds nothing of trace" in missing.get_data(as_text=True)
+    assert web.get("/trace/not-a-trace", headers=BEARER).status_code == 400
+
+
+def test_a_browser_signs_in_with_the_token_and_records_a_verdict_behind_csrf(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+
+    anonymous = web.get(f"/trace/{trace}")
+    assert anonymous.status_code == 302 and anonymous.location.startswith(f"/login?next=/trace/{trace}")
+    signed_in = web.get(f"/trace/{trace}?token={TOKEN}")
+    assert signed_in.status_code == 302 and signed_in.location == f"/trace/{trace}"  # the token leaves the URL
+    html = _html(web.get(signed_in.location))
+    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', html)[1]
+    form = {"span_id": span, "detector": "contradiction", "verdict": "false_alarm", "note": "the tower <is> 330 m"}
+
+    assert web.post(f"/trace/{trace}/verdict", data=form).status_code == 400  # no CSRF token: refused
+    assert _labels(demo_database) == []
+    recorded = web.post(f"/trace/{trace}/verdict", data={**form, "csrf_token": csrf})
+    assert recorded.status_code == 303 and recorded.location.endswith(f"/trace/{trace}#call-{span}")
+    assert _labels(demo_database) == [(trace, span, False, "contradiction", "alice", "the tower <is> 330 m", "ui")]
+
+    page = _html(web.get(f"/trace/{trace}"))
+    assert "Recorded: false alarm on span" in page
+    assert "the tower &lt;is&gt; 330 m" in page  # escaped, never markup
+
+    # A script with the token needs no session and no CSRF token (no cookie to ride on).
+    confirmed = web.post(f"/trace/{trace}/verdict", data={**form, "verdict": "confirmed", "note": ""}, headers=BEARER)
+    assert confirmed.status_code == 303
+    assert _labels(demo_database)[-1][2:] == (True, "contradiction", "alice", "", "ui")  # the newer verdict replaces
+
+    bad = {**form, "verdict": "maybe", "csrf_token": csrf}
+    assert web.post(f"/trace/{trace}/verdict", data=bad).status_code == 400
+
+
+def test_sign_in_form_refuses_wrong_tokens_and_foreign_redirects(demo_database):
+    web = _client(demo_database)
+    page = _html(web.get("/login"))
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)[1]
+    refused = web.post("/login", data={"token": "wrong", "next": "/", "csrf_token": csrf})
+    assert refused.status_code == 401 and "not this halluwatch" in refused.get_data(as_text=True)
+    accepted = web.post("/login", data={"token": TOKEN, "next": "//evil.example/", "csrf_token": csrf})
+    assert accepted.status_code == 303 and accepted.location == "/"
+    assert web.get("/").status_code == 200
+    assert web.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 302
+
+
+def test_proxy_identity_is_believed_only_from_a_trusted_address(demo_database):
+    web = _client(demo_database, identity_header="X-Forwarded-Email", trusted_proxies=["10.0.0.0/8"])
+    named = {"X-Forwarded-Email": "bob@example.com"}
+    from_proxy = web.get("/", headers=named, environ_base={"REMOTE_ADDR": "10.1.2.3"})
+    assert "bob@example.com" in _html(from_proxy)
+    spoofed = web.get("/", headers=named, environ_base={"REMOTE_ADDR": "192.0.2.7"})
+    assert spoofed.status_code == 302 and spoofed.location.startswith("/login")
+
+
+def test_hashed_content_is_explained_not_shown_and_text_is_escaped(clickhouse):
+    client, name = clickhouse
+    migrate(client, name)
+    now = datetime.now(UTC)
+    sink = ClickHouseSink(client, name)
+    hashed = make_llm_call(answer="secret answer", prompt="q", trace_id="c" * 32, span_id="1" * 16)
+    plain = make_llm_call(answer="<script>alert(1)</script> It is 500 m.", prompt="q", trace_id="c" * 32,
+                          span_id="2" * 16, start_time_unix_nano=10)  # fmt: skip
+    sink.add("llm_calls", [llm_call_row(hashed, ContentPolicy("hash", SecretStr("k")), now)])
+    sink.add("llm_calls", [llm_call_row(plain, ContentPolicy("store"), now)])
+    at = plain.answer.index("500 m")
+    span = {"start": at, "end": at + 5, "text": "500 m", "source_text": "330 m <b>tall</b>"}
+    result = DetectorResult("unsupported_spans", "1", 0.9, True, 0.5, evidence={"spans": [span]})
+    sink.add("findings", [finding_row(finding_record(plain, result, "v1", ContentPolicy("store")), now)])
+    sink.flush()
+
+    html = _html(_client((client, name)).get(f"/trace/{'c' * 32}", headers=BEARER))
+    assert "stored as HMAC digests under content_mode=hash" in html and "secret answer" not in html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert '<mark class="flag" data-detectors="unsupported_spans"' in html and ">500 m</mark>" in html
+    assert "330 m &lt;b&gt;tall&lt;/b&gt;" in html
+
+
+def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
+    client, name = clickhouse
+    client.command(f"CREATE DATABASE IF NOT EXISTS {name}")
+    assert TriageStore(client, name).schema_gaps() == [
+        "llm_calls.sources_from",
+        "findings.evidence",
+        "alerts.state_version",
+        "labels.detector",
+    ]
+    migrate(client, name)
+    assert TriageStore(client, name).schema_gaps() == []
