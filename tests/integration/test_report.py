@@ -8,16 +8,15 @@ message at all is a fault.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
 from PIL import Image
 
 from dashboards import Chart, clickhouse_panels
 from pipeline.tools.report import report_window, write_report
+from tests.chromium import chromium_path
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -26,16 +25,9 @@ CHROMIUM_FLAGS = [
 ]  # fmt: skip
 
 
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    pytest.fail("Chromium is not installed: `make chromium` (Debian package chromium) installs it")
-
-
 def _run_chromium(page: Path, profile: Path, *action: str) -> subprocess.CompletedProcess[str]:
     completed = subprocess.run(
-        [_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
+        [chromium_path(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *action, page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
