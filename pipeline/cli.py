@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -536,6 +538,8 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
         )
     click.echo(f"\nAll {outcome.messages_sent} messages processed. Data kept in {data_dir}/clickhouse.")
     click.echo(f"Report: {outcome.report_path.resolve()}")
+    command = f"HALLUWATCH_DATA_DIR={shlex.quote(str(data_dir))} {shlex.quote(sys.argv[0])} ui"
+    click.echo(f"Triage pages: {command}\n  then open the address it prints ('alerted only' lists the alerted traces).")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
+from pipeline.tools.demo_broker import free_port
 from pipeline.tools.example_traces import EXAMPLES, LOG_EVENT_EXAMPLES
 
 # Worker and demo processes load the embedding model from the session's export cache.
@@ -41,7 +46,7 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert any("openinference" in line for line in trace_grounded)
     assert any("[hr-assistant chat]" in line and "contradiction: answer says 15" in line for line in flagged_lines)
     # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
-    report = Path(out.rsplit("Report: ", 1)[1].strip())
+    report = Path(out.rsplit("Report: ", 1)[1].splitlines()[0])
     assert report == (tmp_path / "demo" / "report.html").resolve()
     assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="4"' in report.read_text()
     # No Slack or pager configured: alerts print to the log, and the summary lists them.
@@ -68,3 +73,38 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert "[product-qa ]" in single and "[hr-assistant answer_question]" not in single
     assert "[travel-guide chat]" not in single
     assert "agree on hr-assistant answer_question" in completed.stderr  # the console route's log line
+
+    # Then the printed command serves the triage pages on the demo's data, as a newcomer would run it.
+    command = out.split("Triage pages: ", 1)[1].splitlines()[0]
+    assert command.startswith(f"HALLUWATCH_DATA_DIR={tmp_path / 'demo'} ") and command.endswith(" ui")
+    setting, _ = command.split(" ", 1)
+    name, value = setting.split("=", 1)
+    _check_triage_pages({**os.environ, name: value}, alerted=len(set(re.findall(r"trace (\w+)…", alert_lines))))
+
+
+def _check_triage_pages(env: dict[str, str], alerted: int) -> None:
+    """``halluwatch ui`` on the stopped demo's data: its printed link signs in and lists the alerted traces."""
+    port = free_port()
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "ui", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert ui.stdout is not None
+        first_line = ui.stdout.readline()
+        link = re.search(r"http://\S+", first_line)
+        assert link, first_line + ui.stdout.read()
+        session = requests.Session()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                page = session.get(link[0].replace("/?", "/?alerted=1&"), timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline and ui.poll() is None, "halluwatch ui did not start"
+                time.sleep(0.2)
+        assert page.status_code == 200 and "token=" not in page.url
+        assert len(set(re.findall(r'href="/trace/([0-9a-f]{32})#', page.text))) == alerted > 0
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
