@@ -32,6 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import clickhouse_connect
 import pytest
+import requests
 import yaml
 
 from pipeline.config.settings import Settings
@@ -70,12 +71,15 @@ OPTIONAL: dict[str, Callable[[], str] | None] = {
     "HALLUWATCH_CONSISTENCY__LLM__API_KEY": lambda: f"sk-{secrets.token_hex(12)}",
     "HALLUWATCH_CONTENT_MODE": AS_WRITTEN,
     "HALLUWATCH_CONTENT_HMAC_KEY": lambda: secrets.token_hex(16),
+    "HALLUWATCH_UI__SLACK_SIGNING_SECRET": lambda: secrets.token_hex(16),
 }
 # The required lines' values are the user's to choose: random ones here.  The ClickHouse password
 # goes into a URL (HALLUWATCH_CLICKHOUSE_DSN), so .env.example asks for URL-safe characters.
 REQUIRED = {
     "CLICKHOUSE_PASSWORD": lambda: f"pw-{secrets.token_urlsafe(18)}.x~",
     "GRAFANA_ADMIN_PASSWORD": lambda: secrets.token_urlsafe(12),
+    "HALLUWATCH_UI__TOKEN": lambda: secrets.token_hex(24),
+    "HALLUWATCH_UI__SESSION_SECRET": lambda: secrets.token_hex(24),
 }
 # Variables whose values are secrets (given random values here): none may appear in any output.
 SECRET_VARIABLES = {name for name, make in {**OPTIONAL, **REQUIRED}.items() if make is not AS_WRITTEN}
@@ -257,6 +261,36 @@ def _stored_exactly_once(query: Callable[[str], list[tuple[Any, ...]]], database
     return f"{stored} LLM calls stored, {findings} findings from {detectors} detectors"
 
 
+def _check_triage_service(env: Mapping[str, str], token: str, alerted: set[str], tmp_path: Path, log: Path) -> None:
+    """``halluwatch ui`` as the triage service runs it (its port moved here) lists and shows the alerted traces."""
+    port = free_port()
+    command = _compose()["services"]["triage"]["command"]
+    assert command[:2] == ["halluwatch", "ui"]
+    moved = {"0.0.0.0": "127.0.0.1", "8642": str(port)}
+    triage = _start([moved.get(part, part) for part in command[1:]], env, _empty_dir(tmp_path / "triage-cwd"), log)
+    bearer = {"Authorization": f"Bearer {token}"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                listed = requests.get(f"http://127.0.0.1:{port}/?alerted=1", headers=bearer, timeout=10)
+                break
+            except requests.ConnectionError:
+                assert triage.poll() is None and time.monotonic() < deadline, _tail(log)
+                time.sleep(0.3)
+        assert listed.status_code == 200, listed.text[:2000]
+        assert set(re.findall(r'href="/trace/([0-9a-f]{32})#', listed.text)) == alerted
+        page = requests.get(f"http://127.0.0.1:{port}/trace/{min(alerted)}", headers=bearer, timeout=10)
+        # .env turns content_mode=hash on: the page says why it shows no text, and shows the findings.
+        assert env["HALLUWATCH_CONTENT_MODE"] == "hash"
+        assert page.status_code == 200 and "stored as HMAC digests under content_mode=hash" in page.text
+        assert 'class="findings"' in page.text and '<div class="answer">' not in page.text
+        assert requests.get(f"http://127.0.0.1:{port}/", timeout=10, allow_redirects=False).status_code == 302
+    finally:
+        triage.terminate()
+        triage.wait(timeout=30)
+
+
 def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_dir: Path):
     dot_env = _dot_env_file()
     clickhouse = _compose()["services"]["clickhouse"]["environment"]
@@ -287,7 +321,7 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
 
         # The order of work infra/README.md gives: doctor (`docker compose run --rm worker halluwatch
         # doctor`: the worker's environment), then the migrate service, then the worker.
-        outputs = {name: tmp_path / f"{name}.log" for name in ("doctor", "refused", "migrate", "worker")}
+        outputs = {name: tmp_path / f"{name}.log" for name in ("doctor", "refused", "migrate", "worker", "triage")}
         worker_env = _local_environment(worker_compose_env, local, home)
         doctor = _start(["doctor"], worker_env, _empty_dir(tmp_path / "doctor-cwd"), outputs["doctor"])
         assert doctor.wait(timeout=120) == 0, _tail(outputs["doctor"])
@@ -349,6 +383,10 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         alerted = assert_alerts_match_findings(
             query, database, read_topic(broker.bootstrap, _setting(worker_env, "kafka_alerts_topic"))
         )
+        # The triage service, as compose runs it, on what the worker stored (over HTTP, with the password).
+        triage_env = _local_environment(_service_environment("triage", dot_env), local, home)
+        alerted_traces = {trace for trace, _, _ in deliveries}
+        _check_triage_service(triage_env, dot_env["HALLUWATCH_UI__TOKEN"], alerted_traces, tmp_path, outputs["triage"])
     print(stored, alerted, deliveries, sep="\n")
     assert shim.refused == refused  # the worker's password was right from the start
 
@@ -360,6 +398,8 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
     assert dashboard == f"{dot_env['GRAFANA_URL']}/d/halluwatch" and all(dashboard in json.dumps(p.body) for p in posts)
     trace_link = dot_env["HALLUWATCH_ALERTING__TRACE_URL_TEMPLATE"].split("{trace_id}")[0]
     assert all(trace_link in json.dumps(post.body) for post in posts)
+    triage_link = f"{dot_env['HALLUWATCH_ALERTING__UI_BASE_URL']}/trace/"
+    assert all(triage_link in json.dumps(p.body) and "halluwatch_false_alarm" in json.dumps(p.body) for p in posts)
     pages = alerting.requests(PAGERDUTY_PATH)
     assert all(page.body["routing_key"] == dot_env["HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY"] for page in pages)
     assert len(posts) == sum(d.startswith("slack:") for _, d, _ in deliveries)
