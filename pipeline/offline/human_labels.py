@@ -28,7 +28,7 @@ from clickhouse_connect.driver.client import Client
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
-from pipeline.sinks.labels import Label
+from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +36,6 @@ MAX_ERRORS = 20  # enough to fix a file in one pass; past that the file is proba
 LABEL_WORDS = {"hallucinated": True, "ok": False}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TRACE_ID = re.compile(r"[0-9a-fA-F]{32}")
-_SPAN_ID = re.compile(r"[0-9a-fA-F]{16}")
 # Float32 columns read through their shortest decimal, so a stored 0.7 comes back as 0.7,
 # not 0.699999988: thresholds chosen from these scores are written to a file people read.
 _SCORE = "toFloat64(toString(score))"
@@ -82,7 +80,7 @@ def read_label_file(path: str | Path, default_labeller: str) -> LabelFile:
     if not default_labeller.strip():
         raise ValueError("default_labeller must not be empty")
     path = Path(path)
-    saved_at = _to_utc_ms(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
+    saved_at = to_utc_ms(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC))
     labels: list[Label] = []
     unlabelled = 0
     errors: list[str] = []
@@ -235,8 +233,8 @@ def _parse_line(raw: bytes, default_labeller: str, default_time: datetime) -> La
     if record["label"] is None:
         return None
     fields: dict[str, Callable[[Any], Any]] = {
-        "trace_id": lambda value: _hex_id(value, _TRACE_ID, 32),
-        "span_id": lambda value: _hex_id(value, _SPAN_ID, 16),
+        "trace_id": lambda value: _hex_id(value, TRACE_ID, 32),
+        "span_id": lambda value: _hex_id(value, SPAN_ID, 16),
         "label": _label_value,
         "labeller": lambda value: default_labeller if value is None else _non_empty_string(value),
         "labelled_at": lambda value: default_time if value is None else _timestamp(value),
@@ -264,7 +262,7 @@ def _parse_line(raw: bytes, default_labeller: str, default_time: datetime) -> La
 def _hex_id(value: Any, pattern: re.Pattern[str], length: int) -> str:
     if value is None:
         raise ValueError("missing")
-    if not isinstance(value, str) or not pattern.fullmatch(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value.lower()):
         raise ValueError(f"must be {length} hex characters, got {json.dumps(value)}")
     return value.lower()  # OTLP ids are stored as lowercase hex
 
@@ -295,13 +293,7 @@ def _timestamp(value: Any) -> datetime:
         parsed = datetime.fromisoformat(_string(value))
     except ValueError:
         raise ValueError(f"must be an ISO 8601 time, got {json.dumps(value)}") from None
-    return _to_utc_ms(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
-
-
-def _to_utc_ms(moment: datetime) -> datetime:
-    """``moment`` in UTC at the column's millisecond precision, so a label reads back equal."""
-    moment = moment.astimezone(UTC)
-    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    return to_utc_ms(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
 
 
 def _sample_key(seed: int, trace_id: str, span_id: str) -> int:

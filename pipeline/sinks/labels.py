@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
 LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source"]
+# Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
+SPAN_ID = re.compile(r"[0-9a-f]{16}")
 # Label's field for each column but the last (source, given per batch).
 _FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
 
@@ -29,6 +33,12 @@ class Label:
     labelled_at: datetime
     note: str = ""
     detector: str = ""
+
+
+def to_utc_ms(moment: datetime) -> datetime:
+    """``moment`` in UTC at the column's millisecond precision, so a label reads back equal."""
+    moment = moment.astimezone(UTC)
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
 
 
 def insert_labels(client: Client, database: str, labels: Sequence[Label], source: str) -> int:

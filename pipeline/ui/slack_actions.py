@@ -26,7 +26,7 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from slack_sdk.webhook import WebhookClient
 
 from pipeline.alerting.render import CONFIRM_ACTION, FALSE_ALARM_ACTION, VERDICT_BLOCK_ID, escape_mrkdwn
-from pipeline.sinks.labels import Label
+from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.queries import TriageStore
 
 logger = logging.getLogger(__name__)
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 MAX_AGE_SECONDS = 300  # Slack's own rule, which SignatureVerifier applies too
 UPDATE_TIMEOUT_SECONDS = 5
 VERDICTS = {CONFIRM_ACTION: True, FALSE_ALARM_ACTION: False}
-TRACE_ID = re.compile(r"[0-9a-f]{32}")
-SPAN_ID = re.compile(r"[0-9a-f]{16}")
 DETECTOR = re.compile(r"[A-Za-z0-9_.-]{0,100}")
 
 
@@ -108,8 +106,7 @@ def _text(message: str, status: int) -> Response:
 
 
 def _now(clock: Callable[[], float]) -> datetime:
-    now = datetime.fromtimestamp(clock(), UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)  # labelled_at is DateTime64(3)
+    return to_utc_ms(datetime.fromtimestamp(clock(), UTC))
 
 
 def _refusal(

@@ -22,14 +22,12 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from pipeline.config.ui import UISettings
-from pipeline.sinks.labels import Label
+from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.highlight import marks, segments
 from pipeline.ui.queries import CallView, ListFilters, TriageStore
 from pipeline.ui.slack_actions import slack_blueprint
 
-TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
-SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
 VERDICTS = {"confirmed": True, "false_alarm": False}
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
@@ -149,7 +147,7 @@ def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
             span_id,
             VERDICTS[choice],
             identity.user,
-            _now_ms(),
+            to_utc_ms(datetime.now(UTC)),
             note=request.form.get("note", "").strip()[:MAX_NOTE_CHARS],
             detector=request.form.get("detector", "").strip(),
         )
@@ -238,12 +236,6 @@ def _page_url(page: int) -> str:
 
 def _message_page(status: int, title: str, detail: str) -> Response:
     return Response(render_template("message.html", title=title, detail=detail), status=status)
-
-
-def _now_ms() -> datetime:
-    """Now, to the millisecond the labels table keeps."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def _when(moment: datetime | None) -> str:
