@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from dashboards import Chart, QueryWindow, clickhouse_panels, expand
+from pipeline.sinks.labels import Label, insert_labels
+from pipeline.ui.queries import ListFilters, TriageStore
 
 COLUMNS = {
     "hallucination_rate": ("time", "series", "hallucination_rate"),
@@ -34,6 +36,7 @@ COLUMNS = {
         "convention", "provider", "model", "content_source", "calls", "input_tokens", "output_tokens",
         "avg_duration_ms",
     ),
+    "verdicts_by_detector": ("detector", "confirmed", "false_alarms", "judged_precision"),
 }  # fmt: skip
 
 
@@ -94,6 +97,29 @@ def test_every_panel_returns_its_columns_and_the_demo_findings(demo_database):
     assert {r["series"] for r in out["pipeline_lag"]} == {"p50", "p99", "max"}
     assert any("search_docs" in r["summary"] for r in out["latest_flagged"])
     assert sum(r["calls"] for r in out["llm_traffic"]) == sum(r["calls"] for r in out["hallucination_by_service"])
+
+
+def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(demo_database):
+    client, database = demo_database
+    store = TriageStore(client, database)
+    (travel,) = store.flagged_calls(ListFilters(service="travel-guide"), 10)
+    (agent,) = store.flagged_calls(ListFilters(service="concierge-agent"), 10)
+    now = datetime.now(UTC).replace(microsecond=0)
+    verdicts = [
+        Label(travel.trace_id, travel.span_id, False, "alice", now, detector="contradiction"),
+        Label(travel.trace_id, travel.span_id, False, "bob", now),
+        Label(travel.trace_id, travel.span_id, True, "carol", now),  # outvoted: a false alarm
+        Label(agent.trace_id, agent.span_id, True, "alice", now - timedelta(minutes=1)),
+    ]
+    insert_labels(client, database, verdicts, "test")
+    (panel,) = [p for p in clickhouse_panels() if p.name == "verdicts_by_detector"]
+    rows = {row["detector"]: row for row in _rows(client, expand(panel.query, _window(), database))}
+    assert set(rows) == set(travel.detectors) | set(agent.detectors)
+    counts = {name: (row["confirmed"], row["false_alarms"]) for name, row in rows.items()}
+    assert counts == {name: (int(name in agent.detectors), int(name in travel.detectors)) for name in rows}
+    assert rows["tool_outcome"]["judged_precision"] == 1.0 and rows["contradiction"]["judged_precision"] == 0.0
+    only_travel = expand(panel.query, _window("travel-guide"), database)
+    assert {row["detector"] for row in _rows(client, only_travel)} == set(travel.detectors)
 
 
 def test_service_variable_filters_every_panel(demo_database):

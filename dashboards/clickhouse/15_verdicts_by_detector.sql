@@ -1,0 +1,25 @@
+-- title: Human verdicts by detector
+-- chart: table
+-- description: What people said of the calls each detector flagged (triage pages, Slack buttons, imported label files), by when they said it: each call's verdict is its labellers' majority, a tie going to the newest. Confirmed hallucinations, false alarms, and the share confirmed: the detector's precision as people judged it. `halluwatch calibrate --from-clickhouse` fits thresholds to the same verdicts.
+SELECT
+    flagged.detector AS detector,
+    countIf(verdicts.hallucinated) AS confirmed,
+    countIf(NOT verdicts.hallucinated) AS false_alarms,
+    round(confirmed / count(), 4) AS judged_precision
+FROM
+(
+    SELECT trace_id, span_id,
+           countIf(label) AS yes, countIf(NOT label) AS no,
+           if(yes = no, argMax(label, (labelled_at, labeller)), yes > no) AS hallucinated
+    FROM halluwatch.labels FINAL
+    WHERE $__timeFilter(labelled_at)
+    GROUP BY trace_id, span_id
+) AS verdicts
+INNER JOIN
+(
+    SELECT DISTINCT trace_id, span_id, detector
+    FROM halluwatch.findings
+    WHERE flagged AND $__conditionalAll(service IN (${service:singlequote}), $service)
+) AS flagged USING (trace_id, span_id)
+GROUP BY detector
+ORDER BY detector
