@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from detectors.base import DetectorResult
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.ui import UISettings
+from pipeline.offline.human_labels import labelled_scores_from_clickhouse
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from pipeline.ui.queries import ListFilters, TriageStore
@@ -141,6 +142,10 @@ def test_a_browser_signs_in_with_the_token_and_records_a_verdict_behind_csrf(dem
     recorded = web.post(f"/trace/{trace}/verdict", data={**form, "csrf_token": csrf})
     assert recorded.status_code == 303 and recorded.location.endswith(f"/trace/{trace}#call-{span}")
     assert _labels(demo_database) == [(trace, span, False, "contradiction", "alice", "the tower <is> 330 m", "ui")]
+    # What `halluwatch calibrate --from-clickhouse` fits on: the verdict with the call's findings.
+    (judged,) = labelled_scores_from_clickhouse(*demo_database)
+    assert judged.id == f"{trace}:{span}" and judged.hallucinated is False
+    assert judged.detectors["contradiction"].status == "ok" and judged.detectors["contradiction"].score > 0.5
 
     page = _html(web.get(f"/trace/{trace}"))
     assert "Recorded: false alarm on span" in page
