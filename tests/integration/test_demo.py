@@ -95,7 +95,7 @@ def _check_triage_pages(env: dict[str, str], alerted: int) -> None:
         link = re.search(r"http://\S+", first_line)
         assert link, first_line + ui.stdout.read()
         session = requests.Session()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded machine starts Python and chDB slowly
         while True:
             try:
                 page = session.get(link[0].replace("/?", "/?alerted=1&"), timeout=5)
