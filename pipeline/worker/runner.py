@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import logging
 
+from clickhouse_connect.driver.exceptions import ClickHouseError
 from faust.worker import Worker
+from flask import Flask
 
 from pipeline.config.settings import Settings
-from pipeline.ui.serve import keep_token, triage_app
+from pipeline.sinks.clickhouse import ClickHouseUnreachable
+from pipeline.ui.access import Access
+from pipeline.ui.serve import UnmigratedDatabase, keep_token, triage_app
 from pipeline.worker.app import PipelineWorker
 from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
 
@@ -24,12 +28,23 @@ def faust_worker(pipeline_worker: PipelineWorker) -> Worker:
     return worker
 
 
+def _triage_pages(settings: Settings) -> tuple[Flask | None, Access | None]:
+    """The triage pages for the worker's endpoint, or none: they must never keep it from consuming."""
+    if not settings.ui.serve_in_worker:
+        return None, None
+    try:
+        return triage_app(settings)
+    except (ClickHouseError, ClickHouseUnreachable, UnmigratedDatabase) as exc:
+        logger.error("triage pages not served (metrics and health are): %s", exc)
+        return None, None
+
+
 def run_worker(settings: Settings) -> None:
     """Run the worker until SIGTERM/SIGINT; returns after a graceful shutdown."""
     pipeline_worker = PipelineWorker(settings)
     endpoint = None
     if settings.metrics_port is not None:
-        pages, access = triage_app(settings) if settings.ui.serve_in_worker else (None, None)
+        pages, access = _triage_pages(settings)
         endpoint = WorkerEndpoint(pipeline_worker.app, settings.metrics_host, settings.metrics_port, pages)
         base_url = f"http://{settings.metrics_host}:{endpoint.port}"
         logger.info("metrics on %s/metrics, health on %s", base_url, HEALTH_PATH)

@@ -264,7 +264,8 @@ class ClickHouseShim:
         if request.headers.get("Content-Encoding"):
             _reply(request, 400, b"the shim takes uncompressed bodies only (compress=false)")
             return
-        query = parse_qs(urlsplit(request.path).query).get("query", [""])[0]
+        body, path = _bind_parameters(body, request.path)  # as the server binds {name:Type}
+        query = parse_qs(urlsplit(path).query).get("query", [""])[0]
         text = (query.encode() + b"\n" if query else b"") + body
         try:
             answer = self._execute(text)
@@ -477,7 +478,6 @@ class PasswordClickHouseShim(ClickHouseShim):
                 except ValueError as exc:
                     _reply(self, 400, str(exc).encode())
                     return
-                body, self.path = _bind_parameters(body, self.path)
                 for header in ("Content-Encoding", "Transfer-Encoding", "Content-Length"):
                     del self.headers[header]
                 self.headers["Content-Length"] = str(len(body))
