@@ -155,12 +155,9 @@ class TriageStore:
         return [_flagged_call(row, rules.get(row[0], ())) for row in rows]
 
     def choices(self) -> dict[str, list[str]]:
-        """The values each filter can take (services, operations, detectors, rules seen)."""
+        """The values each filter can take: services, operations, detectors, rules seen (empty ones filter nothing)."""
         columns = {"service": "findings", "operation": "findings", "detector": "findings", "rule": "alerts"}
-        return {
-            column: [row[0] for row in self._rows(f"SELECT DISTINCT {column} FROM {self._db}.{table} ORDER BY 1")]  # noqa: S608 - identifiers fixed above
-            for column, table in columns.items()
-        }
+        return {column: self._distinct(column, table) for column, table in columns.items()}
 
     def trace(self, trace_id: str) -> TraceView:
         """The calls, findings, alerts and labels of one trace."""
@@ -266,6 +263,10 @@ class TriageStore:
             {"traces": list(trace_ids)},
         )
         return {trace: tuple(rules) for trace, rules in rows}
+
+    def _distinct(self, column: str, table: str) -> list[str]:
+        sql = f"SELECT DISTINCT {column} FROM {self._db}.{table} WHERE {column} != '' ORDER BY 1"  # noqa: S608 - identifiers fixed
+        return [row[0] for row in self._rows(sql)]
 
     def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return [tuple(row) for row in self._client.query(sql, parameters=params or {}).result_rows]

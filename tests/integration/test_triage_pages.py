@@ -70,10 +70,13 @@ def test_list_shows_every_flagged_call_newest_first_with_filters_and_pages(demo_
     ][0]
     web = _client(demo_database)
 
-    everything = _listed_traces(_html(web.get("/", headers=BEARER)))
+    unfiltered = _html(web.get("/", headers=BEARER))
+    everything = _listed_traces(unfiltered)
     assert len(everything) == flagged > 10
+    assert "selected>" not in unfiltered  # every filter shows "any"
 
     travel = _html(web.get("/?service=travel-guide", headers=BEARER))
+    assert '<option value="travel-guide" selected>' in travel
     assert set(_listed_traces(travel)) == {_trace_of(demo_database, "travel-guide")}
     assert "severe-contradiction" in travel  # the alert's rule beside the call
 
