@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -120,7 +120,7 @@ class TraceView:
     trace_id: str
     calls: tuple[CallView, ...]
     alerts: tuple[AlertView, ...] = ()
-    labels: tuple[LabelView, ...] = field(default=())
+    labels: tuple[LabelView, ...] = ()
 
     @property
     def found(self) -> bool:

@@ -118,7 +118,7 @@ def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
         if not view.found:
             abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
         calls = [_call_context(call) for call in view.calls]
-        return render_template("trace.html", trace=view, calls=calls, verdicts=VERDICTS)
+        return render_template("trace.html", trace=view, calls=calls)
 
     return trace
 
