@@ -486,6 +486,33 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     click.echo("all checks passed")
 
 
+@main.group()
+def policy() -> None:
+    """Per-application policies: which one a call gets, and what it sets."""
+
+
+@policy.command(name="explain")
+@CONFIG_OPTION
+@click.option("--service", required=True, help="The call's service.name.")
+@click.option("--operation", default="", help="The call's operation (gen_ai.operation.name).")
+@click.option("--model", default="", help="The call's model.")
+@click.option(
+    "--attr", "attributes", multiple=True, metavar="KEY=VALUE", help="A span or resource attribute (repeatable)."
+)
+def policy_explain(
+    config_path: Path | None, service: str, operation: str, model: str, attributes: tuple[str, ...]
+) -> None:
+    """Show the effective policy of a call and where each value came from."""
+    from pipeline.tools.policy_explain import explain
+
+    pairs = [attribute.partition("=") for attribute in attributes]
+    malformed = [key for key, equals, _ in pairs if not equals or not key]
+    if malformed:
+        raise click.BadParameter("expected KEY=VALUE", param_hint="--attr")
+    for line in explain(_settings(config_path), service, operation, model, {k: v for k, _, v in pairs}):
+        click.echo(line)
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
