@@ -22,6 +22,7 @@ class DeliveryStatus(StrEnum):
 
     DELIVERED = "delivered"
     DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
+    GROUPED = "grouped"  # delivered into an open rate-monitor incident instead of paging on its own
     RETRYING = "retrying"
     FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
 
@@ -70,6 +71,24 @@ class DetectorEvidence:
 
 
 @dataclass(frozen=True, slots=True)
+class IncidentRef:
+    """The open rate-monitor incident an alert is grouped into: its PagerDuty dedup key and Slack thread."""
+
+    incident_id: str
+    slack_channel: str = ""
+    slack_ts: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON form."""
+        return {"incident_id": self.incident_id, "slack_channel": self.slack_channel, "slack_ts": self.slack_ts}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> IncidentRef:
+        """Parse the JSON form."""
+        return cls(str(raw["incident_id"]), str(raw.get("slack_channel", "")), str(raw.get("slack_ts", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class Alert:
     """Two or more detectors agreed on one trace, and a rule chose the route."""
 
@@ -82,11 +101,19 @@ class Alert:
     operation: str
     detectors: tuple[DetectorEvidence, ...]
     created_at: datetime
+    policy: str = ""  # the application policy the call fell under
+    # Set by the router when a rate monitor has an incident open for the alert's group.
+    incident: IncidentRef | None = None
 
     @property
     def alert_id(self) -> str:
-        """Identity of the alert: one per trace per rule (also the PagerDuty dedup key)."""
+        """Identity of the alert: one per trace per rule."""
         return f"{self.trace_id}:{self.rule}"
+
+    @property
+    def dedup_key(self) -> str:
+        """The PagerDuty dedup key: the alert's own, or its incident's when it is grouped into one."""
+        return self.incident.incident_id if self.incident else self.alert_id
 
     @property
     def detector_names(self) -> list[str]:
@@ -122,6 +149,8 @@ class Alert:
             "operation": self.operation,
             "detectors": [d.to_dict() for d in self.detectors],
             "created_at": self.created_at.isoformat(),
+            "policy": self.policy,
+            "incident": self.incident.to_dict() if self.incident else None,
         }
 
     @classmethod
@@ -137,6 +166,8 @@ class Alert:
             operation=str(raw.get("operation", "")),
             detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
             created_at=datetime.fromisoformat(raw["created_at"]),
+            policy=str(raw.get("policy", "")),
+            incident=IncidentRef.from_dict(raw["incident"]) if raw.get("incident") else None,
         )
 
     def to_json(self) -> bytes:
