@@ -15,7 +15,7 @@ Methods block (clickhouse-connect is synchronous): the worker runs them in its s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -65,9 +65,9 @@ def _incident(row: Sequence[Any]) -> Incident:
         group_by=tuple(group_by),
         key=tuple(values),
         status=IncidentStatus(status),
-        opened_at=opened_at,
-        updated_at=updated_at,
-        resolved_at=resolved_at,
+        opened_at=_utc(opened_at),
+        updated_at=_utc(updated_at),
+        resolved_at=_utc(resolved_at) if resolved_at is not None else None,
         rate=rate,
         baseline_rate=baseline_rate,
         calls=calls,
@@ -77,6 +77,11 @@ def _incident(row: Sequence[Any]) -> Incident:
         delivered=bool(delivered),
         version=version,
     )
+
+
+def _utc(moment: datetime) -> datetime:
+    """The driver returns the UTC columns' values naive (its client timezone setting decides)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class IncidentStore:
