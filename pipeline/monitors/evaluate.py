@@ -130,12 +130,18 @@ class Decision:
         )
 
 
-def baseline_rate(rates: GroupRates, min_calls: int) -> float | None:
-    """The group's baseline rate: the same hour of day if it has ``min_calls``, else the whole period, else None."""
-    for counts in (rates.same_hour, rates.period):
+def baseline(rates: GroupRates, min_calls: int) -> tuple[str, Counts] | None:
+    """The group's baseline counts and their source ("same hour" or "period"), or None when both are too thin."""
+    for source, counts in (("same hour", rates.same_hour), ("period", rates.period)):
         if counts.calls >= min_calls:
-            return counts.rate
+            return source, counts
     return None
+
+
+def baseline_rate(rates: GroupRates, min_calls: int) -> float | None:
+    """The group's baseline rate, or None without enough calls for one."""
+    found = baseline(rates, min_calls)
+    return found[1].rate if found else None
 
 
 def open_threshold(config: MonitorConfig, baseline: float) -> float:

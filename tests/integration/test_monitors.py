@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 from clickhouse_connect.driver.client import Client
 from pydantic import SecretStr
 
@@ -21,6 +26,7 @@ from pipeline.alerting.alert import DeliveryStatus
 from pipeline.alerting.dispatch import Dispatcher
 from pipeline.alerting.routes import build_destinations
 from pipeline.alerting.stage import _recorded
+from pipeline.cli import main
 from pipeline.config.alerting import AlertingSettings, RouteConfig
 from pipeline.config.content_policy import STORE_ALL
 from pipeline.config.monitors import MonitorConfig
@@ -85,10 +91,10 @@ def insert_calls(
     client.insert(f"{database}.findings", rows, column_names=FINDING_COLUMNS)
 
 
-def insert_baseline(client: Client, database: str, service: str) -> None:
-    """Seven days of 08:30-11:30 traffic, 1 call in 30 flagged (3.3%)."""
+def insert_baseline(client: Client, database: str, service: str, end: datetime = START) -> None:
+    """Seven days of traffic from 90 minutes before to 90 minutes after ``end``'s time of day, 1 call in 30 flagged."""
     for days in range(1, 8):
-        day_start = START - timedelta(days=days, hours=1, minutes=30)
+        day_start = end - timedelta(days=days, hours=1, minutes=30)
         insert_calls(client, database, service, day_start, 1080, 30, f"b{days}{service[0]}")
 
 
@@ -223,3 +229,48 @@ def test_a_failing_query_logs_one_line_and_sends_nothing(database, server, caplo
     (line,) = [r for r in caplog.records if r.name == "pipeline.monitors.runner"]
     assert "monitor errors: ClickHouse query failed" in line.getMessage()
     assert server.requests() == []
+
+
+def write_config(path: Path, **settings: object) -> Path:
+    monitors = {"errors": {"route": "page", "min_calls": 50}}
+    path.write_text(yaml.safe_dump({"monitors": monitors, **settings}))
+    return path
+
+
+def test_the_monitors_command_shows_rates_baselines_and_open_incidents(database, server, chdb_path, tmp_path):
+    client, name = database
+    end = datetime.now(UTC).replace(second=0, microsecond=0)  # the command reads the wall clock
+    insert_baseline(client, name, "support-bot", end)
+    insert_calls(client, name, "support-bot", end - timedelta(minutes=10), 60, 2, "burst")
+    insert_calls(client, name, "new-bot", end - timedelta(minutes=10), 60, 2, "new")  # no history at all
+    config = alerting(server)
+    store = IncidentStore(client, name)
+
+    async def save(incidents: Sequence[Incident]) -> None:
+        store.insert(incidents)
+
+    destinations = build_destinations(config)
+    runner = MonitorRunner({"errors": MONITOR}, config, store, destinations.__getitem__, save, clock=lambda: end)
+    (opened,) = asyncio.run(runner.evaluate("errors"))
+    asyncio.run(Dispatcher(config, destinations).close())
+
+    env = {"HALLUWATCH_CLICKHOUSE_DSN": f"chdb://{chdb_path}", "HALLUWATCH_CLICKHOUSE_DATABASE": name}
+    result = CliRunner(env=env).invoke(main, ["monitors", "--config", str(write_config(tmp_path / "c.yaml"))])
+    assert result.exit_code == 0, result.output
+    header, *groups = result.output.splitlines()
+    assert header.startswith("errors: route page, by service; 15 min against 7 days")
+    support_bot, new_bot = groups  # the open incident first
+    assert support_bot.startswith("  support-bot:  50.0% of 60 calls, baseline 3.3% (same hour), opens at 6.7%")
+    assert support_bot.endswith(f"OPEN since {end:%Y-%m-%d %H:%M} UTC ({opened.incident.incident_id})")
+    assert new_bot == "  new-bot:  50.0% of 60 calls, no baseline yet"
+
+
+def test_the_monitors_command_says_in_one_line_when_clickhouse_is_out_of_reach(tmp_path):
+    config = write_config(tmp_path / "c.yaml", clickhouse_dsn="http://halluwatch:hunter2-secret@127.0.0.1:1/")
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "monitors", "--config", str(config)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: ClickHouse at http://halluwatch:***@127.0.0.1:1/: ")
