@@ -490,6 +490,26 @@ def report(config_path: Path | None, output_path: Path | None, hours: float, ser
 
 @main.command()
 @CONFIG_OPTION
+def monitors(config_path: Path | None) -> None:
+    """Show each rate monitor: its groups' flag rate now against their baseline, and open incidents."""
+    from datetime import UTC
+
+    from pipeline.monitors.store import IncidentStore
+    from pipeline.monitors.view import monitor_lines
+
+    settings = _settings(config_path)
+    if not settings.monitors:
+        click.echo("no rate monitors configured (the settings file's monitors: section)")
+        return
+    store = IncidentStore(_migrated_client(settings), settings.clickhouse_database)
+    now = datetime.now(UTC)
+    for name, config in settings.monitors.items():
+        for line in monitor_lines(name, config, store.rates(config, now), store.latest(name)):
+            click.echo(line)
+
+
+@main.command()
+@CONFIG_OPTION
 @click.option("--timeout", "timeout_seconds", default=10.0, show_default=True, help="Seconds per network step.")
 def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     """Check the configuration, the broker, ClickHouse, the model and the alert credentials.

@@ -37,6 +37,14 @@ AGREEMENT_FINDINGS = Counter("halluwatch_agreement_findings", "Findings records 
 ALERTS = Counter("halluwatch_alerts", "Alerts fired by the agreement rule", ["rule", "route"])
 ALERT_DELIVERIES = Counter("halluwatch_alert_deliveries", "Alert delivery outcomes", ["destination", "status"])
 ALERT_DEAD_LETTERS = Counter("halluwatch_alert_dead_letters", "Alerts given up on, in the alerts dead-letter topic")
+MONITOR_EVALUATIONS = Counter(
+    "halluwatch_monitor_evaluations",
+    "Rate monitor evaluations (outcome error: a ClickHouse query failed)",
+    ["monitor", "outcome"],
+)
+MONITOR_INCIDENT_EVENTS = Counter(
+    "halluwatch_monitor_incident_events", "Rate monitor incident events (open, update, resolve)", ["monitor", "event"]
+)
 TRACE_STATES = Gauge("halluwatch_agreement_traces", "Traces with flags held in the agreement window")
 LOG_RECORDS = Counter(
     "halluwatch_log_records",

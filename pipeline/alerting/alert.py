@@ -23,6 +23,7 @@ class DeliveryStatus(StrEnum):
 
     DELIVERED = "delivered"
     DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
+    GROUPED = "grouped"  # delivered into an open rate-monitor incident instead of paging on its own
     RETRYING = "retrying"
     FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
 
@@ -71,6 +72,24 @@ class DetectorEvidence:
 
 
 @dataclass(frozen=True, slots=True)
+class IncidentRef:
+    """The open rate-monitor incident an alert is grouped into: its PagerDuty dedup key and Slack thread."""
+
+    incident_id: str
+    slack_channel: str = ""
+    slack_ts: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """JSON form."""
+        return {"incident_id": self.incident_id, "slack_channel": self.slack_channel, "slack_ts": self.slack_ts}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> IncidentRef:
+        """Parse the JSON form."""
+        return cls(str(raw["incident_id"]), str(raw.get("slack_channel", "")), str(raw.get("slack_ts", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class Alert:
     """Two or more detectors agreed on one trace, and a rule chose the route."""
 
@@ -84,11 +103,18 @@ class Alert:
     detectors: tuple[DetectorEvidence, ...]
     created_at: datetime
     policy: str = DEFAULT_POLICY  # the application policy whose rules fired it and chose its route
+    # Set by the router when a rate monitor has an incident open for the alert's group.
+    incident: IncidentRef | None = None
 
     @property
     def alert_id(self) -> str:
-        """Identity of the alert: one per trace per rule (also the PagerDuty dedup key)."""
+        """Identity of the alert: one per trace per rule."""
         return f"{self.trace_id}:{self.rule}"
+
+    @property
+    def dedup_key(self) -> str:
+        """The PagerDuty dedup key: the alert's own, or its incident's when it is grouped into one."""
+        return self.incident.incident_id if self.incident else self.alert_id
 
     @property
     def detector_names(self) -> list[str]:
@@ -125,6 +151,7 @@ class Alert:
             "policy": self.policy,
             "detectors": [d.to_dict() for d in self.detectors],
             "created_at": self.created_at.isoformat(),
+            "incident": self.incident.to_dict() if self.incident else None,
         }
 
     @classmethod
@@ -141,6 +168,7 @@ class Alert:
             detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
             created_at=datetime.fromisoformat(raw["created_at"]),
             policy=str(raw.get("policy", DEFAULT_POLICY)),
+            incident=IncidentRef.from_dict(raw["incident"]) if raw.get("incident") else None,
         )
 
     def to_json(self) -> bytes:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 from pipeline.alerting.alert import Alert
 from pipeline.alerting.destinations import Destination
-from pipeline.alerting.render import console_text, digest_text
+from pipeline.alerting.incident import IncidentNote
+from pipeline.alerting.render import console_text, digest_text, incident_console_text
 from pipeline.config.alerting import AlertingSettings
 
 logger = logging.getLogger("halluwatch.alerts")
@@ -29,3 +30,8 @@ class ConsoleDestination(Destination):
     async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
         """Log one summary of the alerts."""
         logger.warning("%s", digest_text(route, alerts))
+
+    async def send_incident(self, note: IncidentNote) -> str:
+        """Log the incident event in one line."""
+        logger.warning("%s", incident_console_text(note))
+        return ""

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from pipeline.alerting.alert import Alert
+from pipeline.alerting.incident import IncidentNote
 from pipeline.config.alerting import AlertingSettings
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,14 @@ class Destination(ABC):
     async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
         """Deliver several alerts of one route together (over its rate limit); raises ``DeliveryError``."""
 
+    @abstractmethod
+    async def send_incident(self, note: IncidentNote) -> str:
+        """Deliver a rate-monitor incident's event; raises ``DeliveryError``.
+
+        Returns the Slack message ts when this posted the incident's first message (the
+        thread later notes and grouped alerts go to), else "".
+        """
+
     async def close(self) -> None:  # noqa: B027 - most destinations hold nothing to release
         """Release connections; the destination must not be used afterwards."""
 
@@ -92,6 +101,7 @@ class HttpReply:
     ok: bool
     retry_after_seconds: float | None = None
     detail: str = ""
+    message_id: str = ""  # what the server named what it created (a Slack message's ts)
 
     @classmethod
     def of(cls, status: int, headers: Mapping[str, Any], detail: str = "", *, ok: bool | None = None) -> HttpReply:
@@ -119,8 +129,8 @@ async def deliver_with_retries(
     retries: int,
     retry_after_cap: float = RETRY_AFTER_CAP_SECONDS,
     backoff_initial: float = BACKOFF_INITIAL_SECONDS,
-) -> None:
-    """Run ``attempt`` until it succeeds, at most ``retries`` more times; raise ``DeliveryError`` if it never does.
+) -> HttpReply:
+    """Run ``attempt`` until it succeeds and return its reply, at most ``retries`` more times; else ``DeliveryError``.
 
     A 429 waits its ``Retry-After`` (exponential backoff without one) unless that is longer
     than ``retry_after_cap``: then it raises at once, carrying the wait for the caller. A
@@ -134,7 +144,7 @@ async def deliver_with_retries(
             failure = DeliveryError(f"{name}: {type(error).__name__}", retryable=True, detail=str(error))
         else:
             if reply.ok:
-                return
+                return reply
             failure = _failure(name, reply)
         wait = failure.retry_after_seconds
         if not failure.retryable or (wait is not None and wait > retry_after_cap):
@@ -164,8 +174,8 @@ class HttpDestination(Destination):
             self._client_session = aiohttp.ClientSession(timeout=timeout)
         return self._client_session
 
-    async def _deliver(self, attempt: Callable[[], Awaitable[HttpReply]]) -> None:
-        await deliver_with_retries(self.name, attempt, retries=self._config.request_retries)
+    async def _deliver(self, attempt: Callable[[], Awaitable[HttpReply]]) -> HttpReply:
+        return await deliver_with_retries(self.name, attempt, retries=self._config.request_retries)
 
     async def close(self) -> None:
         """Close the HTTP session."""

@@ -1,12 +1,18 @@
-"""PagerDuty Events API v2: one ``trigger`` per alert, deduplicated by the alert id."""
+"""PagerDuty Events API v2: one ``trigger`` per alert, deduplicated by the alert id (or its incident's).
+
+A rate-monitor incident is a ``trigger`` when it opens or changes and a ``resolve`` when
+it ends, all with the incident id as the dedup key.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pipeline.alerting.alert import Alert
 from pipeline.alerting.destinations import HttpDestination, HttpReply
-from pipeline.alerting.render import pagerduty_event
+from pipeline.alerting.incident import IncidentNote
+from pipeline.alerting.render import pagerduty_event, pagerduty_incident_event
 from pipeline.config.alerting import AlertingSettings
 
 
@@ -27,15 +33,21 @@ class PagerDutyDestination(HttpDestination):
 
     async def send(self, alert: Alert) -> None:
         """Trigger (or, with the same dedup key, update) the alert's incident."""
-        event = pagerduty_event(alert, self._config, self._routing_key)
-
-        async def attempt() -> HttpReply:
-            async with self._session().post(self._config.pagerduty_url, json=event) as response:
-                return HttpReply.of(response.status, response.headers, await response.text())
-
-        await self._deliver(attempt)
+        await self._post(pagerduty_event(alert, self._config, self._routing_key))
 
     async def send_digest(self, route: str, alerts: Sequence[Alert]) -> None:
         """One trigger per alert even here: each alert is its own incident, and dedup keys make resending safe."""
         for alert in alerts:
             await self.send(alert)
+
+    async def send_incident(self, note: IncidentNote) -> str:
+        """Trigger, update or resolve the monitor incident's PagerDuty incident."""
+        await self._post(pagerduty_incident_event(note, self._config, self._routing_key))
+        return ""
+
+    async def _post(self, event: dict[str, Any]) -> None:
+        async def attempt() -> HttpReply:
+            async with self._session().post(self._config.pagerduty_url, json=event) as response:
+                return HttpReply.of(response.status, response.headers, await response.text())
+
+        await self._deliver(attempt)

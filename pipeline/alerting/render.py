@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pipeline.alerting.alert import Alert, DetectorEvidence
+from pipeline.alerting.incident import IncidentEvent, IncidentNote
 from pipeline.config.alerting import AlertingSettings
 
 SNIPPET_CHARS = 300  # one quoted sentence, window or value
@@ -371,7 +372,7 @@ def pagerduty_event(alert: Alert, config: AlertingSettings, routing_key: str) ->
     event: dict[str, Any] = {
         "routing_key": routing_key,
         "event_action": "trigger",
-        "dedup_key": alert.alert_id,
+        "dedup_key": alert.dedup_key,  # an alert grouped into an incident joins it rather than paging
         "payload": payload,
     }
     links = [
@@ -393,6 +394,8 @@ def console_text(alert: Alert, config: AlertingSettings) -> str:
     facts = (("service", alert.service), ("model", alert.model), ("operation", alert.operation))
     where = ", ".join(f"{name} {value}" for name, value in facts if value) or "unknown service"
     lines = [f"ALERT [{alert.route} / {alert.rule}, severity {alert.severity}] {alert.headline}", f"  {where}"]
+    if alert.incident:
+        lines.append(f"  grouped into incident {alert.incident.incident_id}")
     for d in alert.detectors:
         lines.append(f"  {d.detector}: {_verdict(d)}" + (f": {d.summary}" if d.summary else ""))
         lines += [f"    - {line}" for line in evidence_lines(d)]
@@ -403,3 +406,67 @@ def console_text(alert: Alert, config: AlertingSettings) -> str:
     if config.dashboard_url:
         lines.append(f"  dashboard {config.dashboard_url}")
     return "\n".join(lines)
+
+
+# --- rate-monitor incidents -----------------------------------------------------------------
+
+
+def _incident_facts(note: IncidentNote) -> dict[str, str]:
+    return {
+        "Monitor": note.monitor,
+        **{name.capitalize(): value or "(none)" for name, value in note.group.items()},
+        "Flagged": f"{note.flagged} of {note.calls} calls in {note.window_minutes} min ({note.rate:.1%})",
+        "Baseline": f"{note.baseline_rate:.1%}",
+    }
+
+
+def incident_text(note: IncidentNote) -> str:
+    """A Slack incident message's fallback text."""
+    return escape_mrkdwn(note.headline)
+
+
+def incident_blocks(note: IncidentNote, config: AlertingSettings) -> list[dict[str, Any]]:
+    """Block Kit for an incident event: headline, the group and its numbers, the incident id and links."""
+    fields = [
+        _mrkdwn(f"*{name}*\n{escape_mrkdwn(value)}", SLACK_FIELD_CHARS) for name, value in _incident_facts(note).items()
+    ]
+    opened = f"opened {note.opened_at:%Y-%m-%d %H:%M} UTC"
+    return [
+        _header(note.headline),
+        {"type": "section", "fields": fields},
+        _footer(config, f"Incident `{escape_mrkdwn(note.ref.incident_id)}` {opened}"),
+    ]
+
+
+def pagerduty_incident_event(note: IncidentNote, config: AlertingSettings, routing_key: str) -> dict[str, Any]:
+    """An Events API v2 ``trigger`` (open, update) or ``resolve``; the incident id is the dedup key."""
+    event: dict[str, Any] = {"routing_key": routing_key, "dedup_key": note.ref.incident_id}
+    if note.event is IncidentEvent.RESOLVE:
+        return event | {"event_action": "resolve"}
+    payload: dict[str, Any] = {
+        "summary": _clip(note.headline, PAGERDUTY_SUMMARY_CHARS),
+        "source": note.group.get("service") or "halluwatch",
+        "severity": config.pagerduty_severity_for(note.severity),
+        "timestamp": note.at.isoformat(),
+        "class": f"monitor:{note.monitor}",
+        "custom_details": {
+            "monitor": note.monitor,
+            "group": dict(note.group),
+            "rate": note.rate,
+            "baseline_rate": note.baseline_rate,
+            "calls": note.calls,
+            "flagged": note.flagged,
+            "window_minutes": note.window_minutes,
+            "opened_at": note.opened_at.isoformat(),
+        },
+    }
+    links = [{"href": config.dashboard_url, "text": "Dashboard"}] if config.dashboard_url else []
+    return event | {"event_action": "trigger", "payload": payload} | ({"links": links} if links else {})
+
+
+def incident_console_text(note: IncidentNote) -> str:
+    """One line for the worker's log."""
+    return (
+        f"INCIDENT {note.event} [{note.monitor}] {note.headline} "
+        f"({note.flagged} of {note.calls} calls in {note.window_minutes} min; incident {note.ref.incident_id})"
+    )

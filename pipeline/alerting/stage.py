@@ -8,7 +8,9 @@ acts on its outcomes.  A failed delivery is not retried in place (that would sta
 other alert) but published to the retry topic with the time it may be tried again; the
 retry agent sleeps until then.  After the retry budget, or on a refusal no retry can
 fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
-Every outcome is written to the ClickHouse ``alerts`` table.
+Every outcome is written to the ClickHouse ``alerts`` table.  With rate monitors, alerts
+under an open incident are first bound for it (``group``, :mod:`pipeline.monitors.grouping`)
+and their rows say ``grouped``, with the incident id in ``error``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import json
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +42,13 @@ TABLE_NAME = "halluwatch-alert-deliveries"
 ROUTER_BATCH = 100
 ROUTER_BATCH_SECONDS = 0.2
 
+# Binds alerts for open incidents to them (the rate monitors' grouping); returns the batch in order.
+Grouping = Callable[[Sequence[Alert]], Awaitable[list[Alert]]]
+
+
+async def _ungrouped(alerts: Sequence[Alert]) -> list[Alert]:
+    return list(alerts)
+
 
 class AlertRouter:
     """Registers the router and retry agents, the delivery table and its expiry timer on ``app``."""
@@ -50,8 +60,10 @@ class AlertRouter:
         topics: tuple[faust.TopicT, faust.TopicT, faust.TopicT],
         store: RowStore,
         dead_letter: DeadLetterSender,
+        group: Grouping | None = None,
     ) -> None:
         self.config = settings.alerting
+        self._group = group or _ungrouped
         self._max_delay = settings.write_retry_max_seconds
         alerts_topic, self.retry_topic, self.dlq_topic = topics
         self._store = store
@@ -71,16 +83,18 @@ class AlertRouter:
 
     async def _route(self, stream: StreamT[bytes]) -> None:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
-            by_route: dict[str, list[Alert]] = defaultdict(list)
+            parsed = []
             for event in events:
                 try:
-                    alert = Alert.from_json(event.message.value or b"")
+                    parsed.append(Alert.from_json(event.message.value or b""))
                 except (ValueError, KeyError, TypeError) as exc:
                     await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
-                else:
-                    by_route[alert.route].append(alert)
+            # One dispatch per route and incident: a digest of grouped alerts goes to one thread.
+            by_route: dict[tuple[str, str], list[Alert]] = defaultdict(list)
+            for alert in await self._group(parsed):
+                by_route[(alert.route, alert.incident.incident_id if alert.incident else "")].append(alert)
             rows = []
-            for route, alerts in by_route.items():
+            for (route, _), alerts in by_route.items():
                 for outcome in await self.dispatcher.dispatch(route, alerts, self._done):
                     rows.append(await self._settle(outcome))
             await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
@@ -134,12 +148,13 @@ class AlertRouter:
             logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id,
                          destination.name, outcome.attempt, outcome.error,
                          extra={"trace_id": alert.trace_id})  # fmt: skip
-        if outcome.status.final:  # remembered before the row is written: the smallest window for a repeat
+        status, error = _recorded(outcome)
+        if status.final:  # remembered before the row is written: the smallest window for a repeat
             held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
-            held["done"][_delivery_id(alert, destination)] = str(outcome.status)
+            held["done"][_delivery_id(alert, destination)] = str(status)
             self.deliveries[key] = held
-        metrics.ALERT_DELIVERIES.labels(destination.name, str(outcome.status)).inc()
-        return alert_row(alert, destination.name, outcome.status, outcome.attempt, outcome.error, datetime.now(UTC))
+        metrics.ALERT_DELIVERIES.labels(destination.name, str(status)).inc()
+        return alert_row(alert, destination.name, status, outcome.attempt, error, datetime.now(UTC))
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""
@@ -156,6 +171,14 @@ class AlertRouter:
         cutoff = time.time() - self.config.dedup_retention_hours * 3600
         for key in [key for key, held in self.deliveries.items() if held["first_at"] < cutoff]:
             del self.deliveries[key]
+
+
+def _recorded(outcome: Outcome) -> tuple[DeliveryStatus, str]:
+    """The status and error an outcome is recorded with: a delivery into an incident is ``grouped`` into it."""
+    sent = outcome.status in (DeliveryStatus.DELIVERED, DeliveryStatus.DIGESTED)
+    if sent and outcome.alert.incident is not None:
+        return DeliveryStatus.GROUPED, outcome.alert.incident.incident_id
+    return outcome.status, outcome.error
 
 
 def _delivery_id(alert: Alert, destination: Destination) -> str:

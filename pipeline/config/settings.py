@@ -30,6 +30,7 @@ from pipeline.config.content_policy import (
 )
 from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.logs import LogFormat, LogLevel
+from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.ui import UISettings
@@ -156,6 +157,9 @@ class Settings(BaseSettings):
     detectors: DetectorSettings = Field(default_factory=DetectorSettings)
     # Two-detector agreement, routes, Slack and PagerDuty (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN...).
     alerting: AlertingSettings = Field(default_factory=AlertingSettings)
+    # Rate monitors by name (pipeline/config/monitors.py): a group's flag rate against its own
+    # baseline opens, updates and resolves one incident. None by default.
+    monitors: Annotated[dict[str, MonitorConfig], AfterValidator(check_monitor_names)] = Field(default_factory=dict)
     # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
     # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
     consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
@@ -185,6 +189,14 @@ class Settings(BaseSettings):
                 f"kafka_request_timeout_seconds ({self.kafka_request_timeout_seconds:g}) must be at least "
                 f"kafka_session_timeout_seconds ({self.kafka_session_timeout_seconds:g})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _monitors_use_known_routes(self) -> Settings:
+        unknown = {name: m.route for name, m in self.monitors.items() if m.route not in self.alerting.routes}
+        if unknown:
+            named = ", ".join(f"{name} -> {route}" for name, route in sorted(unknown.items()))
+            raise ValueError(f"monitors use routes that are not configured in alerting.routes: {named}")
         return self
 
     @model_validator(mode="after")

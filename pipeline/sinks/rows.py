@@ -37,7 +37,18 @@ ALERT_COLUMNS = [
     "detectors", "summary", "evidence", "status", "attempts", "error", "state_version", "created_at", "updated_at",
 ]  # fmt: skip
 
-TABLE_COLUMNS = {"llm_calls": LLM_CALL_COLUMNS, "findings": FINDING_COLUMNS, "alerts": ALERT_COLUMNS}
+INCIDENT_COLUMNS = [
+    "incident_id", "monitor", "route", "group_by", "group_values", "status", "opened_at", "updated_at",
+    "resolved_at", "rate", "baseline_rate", "calls", "flagged", "slack_channel", "slack_ts",
+    "pagerduty_dedup_key", "delivered", "version",
+]  # fmt: skip
+
+TABLE_COLUMNS = {
+    "llm_calls": LLM_CALL_COLUMNS,
+    "findings": FINDING_COLUMNS,
+    "alerts": ALERT_COLUMNS,
+    "incidents": INCIDENT_COLUMNS,  # rows built by pipeline.monitors.store.incident_row
+}
 
 
 # Columns before ``evidence`` are copied from the Kafka record as they are.

@@ -1,10 +1,11 @@
 """The worker: one faust app that runs every stage of SPEC §2, and the services they share.
 
 The spans stage (:mod:`pipeline.spans.stage`, with the log join it owns), the agreement
-stage (:mod:`pipeline.agreement.stage`), the alert router (:mod:`pipeline.alerting.stage`)
-and the sampled-detector stage (:mod:`pipeline.sampled.stage`) register their agents and
-tables on this app.  They share the detector pool, the ClickHouse sink (:meth:`store`) and
-the dead-letter topic (:meth:`dead_letter`), and the offset-commit work-around of
+stage (:mod:`pipeline.agreement.stage`), the alert router (:mod:`pipeline.alerting.stage`),
+the sampled-detector stage (:mod:`pipeline.sampled.stage`) and, when configured, the rate
+monitors (:mod:`pipeline.monitors.stage`) register their agents, tables and timers on this
+app.  They share the detector pool, the ClickHouse sink (:meth:`store`) and the dead-letter
+topic (:meth:`dead_letter`), and the offset-commit work-around of
 :mod:`pipeline.stream.dropped_records`.
 """
 
@@ -12,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import faust
 from faust.types import Message
@@ -22,14 +23,17 @@ from faust.types import Message
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
+from pipeline.alerting.destinations import Destination
 from pipeline.alerting.stage import AlertRouter
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.config.watchdog_timing import LOOK_SECONDS
 from pipeline.ingest.otlp_traces import Encoding
+from pipeline.monitors.stage import MonitorStage
+from pipeline.monitors.store import IncidentStore
 from pipeline.sampled.stage import ConsistencyStage
-from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_migrated
+from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_clickhouse, open_migrated
 from pipeline.sinks.findings_otlp import FindingExporter
 from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
@@ -39,6 +43,8 @@ from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def faust_broker_url(bootstrap: str) -> str:
@@ -149,7 +155,13 @@ class PipelineWorker:
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),
             raw_topic(app, partitions, s.kafka_alerts_dlq_topic),
         )
-        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter)
+        self.incidents = IncidentStore(open_clickhouse(s), s.clickhouse_database) if s.monitors else None
+        self.monitors = None
+        if self.incidents is not None:  # the sink migrated the database: the incidents table is there
+            destinations = self._route_destinations
+            self.monitors = MonitorStage(app, s, self.incidents, self._in_sink_thread, self.store, destinations)
+        grouping = self.monitors.open_incidents.group if self.monitors else None
+        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter, grouping)
         commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
@@ -185,6 +197,14 @@ class PipelineWorker:
         for table, rows in rows_by_table.items():
             metrics.ROWS_WRITTEN.labels(table).inc(len(rows))
 
+    async def _in_sink_thread(self, call: Callable[[], T]) -> T:
+        """Run a blocking ClickHouse call in the sink's thread: chDB clients are not for concurrent use."""
+        return await asyncio.get_running_loop().run_in_executor(self._sink_pool, call)
+
+    def _route_destinations(self, route: str) -> list[Destination]:
+        """A route's destinations, shared with the alert router (one HTTP session, one PagerDuty key)."""
+        return self.router.dispatcher.destinations(route)
+
     async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
         """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""
         letter = DeadLetter(
@@ -204,6 +224,8 @@ class PipelineWorker:
         await self.consistency.close()
         self._detector_pool.shutdown(wait=True)
         self._sink_pool.shutdown(wait=True)
+        if self.incidents is not None:
+            self.incidents.close()
         self.sink.close()
         self.suite.close()
         if self.finding_export:
