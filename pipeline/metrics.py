@@ -37,6 +37,9 @@ AGREEMENT_FINDINGS = Counter("halluwatch_agreement_findings", "Findings records 
 ALERTS = Counter("halluwatch_alerts", "Alerts fired by the agreement rule", ["rule", "route"])
 ALERT_DELIVERIES = Counter("halluwatch_alert_deliveries", "Alert delivery outcomes", ["destination", "status"])
 ALERT_DEAD_LETTERS = Counter("halluwatch_alert_dead_letters", "Alerts given up on, in the alerts dead-letter topic")
+SILENCE_READ_ERRORS = Counter(
+    "halluwatch_silence_read_errors", "Failed reads of the silences table (the last known silences stay in force)"
+)
 TRACE_STATES = Gauge("halluwatch_agreement_traces", "Traces with flags held in the agreement window")
 LOG_RECORDS = Counter(
     "halluwatch_log_records",

@@ -24,6 +24,7 @@ class DeliveryStatus(StrEnum):
     DIGESTED = "digested"  # sent inside a digest message because the route hit its rate limit
     RETRYING = "retrying"
     FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
+    SILENCED = "silenced"  # matched an operator's silence: not sent, never sent later
 
     @property
     def final(self) -> bool:

@@ -8,7 +8,9 @@ acts on its outcomes.  A failed delivery is not retried in place (that would sta
 other alert) but published to the retry topic with the time it may be tried again; the
 retry agent sleeps until then.  After the retry budget, or on a refusal no retry can
 fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
-Every outcome is written to the ClickHouse ``alerts`` table.
+Every outcome is written to the ClickHouse ``alerts`` table.  An alert matching an
+operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome is
+``silenced``, final like a delivery, so a replay after the silence ended stays quiet too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
+from pipeline.alerting.silence_cache import ActiveSilences, SilenceReader
+from pipeline.alerting.silencing import silenced, silenced_outcomes, silencing
 from pipeline.config.settings import Settings
 from pipeline.sinks.rows import alert_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table, withholding
@@ -50,6 +54,7 @@ class AlertRouter:
         topics: tuple[faust.TopicT, faust.TopicT, faust.TopicT],
         store: RowStore,
         dead_letter: DeadLetterSender,
+        read_silences: SilenceReader,
     ) -> None:
         self.config = settings.alerting
         self._max_delay = settings.write_retry_max_seconds
@@ -60,6 +65,7 @@ class AlertRouter:
         content = settings.content_policies().alerts  # delivery errors are kept as alerts content is
         self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep, content=content)
         self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self.silences = ActiveSilences(read_silences, self.config.silence_refresh_seconds)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)
         app.agent(self.retry_topic, name="halluwatch.alert-retry")(self._retry)
@@ -80,8 +86,10 @@ class AlertRouter:
                 else:
                     by_route[alert.route].append(alert)
             rows = []
+            silences = await self.silences.current()
             for route, alerts in by_route.items():
-                for outcome in await self.dispatcher.dispatch(route, alerts, self._done):
+                to_send, silenced = silenced_outcomes(alerts, self.dispatcher.destinations(route), self._done, silences)
+                for outcome in silenced + await self.dispatcher.dispatch(route, to_send, self._done):
                     rows.append(await self._settle(outcome))
             await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
             self.alerts_seen += len(events)
@@ -104,8 +112,12 @@ class AlertRouter:
             # Holding this partition until the alert is due is the retry delay itself.
             await self._sleep(max(not_before - time.time(), 0.0))
             if not self._done(alert, destination):
-                row = await self._settle(await self.dispatcher.redeliver(alert, destination, attempt))
-                await self._store({"alerts": [row]})
+                silence = silencing(alert, await self.silences.current())  # perhaps set while it waited
+                if silence:
+                    outcome = silenced(alert, destination, silence, attempts=attempt - 1)
+                else:
+                    outcome = await self.dispatcher.redeliver(alert, destination, attempt)
+                await self._store({"alerts": [await self._settle(outcome)]})
 
     async def _settle(self, outcome: Outcome) -> list[Any]:
         """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
@@ -134,6 +146,9 @@ class AlertRouter:
             logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id,
                          destination.name, outcome.attempt, outcome.error,
                          extra={"trace_id": alert.trace_id})  # fmt: skip
+        elif outcome.status is DeliveryStatus.SILENCED:
+            logger.info("alert %s to %s not sent: %s", alert.alert_id, destination.name, outcome.error,
+                        extra={"trace_id": alert.trace_id})  # fmt: skip
         if outcome.status.final:  # remembered before the row is written: the smallest window for a repeat
             held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
             held["done"][_delivery_id(alert, destination)] = str(outcome.status)

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import faust
@@ -22,6 +23,8 @@ from faust.types import Message
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
+from pipeline.alerting.silence_store import SilenceStore
+from pipeline.alerting.silences import Silence
 from pipeline.alerting.stage import AlertRouter
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
@@ -69,16 +72,18 @@ class PipelineWorker:
             settings.content_limits(),
             settings.content_policies().findings,
         )
-        self.sink = sink or self._clickhouse_sink(settings)
+        # The silences the alert router reads: none without ClickHouse (a sink given by a test).
+        self._silence_store: SilenceStore | None = None
+        if sink is None:
+            client = open_migrated(settings)
+            sink = ClickHouseSink(client, settings.clickhouse_database)
+            self._silence_store = SilenceStore(client, settings.clickhouse_database)
+        self.sink = sink
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
         self.finding_export = FindingExporter.from_settings(settings)  # None: findings_otlp_endpoint unset
         self.app = self._build_app()
-
-    @staticmethod
-    def _clickhouse_sink(settings: Settings) -> ClickHouseSink:
-        return ClickHouseSink(open_migrated(settings), settings.clickhouse_database)
 
     def _build_app(self) -> faust.App:
         s = self.settings
@@ -141,7 +146,7 @@ class PipelineWorker:
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),
             raw_topic(app, partitions, s.kafka_alerts_dlq_topic),
         )
-        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter)
+        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter, self.read_silences)
         commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
@@ -176,6 +181,12 @@ class PipelineWorker:
         await retrying("ClickHouse write", flush, self.settings.write_retry_max_seconds)
         for table, rows in rows_by_table.items():
             metrics.ROWS_WRITTEN.labels(table).inc(len(rows))
+
+    async def read_silences(self, now: datetime) -> list[Silence]:
+        """The silences in force at ``now``, read on the sink's thread (the one ClickHouse session's user)."""
+        if self._silence_store is None:
+            return []
+        return await asyncio.get_running_loop().run_in_executor(self._sink_pool, self._silence_store.listed, now)
 
     async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
         """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""
