@@ -9,6 +9,8 @@ from pipeline.alerting.destinations import HttpDestination, HttpReply
 from pipeline.alerting.render import pagerduty_event
 from pipeline.config.alerting import AlertingSettings
 
+DESTINATION = "pagerduty"  # the destination's name in the alerts table, where PagerDuty's webhooks land
+
 
 class PagerDutyDestination(HttpDestination):
     """Posts trigger events to ``config.pagerduty_url`` with ``config.pagerduty_routing_key``."""
@@ -16,7 +18,7 @@ class PagerDutyDestination(HttpDestination):
     def __init__(self, config: AlertingSettings) -> None:
         if config.pagerduty_routing_key is None:
             raise ValueError("PagerDutyDestination needs alerting.pagerduty_routing_key")
-        super().__init__("pagerduty", config)
+        super().__init__(DESTINATION, config)
         self._routing_key = config.pagerduty_routing_key.get_secret_value()
 
     async def send(self, alert: Alert) -> None:

@@ -157,8 +157,8 @@ class Settings(BaseSettings):
     # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
     # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
     consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
-    # The triage pages: access and the Slack buttons
-    # (secrets: HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET).
+    # The triage pages: access, the Slack buttons and PagerDuty's webhooks (secrets:
+    # HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET, HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET).
     ui: UISettings = Field(default_factory=UISettings)
 
     @classmethod
