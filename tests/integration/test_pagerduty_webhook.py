@@ -106,10 +106,8 @@ def test_an_acknowledgement_of_a_delivery_still_retrying_records_it_delivered(cl
     http = create_app(TriageStore(client, database), UISettings(pagerduty_webhook_secret=SecretStr(SECRET)))
     assert _post(http.test_client(), event()) == (200, "applied")
     # PagerDuty has the incident, so the trigger arrived even though our attempt timed out.
-    assert _rows(client, database) == [
-        ("pagerduty", "delivered", 1, "pagerduty: ClientTimeout", "acknowledged", "Dana Oncall", "", event()["event"]
-         ["data"]["html_url"])
-    ]  # fmt: skip
+    (row,) = _rows(client, database)
+    assert row[:6] == ("pagerduty", "delivered", 1, "pagerduty: ClientTimeout", "acknowledged", "Dana Oncall")
 
 
 def test_badly_signed_requests_are_refused_and_change_nothing(alerted):
