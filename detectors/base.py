@@ -10,6 +10,7 @@ that raise it.  Models are loaded in :meth:`Detector.start` and released in
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -60,6 +61,18 @@ class DetectorResult:
     summary: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
     sentinel: SentinelVerdict | None = None
+    # What another threshold needs (an application's policy sets its own): whether the call
+    # could be flagged at all, and the severity a flag would carry.
+    flaggable: bool = False
+    flag_severity: int = 0
+
+    def with_threshold(self, threshold: float) -> DetectorResult:
+        """The same verdict judged at ``threshold``; results that were not scored stay as they are."""
+        if self.status is not DetectorStatus.OK or threshold == self.threshold:
+            return self
+        flagged = self.flaggable and self.score >= threshold
+        severity = self.flag_severity if flagged else 0
+        return dataclasses.replace(self, threshold=threshold, flagged=flagged, severity=severity)
 
 
 class DetectorIdentity:
@@ -93,6 +106,8 @@ class DetectorIdentity:
             severity=severity if flagged else 0,
             summary=summary,
             evidence=evidence,
+            flaggable=flaggable,
+            flag_severity=severity,
         )
 
     def skipped_result(self, summary: str, threshold: float = 0.0) -> DetectorResult:

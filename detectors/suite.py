@@ -17,7 +17,7 @@ worker's metrics), so this package needs nothing from ``pipeline``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
@@ -25,6 +25,7 @@ from detectors.llm_call import LLMCall
 from detectors.sentinel import needs_fact_check
 
 TimingObserver = Callable[[str, float], None]  # detector name, seconds it spent on one batch
+TURNED_OFF = "turned off by the application's policy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,31 +57,56 @@ class DetectorSuite:
         """Every detector, in run order."""
         return [*self.structural, *([self.sentinel] if self.sentinel else []), *self.content]
 
-    def run(self, calls: Sequence[LLMCall]) -> list[DetectorRun]:
-        """Run every detector on ``calls``; content detectors see only the calls that pass the gate."""
+    def run(self, calls: Sequence[LLMCall], turned_off: Sequence[Collection[str]] = ()) -> list[DetectorRun]:
+        """Run every detector on ``calls``; content detectors see only the calls that pass the gate.
+
+        ``turned_off``, aligned with ``calls`` when given, names detectors that must not run
+        on a call (its application's policy); they record a skipped result for it instead.
+        """
         if not calls:
             return []
         if not self._started:
             self.start()
-        runs = [DetectorRun(d.name, self._timed(d, calls)) for d in self.structural]
+        everyone = list(range(len(calls)))
+        runs = [self._run_on(d, calls, everyone, turned_off) for d in self.structural]
         verdicts: list[DetectorResult] = []
-        checked = list(range(len(calls)))
+        checked = everyone
         if self.sentinel is not None:
             verdicts = self._timed(self.sentinel, calls)
             runs.append(DetectorRun(self.sentinel.name, verdicts))
             checked = [i for i, call in enumerate(calls) if call.sources or needs_fact_check(verdicts[i])]
         with_context = [i for i in checked if calls[i].sources or not verdicts or _has_context(verdicts[i])]
         passed_gate = set(checked)
+
+        def gated(detector: Detector) -> Callable[[int], DetectorResult]:
+            return lambda i: _skipped(detector, i in passed_gate, verdicts[i] if verdicts else None)
+
         for detector in self.content:
             eligible = with_context if detector.needs_context else checked
-            subset = [calls[i] for i in eligible]
-            by_index = dict(zip(eligible, self._timed(detector, subset), strict=True)) if subset else {}
-            results = [
-                by_index.get(i) or _skipped(detector, i in passed_gate, verdicts[i] if verdicts else None)
-                for i in range(len(calls))
-            ]
-            runs.append(DetectorRun(detector.name, results))
+            runs.append(self._run_on(detector, calls, eligible, turned_off, gated(detector)))
         return runs
+
+    def _run_on(
+        self,
+        detector: Detector,
+        calls: Sequence[LLMCall],
+        eligible: list[int],
+        turned_off: Sequence[Collection[str]],
+        not_eligible: Callable[[int], DetectorResult] | None = None,
+    ) -> DetectorRun:
+        """``detector`` on the eligible calls it is not turned off for; the others get skipped results."""
+        off = {i for i in eligible if turned_off and detector.name in turned_off[i]}
+        chosen = [i for i in eligible if i not in off]
+        by_index = dict(zip(chosen, self._timed(detector, [calls[i] for i in chosen]), strict=True)) if chosen else {}
+        results = []
+        for i in range(len(calls)):
+            if i in by_index:
+                results.append(by_index[i])
+            elif i in off or not_eligible is None:
+                results.append(detector.skipped_result(TURNED_OFF))
+            else:
+                results.append(not_eligible(i))
+        return DetectorRun(detector.name, results)
 
     def start(self) -> None:
         """Load every detector's models; :meth:`run` does it first when nobody did."""

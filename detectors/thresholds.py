@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ class Thresholds:
     # Detectors the file has no entry for, which keep their built-in threshold: a file
     # calibrated before a detector was added stays usable.
     inherited: tuple[str, ...] = ()
+    # Thresholds fitted for one application's policy (its ``policies:`` section), by policy name.
+    by_policy: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def own(self) -> dict[str, float]:
@@ -56,19 +58,31 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
     own = _parse(yaml.safe_load(text), str(path))
     inherited = tuple(name for name in builtin.by_detector if name not in own.by_detector)
-    return Thresholds(own.version, {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}, inherited)
+    merged = {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}
+    return Thresholds(own.version, merged, inherited, own.by_policy)
 
 
 def _parse(document: Any, origin: str) -> Thresholds:
     if not isinstance(document, dict) or not document.get("version"):
         raise ThresholdsError(f"{origin}: expected a mapping with a 'version'")
-    detectors = document.get("detectors")
+    by_detector = _detector_thresholds(document.get("detectors"), origin, "detectors")
+    policies = document.get("policies") or {}
+    if not isinstance(policies, dict):
+        raise ThresholdsError(f"{origin}: 'policies' must map policy names to their detectors")
+    by_policy = {
+        str(name): _detector_thresholds((group or {}).get("detectors"), origin, f"policies.{name}.detectors")
+        for name, group in policies.items()
+    }
+    return Thresholds(version=str(document["version"]), by_detector=by_detector, by_policy=by_policy)
+
+
+def _detector_thresholds(detectors: Any, origin: str, where: str) -> dict[str, float]:
     if not isinstance(detectors, dict):
-        raise ThresholdsError(f"{origin}: 'detectors' must map detector names to settings")
+        raise ThresholdsError(f"{origin}: '{where}' must map detector names to settings")
     by_detector: dict[str, float] = {}
     for name, entry in detectors.items():
         threshold = entry.get("threshold") if isinstance(entry, dict) else None
         if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
-            raise ThresholdsError(f"{origin}: detectors.{name}.threshold must be a number in [0, 1]")
+            raise ThresholdsError(f"{origin}: {where}.{name}.threshold must be a number in [0, 1]")
         by_detector[str(name)] = float(threshold)
-    return Thresholds(version=str(document["version"]), by_detector=by_detector)
+    return by_detector

@@ -266,6 +266,10 @@ def evaluate(
 @click.option("--cost-ratio", type=click.FloatRange(min=0, min_open=True), help="Choose tau* = 1/(1+λ(1-π)/π) instead.")
 @click.option("--min-positives", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--holdout", type=click.FloatRange(0, 1, max_open=True), default=0.3, show_default=True)
+@click.option(
+    "--shrinkage", type=click.FloatRange(min=0), default=100.0, show_default=True,
+    help="Labels a policy needs before its own thresholds weigh as much as the global ones.",
+)  # fmt: skip
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes scoring INPUT.")
 @click.option("--diff", "diff_paths", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Show what changed between two thresholds files (OLD NEW) and exit.")  # fmt: skip
@@ -279,6 +283,7 @@ def calibrate(
     cost_ratio: float | None,
     min_positives: int,
     holdout: float,
+    shrinkage: float,
     workers: int,
     diff_paths: tuple[Path, Path] | None,
 ) -> None:
@@ -286,12 +291,16 @@ def calibrate(
 
     INPUT.jsonl holds labelled records in the shared/data format (the detectors are run on
     them), or --from-clickhouse reads the labels table joined to the findings workers wrote.
-    Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log and stamp its version.
+    Each application policy with labels is also fitted alone and shrunk toward the global
+    fit (--shrinkage). Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log
+    and stamp its version.
     """
     from detectors.thresholds import load_thresholds
     from pipeline.agreement.rules import AgreementRule
+    from pipeline.config.policy_book import PolicyBook
     from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots
+    from pipeline.offline.policy_calibration import calibrate_policies, describe, policies_document
 
     if diff_paths:
         click.echo(diff_thresholds(*diff_paths))
@@ -300,21 +309,28 @@ def calibrate(
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
     labelled = _labelled_scores(settings, input_path, since, workers)
-    rule = AgreementRule.from_settings(settings.alerting)
+    current = load_thresholds(settings.thresholds_file)
+    rule = AgreementRule.from_settings(settings.alerting, PolicyBook(settings, current))
     try:
         result = calibrate(
-            labelled, load_thresholds(settings.thresholds_file), rule, target_precision=target_precision,
+            labelled, current, rule, target_precision=target_precision,
             cost_ratio=cost_ratio, min_positives=min_positives, holdout=holdout,
         )  # fmt: skip
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
+    groups = calibrate_policies(labelled, result, rule, shrinkage)
     writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
-    version = write_thresholds(result, path, models={"embeddings": settings.detectors.embeddings.model})
+    models = {"embeddings": settings.detectors.embeddings.model}
+    version = write_thresholds(result, path, models=models, policies=policies_document(groups))
     pictures = write_plots(result, output_dir)
     click.echo(f"thresholds {version} from {len(labelled)} labelled records written to {path}")
     for d in result.detectors.values():
         click.echo(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})")
+    if groups:
+        click.echo(f"per policy (own fit shrunk toward the global one, w = n / (n + {shrinkage:g})):")
+        for line in describe(groups):
+            click.echo(line)
     click.echo(f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}")
     click.echo(f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers")
 
@@ -389,7 +405,11 @@ def _echo_metrics(metrics: dict[str, Any]) -> None:
 def _labelled_scores(
     settings: Settings, input_path: Path | None, since: datetime | None, workers: int
 ) -> list[LabelledScores]:
-    """Scores of labelled calls: the detectors run on INPUT, or the stored findings of labelled calls."""
+    """Scores of labelled calls: the detectors run on INPUT, or the stored findings of labelled calls.
+
+    Each carries its application policy: the one its findings name, or for INPUT records the
+    one their call (service ``eval``, operation = the record's task) selects.
+    """
     if input_path is None:
         from pipeline.offline.human_labels import labelled_scores_from_clickhouse
         from pipeline.sinks.clickhouse import open_clickhouse
@@ -398,12 +418,15 @@ def _labelled_scores(
         return labelled_scores_from_clickhouse(client, settings.clickhouse_database, since)
     from tqdm import tqdm
 
+    from detectors.thresholds import load_thresholds
+    from pipeline.config.policy_book import PolicyBook
     from pipeline.offline.calibrate import labelled_from_eval
-    from pipeline.offline.evaluate import evaluate, read_records
+    from pipeline.offline.evaluate import evaluate, read_records, record_to_call
 
     records = list(read_records(input_path))
     outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
-    return labelled_from_eval(records, outputs)
+    policies = PolicyBook(settings, load_thresholds(settings.thresholds_file))
+    return labelled_from_eval(records, outputs, lambda record: policies.for_call(record_to_call(record)).name)
 
 
 @main.group()
@@ -574,6 +597,33 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     if failed:
         raise click.ClickException(f"{len(failed)} check(s) failed: {', '.join(failed)}")
     click.echo("all checks passed")
+
+
+@main.group()
+def policy() -> None:
+    """Per-application policies: which one a call gets, and what it sets."""
+
+
+@policy.command(name="explain")
+@CONFIG_OPTION
+@click.option("--service", required=True, help="The call's service.name.")
+@click.option("--operation", default="", help="The call's operation (gen_ai.operation.name).")
+@click.option("--model", default="", help="The call's model.")
+@click.option(
+    "--attr", "attributes", multiple=True, metavar="KEY=VALUE", help="A span or resource attribute (repeatable)."
+)
+def policy_explain(
+    config_path: Path | None, service: str, operation: str, model: str, attributes: tuple[str, ...]
+) -> None:
+    """Show the effective policy of a call and where each value came from."""
+    from pipeline.tools.policy_explain import explain
+
+    pairs = [attribute.partition("=") for attribute in attributes]
+    malformed = [key for key, equals, _ in pairs if not equals or not key]
+    if malformed:
+        raise click.BadParameter("expected KEY=VALUE", param_hint="--attr")
+    for line in explain(_settings(config_path), service, operation, model, {k: v for k, _, v in pairs}):
+        click.echo(line)
 
 
 @main.command()

@@ -7,6 +7,9 @@ detector, and the rules that already fired.  Applying the same finding twice cha
 nothing, and a rule fires at most once per trace, so redelivered findings never make a
 second alert.  The worker keeps these states in a changelog-backed faust table.
 
+Each trace is judged by the rules of its application's policy, named on its findings by
+the spans stage; the policy also re-points the routes those rules name.
+
 Only findings that say "hallucinated" count: status ``ok``, flagged, and not from a
 detector whose flag means something else (the sentinel's "unverified").
 """
@@ -21,6 +24,8 @@ from typing import Any
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.config.alerting import AlertingSettings, AlertRule
+from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.config.policy_book import PolicyBook
 
 
 def counts_toward_agreement(finding: Mapping[str, Any]) -> bool:
@@ -41,6 +46,7 @@ class TraceState:
     service: str = ""
     model: str = ""
     operation: str = ""
+    policy: str = DEFAULT_POLICY
     flags: dict[str, DetectorEvidence] = field(default_factory=dict)
     fired: list[str] = field(default_factory=list)
 
@@ -52,6 +58,7 @@ class TraceState:
             "service": self.service,
             "model": self.model,
             "operation": self.operation,
+            "policy": self.policy,
             "flags": [flag.to_dict() for flag in self.flags.values()],
             "fired": list(self.fired),
         }
@@ -66,9 +73,22 @@ class TraceState:
             service=str(raw.get("service", "")),
             model=str(raw.get("model", "")),
             operation=str(raw.get("operation", "")),
+            policy=str(raw.get("policy", DEFAULT_POLICY)),
             flags={flag.detector: flag for flag in flags},
             fired=[str(name) for name in raw.get("fired", ())],
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRules:
+    """One application's rules, and where the routes they name point (absent: the same route)."""
+
+    rules: tuple[AlertRule, ...]
+    routes: Mapping[str, str] = field(default_factory=dict)
+
+    def route_of(self, rule: AlertRule) -> str:
+        """The configured route ``rule``'s alerts take."""
+        return self.routes.get(rule.route, rule.route)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,16 +103,27 @@ class AgreementRule:
     """Applies findings to trace states and decides when an alert fires."""
 
     def __init__(
-        self, rules: Iterable[AlertRule], window_seconds: float, signal_of: Mapping[str, str] | None = None
+        self,
+        rules: Iterable[AlertRule],
+        window_seconds: float,
+        signal_of: Mapping[str, str] | None = None,
+        policies: Mapping[str, PolicyRules] | None = None,
     ) -> None:
         self.rules = list(rules)
         self.window_seconds = window_seconds
         self.signal_of = dict(signal_of or {})
+        self._global = PolicyRules(tuple(self.rules))
+        self._policies = dict(policies or {})
 
     @classmethod
-    def from_settings(cls, config: AlertingSettings) -> AgreementRule:
-        """The rules, window and same-signal groups of the settings' ``alerting:`` section."""
-        return cls(config.rules, config.window_seconds, config.signal_of())
+    def from_settings(cls, config: AlertingSettings, policies: PolicyBook | None = None) -> AgreementRule:
+        """The rules, window and same-signal groups of the ``alerting:`` section, and each policy's own."""
+        own = {p.name: PolicyRules(p.rules, p.routes) for p in policies.every()} if policies else {}
+        return cls(config.rules, config.window_seconds, config.signal_of(), own)
+
+    def rules_of(self, policy: str) -> PolicyRules:
+        """The rules a trace of ``policy`` is judged by (the global ones for a policy not configured)."""
+        return self._policies.get(policy, self._global)
 
     def expired(self, first_seen: float, now: float) -> bool:
         """Whether a window that opened at ``first_seen`` has closed."""
@@ -116,6 +147,7 @@ class AgreementRule:
                     service=str(finding.get("service", "")),
                     model=str(finding.get("model", "")),
                     operation=str(finding.get("operation", "")),
+                    policy=str(finding.get("policy", DEFAULT_POLICY)),
                 )
             flag = _evidence(finding)
             held = state.flags.get(flag.detector)
@@ -131,33 +163,34 @@ class AgreementRule:
         return Decision(state, self._alert(state, rule, now))
 
     def rule_to_fire(self, state: TraceState) -> AlertRule | None:
-        """The first matching rule, unless it or a higher-priority rule already fired."""
+        """The first matching rule of the trace's policy, unless it or a higher-priority rule already fired."""
+        rules = self.rules_of(state.policy).rules
         severities = {name: flag.severity for name, flag in state.flags.items()}
-        for index, rule in enumerate(self.rules):
+        for index, rule in enumerate(rules):
             if rule.matches(severities, self.signal_of):
-                already = {r.name for r in self.rules[: index + 1]}
+                already = {r.name for r in rules[: index + 1]}
                 return None if already & set(state.fired) else rule
         return None
 
-    def agrees(self, flagged: Mapping[str, int]) -> bool:
-        """Whether some rule would alert on detectors that flagged (name -> severity)."""
-        return any(rule.matches(flagged, self.signal_of) for rule in self.rules)
+    def agrees(self, flagged: Mapping[str, int], policy: str = DEFAULT_POLICY) -> bool:
+        """Whether some rule of ``policy`` would alert on detectors that flagged (name -> severity)."""
+        return any(rule.matches(flagged, self.signal_of) for rule in self.rules_of(policy).rules)
 
-    @staticmethod
-    def _alert(state: TraceState, rule: AlertRule, now: float) -> Alert:
+    def _alert(self, state: TraceState, rule: AlertRule, now: float) -> Alert:
         ordered = sorted(
             state.flags.values(), key=lambda f: (-f.severity, -threshold_relative(f.score, f.threshold), f.detector)
         )
         return Alert(
             trace_id=state.trace_id,
             rule=rule.name,
-            route=rule.route,
+            route=self.rules_of(state.policy).route_of(rule),
             severity=max(flag.severity for flag in ordered),
             service=state.service,
             model=state.model,
             operation=state.operation,
             detectors=tuple(ordered),
             created_at=datetime.fromtimestamp(now, tz=UTC),
+            policy=state.policy,
         )
 
 

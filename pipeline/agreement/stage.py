@@ -21,6 +21,7 @@ from faust.types import StreamT
 
 from pipeline import metrics
 from pipeline.agreement.rules import AgreementRule, TraceState
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
 
@@ -36,16 +37,16 @@ class AgreementStage:
         self,
         app: faust.App,
         settings: Settings,
+        policies: PolicyBook,
         findings_topic: faust.TopicT,
         alerts_topic: faust.TopicT,
         dead_letter: DeadLetterSender,
     ) -> None:
         config = settings.alerting
         self._settings = settings
-        self.rule = AgreementRule.from_settings(config)
+        self.rule = AgreementRule.from_settings(config, policies)
         self.alerts_topic = alerts_topic
-        # Applied once, here: the alerts topics, the alerts table and every message then carry the same.
-        self._content = settings.content_policies().alerts
+        self._policies = policies
         # A malformed finding's reason quotes the record, which holds what the findings mode allows.
         self._dead_letter = withholding(dead_letter, settings.content_policies().findings)
         self.states = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
@@ -77,7 +78,9 @@ class AgreementStage:
         held = self.states.get(key)
         decision = self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time())
         if decision.alert is not None:
-            alert = decision.alert.with_content(self._content)
+            # Applied once, here, by the alert's policy: the alerts topics, the alerts table and every message
+            # then carry the same.
+            alert = decision.alert.with_content(self._policies.named(decision.alert.policy).content.alerts)
             # Acknowledged by the broker before the state says "fired"; never given up on.
             await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.policy import DEFAULT_POLICY
 
 
 class DeliveryStatus(StrEnum):
@@ -83,6 +84,7 @@ class Alert:
     operation: str
     detectors: tuple[DetectorEvidence, ...]
     created_at: datetime
+    policy: str = DEFAULT_POLICY  # the application policy whose rules fired it and chose its route
 
     @property
     def alert_id(self) -> str:
@@ -121,6 +123,7 @@ class Alert:
             "service": self.service,
             "model": self.model,
             "operation": self.operation,
+            "policy": self.policy,
             "detectors": [d.to_dict() for d in self.detectors],
             "created_at": self.created_at.isoformat(),
         }
@@ -138,6 +141,7 @@ class Alert:
             operation=str(raw.get("operation", "")),
             detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
             created_at=datetime.fromisoformat(raw["created_at"]),
+            policy=str(raw.get("policy", DEFAULT_POLICY)),
         )
 
     def to_json(self) -> bytes:

@@ -9,17 +9,21 @@ from pipeline.alerting.destinations import HttpDestination, HttpReply
 from pipeline.alerting.render import pagerduty_event
 from pipeline.config.alerting import AlertingSettings
 
-DESTINATION = "pagerduty"  # the destination's name in the alerts table, where PagerDuty's webhooks land
-
 
 class PagerDutyDestination(HttpDestination):
-    """Posts trigger events to ``config.pagerduty_url`` with ``config.pagerduty_routing_key``."""
+    """Posts trigger events to ``config.pagerduty_url`` with one PagerDuty service's integration key.
 
-    def __init__(self, config: AlertingSettings) -> None:
-        if config.pagerduty_routing_key is None:
-            raise ValueError("PagerDutyDestination needs alerting.pagerduty_routing_key")
-        super().__init__(DESTINATION, config)
-        self._routing_key = config.pagerduty_routing_key.get_secret_value()
+    Routes without a key of their own share the global ``pagerduty_routing_key`` and one
+    destination named ``pagerduty``; a route with its own is ``pagerduty:<route>``.
+    """
+
+    def __init__(self, config: AlertingSettings, route: str = "") -> None:
+        key = config.routing_key_of(route) if route else config.pagerduty_routing_key
+        if key is None:
+            raise ValueError("PagerDutyDestination needs alerting.pagerduty_routing_key or the route's own")
+        own = bool(route) and config.routes[route].pagerduty_routing_key is not None
+        super().__init__(f"pagerduty:{route}" if own else "pagerduty", config)
+        self._routing_key = key.get_secret_value()
 
     async def send(self, alert: Alert) -> None:
         """Trigger (or, with the same dedup key, update) the alert's incident."""

@@ -26,8 +26,8 @@ def build_destinations(config: AlertingSettings) -> dict[str, list[Destination]]
             wanted.append(SlackBotDestination(route.slack_channel, config))
         if route.slack_webhook_url is not None:
             wanted.append(SlackWebhookDestination(route_name, route.slack_webhook_url.get_secret_value(), config))
-        if route.pagerduty and config.pagerduty_routing_key is not None:
-            wanted.append(PagerDutyDestination(config))
+        if route.pagerduty and config.routing_key_of(route_name) is not None:
+            wanted.append(PagerDutyDestination(config, route_name))
         if not wanted:
             if route.slack_channel or route.pagerduty:
                 logger.warning(

@@ -81,9 +81,7 @@ class Silence:
 def _values(alert: Alert, key: str) -> Sequence[str]:
     if key == "detector":
         return alert.detector_names
-    # ``policy`` arrives on alerts with per-application policies (schemas/011); until an alert
-    # carries one, a policy matcher matches nothing rather than everything.
-    return (str(getattr(alert, key, "")),)
+    return (str(getattr(alert, key)),)
 
 
 def parse_matchers(pairs: Iterable[str]) -> dict[str, str]:

@@ -56,6 +56,8 @@ class RouteConfig(BaseModel):
     slack_channel: str = ""  # posted with the bot token (chat.postMessage)
     slack_webhook_url: SecretStr | None = None  # an incoming webhook instead of the bot token
     pagerduty: bool = False  # trigger a PagerDuty incident (needs pagerduty_routing_key)
+    # This route's own PagerDuty service (its integration key); unset: alerting.pagerduty_routing_key.
+    pagerduty_routing_key: SecretStr | None = None
     # More alerts than this in a minute are sent as one digest message, never dropped.
     max_per_minute: int = Field(default=20, ge=1)
 
@@ -124,6 +126,19 @@ class AlertingSettings(BaseModel):
     def signal_of(self) -> dict[str, str]:
         """Each grouped detector's signal: the first name of its ``same_signal`` group."""
         return {name: group[0] for group in self.same_signal for name in group}
+
+    def routing_key_of(self, route: str) -> SecretStr | None:
+        """The PagerDuty integration key ``route`` triggers with: its own, else the global one."""
+        return self.routes[route].pagerduty_routing_key or self.pagerduty_routing_key
+
+    def describe_route(self, route: str) -> str:
+        """Where a route delivers, in words (``slack #ch, pagerduty (own service)``), for explanations."""
+        config = self.routes[route]
+        parts = [f"slack {config.slack_channel}"] if config.slack_channel else []
+        parts += ["slack webhook"] if config.slack_webhook_url is not None else []
+        if config.pagerduty:
+            parts.append("pagerduty (own service)" if config.pagerduty_routing_key else "pagerduty")
+        return ", ".join(parts) or "the worker's log"
 
     def pagerduty_severity_for(self, severity: int) -> str:
         """The PagerDuty severity for an alert severity."""

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, Validati
 from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from detectors.config import DetectorSettings, default_model_cache
+from detectors.thresholds import load_thresholds
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
 from pipeline.config.content_policy import (
@@ -29,6 +30,7 @@ from pipeline.config.content_policy import (
 )
 from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.logs import LogFormat, LogLevel
+from pipeline.config.policy import Policies, check_policies
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
@@ -160,6 +162,9 @@ class Settings(BaseSettings):
     # The triage pages: access, the Slack buttons and PagerDuty's webhooks (secrets:
     # HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET, HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET).
     ui: UISettings = Field(default_factory=UISettings)
+    # Per-application policies (pipeline/config/policy.py): detectors, thresholds, rules, routes,
+    # content mode and sampling for the calls each selects; the rest comes from the settings above.
+    policies: Policies = Field(default_factory=dict)
 
     @classmethod
     def settings_customise_sources(
@@ -192,6 +197,12 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _content_policies_build(self) -> Settings:
         self.content_policies()  # "hash" without a key fails here, at start-up
+        return self
+
+    @model_validator(mode="after")
+    def _policies_fit(self) -> Settings:
+        known = set(load_thresholds().by_detector)  # every detector has a built-in threshold
+        check_policies(self.policies, known, set(self.alerting.routes), self.alerting.rules)
         return self
 
     @property

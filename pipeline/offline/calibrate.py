@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -26,6 +26,7 @@ import yaml
 from detectors.thresholds import Thresholds, load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.agreement.rules import AgreementRule
+from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
 
@@ -238,9 +239,9 @@ def calibrate(
     fitting = [r for r in records if not is_held_out(r.id, holdout)]
     heldout = [r for r in records if is_held_out(r.id, holdout)]
     tau = None if cost_ratio is None else cost_ratio_threshold(cost_ratio, prior)
-    policy = _Policy(target_precision, tau, min_positives, min_flagged)
+    choice = _Choice(target_precision, tau, min_positives, min_flagged)
     detectors = {
-        name: _calibrate_detector(name, threshold, fitting, heldout, policy)
+        name: _calibrate_detector(name, threshold, fitting, heldout, choice)
         for name, threshold in current.by_detector.items()
     }
     thresholds = {name: detector.threshold for name, detector in detectors.items()}
@@ -262,7 +263,7 @@ def calibrate(
 
 
 @dataclass(frozen=True, slots=True)
-class _Policy:
+class _Choice:
     """How thresholds are chosen: at a target precision, or at a fixed cost-ratio threshold."""
 
     target_precision: float
@@ -303,7 +304,7 @@ def _calibrate_detector(
     previous: float,
     fitting: Sequence[LabelledScores],
     heldout: Sequence[LabelledScores],
-    policy: _Policy,
+    choice: _Choice,
 ) -> DetectorCalibration:
     # Several versions in one data set means mixed scores: list them all rather than hide it.
     version = ", ".join(
@@ -325,7 +326,7 @@ def _calibrate_detector(
     fit_scores, fit_labels = _ok_scores(fitting, name)
     held_scores, held_labels = _ok_scores(heldout, name)
     curve = sweep(fit_scores, fit_labels)
-    chosen, chosen_by = policy.choose(curve, fit_labels)
+    chosen, chosen_by = choice.choose(curve, fit_labels)
     threshold = previous if chosen is None else chosen
     return DetectorCalibration(
         name=name,
@@ -358,13 +359,16 @@ def _agreement_score(record: LabelledScores, thresholds: Mapping[str, float]) ->
     return relative[1] if len(relative) > 1 else 0.0
 
 
-def _rule_point(
+def alert_point(
     records: Sequence[LabelledScores], thresholds: Mapping[str, float], rule: AgreementRule
 ) -> OperatingPoint:
+    """Precision and recall of the agreement alerts at ``thresholds``, each record under its policy's rules."""
     # Severity is as recorded: a detector that did not flag at its old threshold reported 0,
     # so rules with a minimum severity may under-count newly flagged records.
     alerts = [
-        rule.agrees({name: s.severity for name, s in _evidence(r, thresholds).items() if s.score >= thresholds[name]})
+        rule.agrees(
+            {name: s.severity for name, s in _evidence(r, thresholds).items() if s.score >= thresholds[name]}, r.policy
+        )
         for r in records
     ]
     labels = [r.hallucinated for r in records]
@@ -380,15 +384,20 @@ def _calibrate_agreement(
 ) -> AgreementCalibration:
     curve = sweep([_agreement_score(r, thresholds) for r in fitting], [r.hallucinated for r in fitting])
     return AgreementCalibration(
-        fit=_rule_point(fitting, thresholds, rule),
-        heldout=_rule_point(heldout, thresholds, rule) if heldout else None,
+        fit=alert_point(fitting, thresholds, rule),
+        heldout=alert_point(heldout, thresholds, rule) if heldout else None,
         curve=tuple(curve),
         rules=tuple(r.name for r in rule.rules),
     )
 
 
-def labelled_from_eval(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> list[LabelledScores]:
-    """Labelled scores from ``halluwatch eval``'s outputs of the same records; unlabelled ones are skipped."""
+def labelled_from_eval(
+    records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], policy_of: Callable[[EvalRecord], str] | None = None
+) -> list[LabelledScores]:
+    """Labelled scores from ``halluwatch eval``'s outputs of the same records; unlabelled ones are skipped.
+
+    ``policy_of`` names each record's application policy (default: none matched).
+    """
     return [
         LabelledScores(
             id=record.id,
@@ -402,6 +411,7 @@ def labelled_from_eval(records: Sequence[EvalRecord], outputs: Sequence[EvalOutp
                 )
                 for name, entry in output.detectors.items()
             },
+            policy=policy_of(record) if policy_of else DEFAULT_POLICY,
         )
         for record, output in zip(records, outputs, strict=True)
         if record.hallucinated is not None
@@ -419,9 +429,16 @@ def _metrics(point: OperatingPoint, prefix: str = "") -> dict[str, float]:
 
 
 def thresholds_document(
-    calibration: Calibration, *, models: Mapping[str, str] | None = None, now: datetime | None = None
+    calibration: Calibration,
+    *,
+    models: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    policies: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The thresholds file's content (see ``schemas/thresholds.schema.json``)."""
+    """The thresholds file's content (see ``schemas/thresholds.schema.json``).
+
+    ``policies`` is the per-policy section (:func:`pipeline.offline.policy_calibration.policies_document`).
+    """
     created = (now or datetime.now(UTC)).astimezone(UTC)
     detectors: dict[str, dict[str, Any]] = {}
     for name, detector in calibration.detectors.items():
@@ -461,17 +478,23 @@ def thresholds_document(
             **(_metrics(agreement.heldout, "heldout_") if agreement.heldout else {}),
         },
         "models": dict(models or {}),
+        **({"policies": dict(policies)} if policies else {}),
     }
 
 
 def write_thresholds(
-    calibration: Calibration, path: Path, *, models: Mapping[str, str] | None = None, now: datetime | None = None
+    calibration: Calibration,
+    path: Path,
+    *,
+    models: Mapping[str, str] | None = None,
+    now: datetime | None = None,
+    policies: Mapping[str, Any] | None = None,
 ) -> str:
     """Write the versioned thresholds file workers load (``HALLUWATCH_THRESHOLDS_FILE``); returns its version.
 
     ``models`` names the models the scores came from (e.g. ``{"embeddings": "... int8"}``).
     """
-    document = thresholds_document(calibration, models=models, now=now)
+    document = thresholds_document(calibration, models=models, now=now, policies=policies)
     jsonschema.validate(document, load_thresholds_schema())  # never write a file the schema rejects
     path.parent.mkdir(parents=True, exist_ok=True)
     header = (

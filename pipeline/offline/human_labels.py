@@ -177,7 +177,7 @@ def labelled_scores_from_clickhouse(
     """
     query = f"""
         SELECT labelled.trace_id, labelled.span_id, labelled.hallucinated,
-               found.detector, found.score, found.status, found.severity, found.detector_version
+               found.detector, found.score, found.status, found.severity, found.detector_version, found.policy
         FROM
         (
             SELECT trace_id, span_id,
@@ -189,7 +189,7 @@ def labelled_scores_from_clickhouse(
         ) AS labelled
         LEFT JOIN
         (
-            SELECT trace_id, span_id, detector, {_SCORE} AS score, status, severity, detector_version
+            SELECT trace_id, span_id, detector, {_SCORE} AS score, status, severity, detector_version, policy
             FROM {database}.findings FINAL
             -- only labelled spans' findings go into the join's in-memory table
             WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM {database}.labels)
@@ -202,13 +202,14 @@ def labelled_scores_from_clickhouse(
     without_findings = 0
     for (trace_id, span_id, hallucinated), group in itertools.groupby(rows, key=lambda row: tuple(row[:3])):
         # LEFT JOIN fills an unmatched span's finding columns with defaults: detector ''.
+        found = [row for row in group if row[3]]
         detectors = {
             detector: DetectorScore(score, status, severity, version)
-            for *_, detector, score, status, severity, version in group
-            if detector
+            for *_, detector, score, status, severity, version, _ in found
         }
         if detectors:
-            labelled.append(LabelledScores(f"{trace_id}:{span_id}", bool(hallucinated), detectors))
+            policy = found[0][-1]  # the spans stage judged the call under one policy: every finding names it
+            labelled.append(LabelledScores(f"{trace_id}:{span_id}", bool(hallucinated), detectors, policy))
         else:
             without_findings += 1
     if without_findings:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.config.policy import DEFAULT_POLICY
+
 
 @dataclass(frozen=True, slots=True)
 class DetectorScore:
@@ -27,3 +29,4 @@ class LabelledScores:
     id: str
     hallucinated: bool
     detectors: dict[str, DetectorScore] = field(default_factory=dict)
+    policy: str = DEFAULT_POLICY  # the application policy the call falls under (calibrated per policy)

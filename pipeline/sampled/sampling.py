@@ -57,9 +57,12 @@ class Sampler:
         self.rate = rate
         self._rules = [_CompiledRule(rule) for rule in rules]
 
-    def rule_for(self, call: LLMCall) -> str | None:
-        """The name of the first risk rule that samples ``call``, or None when it is not sampled."""
+    def rule_for(self, call: LLMCall, rate: float | None = None) -> str | None:
+        """The name of the first risk rule that samples ``call``, or None when it is not sampled.
+
+        ``rate``, when given, replaces the sampler's own (the call's application policy sets it).
+        """
         # The hash first: it turns away all but ``rate`` of the calls before any text is scanned.
-        if not trace_sampled(call.trace_id, self.rate) or not call.has_content:
+        if not trace_sampled(call.trace_id, self.rate if rate is None else rate) or not call.has_content:
             return None
         return next((rule.name for rule in self._rules if rule.matches(call)), None)

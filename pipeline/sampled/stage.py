@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
@@ -36,9 +36,12 @@ from detectors.claims import ClaimsDetector
 from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import LLMCall
 from detectors.self_consistency import SelfConsistencyDetector
+from detectors.suite import TURNED_OFF
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
@@ -58,6 +61,7 @@ class ConsistencyStage:
         self,
         app: faust.App,
         settings: Settings,
+        policies: PolicyBook,
         consistency_topic: faust.TopicT,
         findings_topic: faust.TopicT,
         store: RowStore,
@@ -67,8 +71,8 @@ class ConsistencyStage:
         self._settings = settings
         self._config = config
         self._findings_topic = findings_topic
-        self._content = settings.content_policies().findings
-        self._call_content = settings.content_policies().llm_calls  # of the calls on the consistency topic
+        self._policies = policies  # each call is sampled, judged and stored as its application's policy says
+        self._content = settings.content_policies().findings  # of endpoint errors in the log
         self._store = store
         self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
@@ -101,7 +105,8 @@ class ConsistencyStage:
             return []
         records = []
         for call in calls:
-            rule = self.sampler.rule_for(call)
+            policy = self._policies.for_call(call)
+            rule = self.sampler.rule_for(call, policy.sample_rate)
             if rule is None:
                 continue
             refused = self.budget.refusal(self._config.requests_per_call, self._estimated_tokens(call))
@@ -109,8 +114,10 @@ class ConsistencyStage:
             if refused is not None:
                 metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
                 continue
-            travelling = consistency_call(call, self._call_content).to_dict()
-            value = json.dumps({"rule": rule, "call": travelling}, ensure_ascii=False, default=str).encode()
+            travelling = consistency_call(call, policy.content.llm_calls).to_dict()
+            # The policy travels by name: under hash or redact the attributes that select it do not.
+            sampled = {"rule": rule, "policy": policy.name, "call": travelling}
+            value = json.dumps(sampled, ensure_ascii=False, default=str).encode()
             if len(value) > self._config.max_call_bytes:
                 metrics.CONSISTENCY_SKIPPED.labels("too_large").inc()
                 continue
@@ -149,18 +156,24 @@ class ConsistencyStage:
     async def _findings(self, message: Message) -> list[dict[str, Any]]:
         """The findings records of one sampled call (none for a message that is not one)."""
         try:
-            call = LLMCall.from_dict(json.loads(message.value or b"")["call"])
+            sampled = json.loads(message.value or b"")
+            call = LLMCall.from_dict(sampled["call"])
+            policy = self._policies.named(str(sampled.get("policy", DEFAULT_POLICY)))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc!r}")
             return []
         records = []
-        for result in await self.judge(call):
-            records.append(finding_record(call, result, self._thresholds_version, self._content))
-            metrics.count_finding(result)
+        for result in await self.judge(call, policy.disabled_detectors):
+            judged = result.with_threshold(policy.thresholds.get(result.detector, result.threshold))
+            records.append(finding_record(call, judged, self._thresholds_version, policy.content.findings, policy.name))
+            metrics.count_finding(judged)
         return records
 
-    async def judge(self, call: LLMCall) -> list[DetectorResult]:
-        """Every sampled detector's result on ``call``, within the budget (waiting while the minute is full)."""
+    async def judge(self, call: LLMCall, turned_off: Collection[str] = frozenset()) -> list[DetectorResult]:
+        """Every sampled detector's result on ``call``, within the budget (waiting while the minute is full).
+
+        Detectors in ``turned_off`` (the call's policy) are not asked and record a skipped result.
+        """
         requests, estimate = self._config.requests_per_call, self._estimated_tokens(call)
         while (refused := self.budget.reserve(requests, estimate)) is Limit.REQUESTS_PER_MINUTE:
             _report_budget(refused)
@@ -170,12 +183,14 @@ class ConsistencyStage:
             metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
             spent = "daily token budget spent (consistency.llm.max_tokens_per_day)"
             return [detector.skipped_result(spent) for detector in self.detectors]
-        results = await asyncio.gather(*(self._guarded(detector, call) for detector in self.detectors))
+        results = await asyncio.gather(*(self._guarded(detector, call, turned_off) for detector in self.detectors))
         used = sum(_tokens_used(d, r, call) for d, r in zip(self.detectors, results, strict=True))
         self.budget.settle(estimate, used)
         return list(results)
 
-    async def _guarded(self, detector: SampledDetector, call: LLMCall) -> DetectorResult:
+    async def _guarded(self, detector: SampledDetector, call: LLMCall, turned_off: Collection[str]) -> DetectorResult:
+        if detector.name in turned_off:
+            return detector.skipped_result(TURNED_OFF)
         try:
             return await detector.evaluate(call)
         except Exception as exc:  # an endpoint failing for good (after retries) is an error finding

@@ -1,4 +1,4 @@
-"""What happened to an alert's incident in PagerDuty, written onto its ``alerts`` row (schemas/014).
+"""What happened to an alert's incident in PagerDuty, written onto its ``alerts`` row (schemas/015).
 
 The ``alerts`` table keeps one row per (trace, rule, destination): the version with the
 highest ``state_version``.  A lifecycle change is a new version of the alert's PagerDuty
@@ -50,7 +50,6 @@ class IncidentChange:
 
     trace_id: str
     rule: str
-    destination: str
     state: IncidentState
     by: str
     at: datetime
@@ -79,7 +78,12 @@ _ALWAYS = {
     # PagerDuty telling of the incident proves the trigger arrived, whatever our last attempt heard.
     "status": "if(current.status = 'retrying', 'delivered', current.status)",
 }
-_THE_ROW = "current.trace_id = {trace:String} AND current.rule = {rule:String} AND current.destination = {dest:String}"
+# The alert's PagerDuty row: PagerDutyDestination is "pagerduty", or "pagerduty:<route>" for a
+# route with a service of its own; an alert takes one route, so it has one such row.
+_THE_ROW = (
+    "current.trace_id = {trace:String} AND current.rule = {rule:String}"
+    " AND (current.destination = 'pagerduty' OR startsWith(current.destination, 'pagerduty:'))"
+)
 _EARLIER = (
     "(current.state_version, ifNull(current.incident_changed_at, toDateTime64(0, 3, 'UTC')))"
     " < ({version:UInt32}, {at:DateTime64(3, 'UTC')})"
@@ -91,7 +95,6 @@ def record_incident_change(client: Client, database: str, change: IncidentChange
     params = {
         "trace": change.trace_id,
         "rule": change.rule,
-        "dest": change.destination,
         "version": change.state_version,
         "at": to_utc_ms(change.at),
         "state": str(change.state),

@@ -16,6 +16,7 @@ from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall, TokenLogprob
 from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.config.content_policy import ContentPolicy
+from pipeline.config.policy import DEFAULT_POLICY
 
 LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
@@ -26,13 +27,13 @@ LLM_CALL_COLUMNS = [
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
-    "trace_id", "span_id", "service", "model", "operation", "detector", "detector_version",
+    "trace_id", "span_id", "service", "model", "operation", "policy", "detector", "detector_version",
     "thresholds_version", "status", "score", "threshold", "flagged", "severity", "summary",
     "evidence", "span_start_time", "created_at",
 ]  # fmt: skip
 
 ALERT_COLUMNS = [
-    "alert_id", "trace_id", "rule", "route", "destination", "service", "model", "operation", "severity",
+    "alert_id", "trace_id", "rule", "route", "destination", "service", "model", "operation", "policy", "severity",
     "detectors", "summary", "evidence", "status", "attempts", "error", "state_version", "created_at", "updated_at",
 ]  # fmt: skip
 
@@ -85,7 +86,7 @@ def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[A
 
 
 def finding_record(
-    call: LLMCall, result: DetectorResult, thresholds_version: str, content: ContentPolicy
+    call: LLMCall, result: DetectorResult, thresholds_version: str, content: ContentPolicy, policy: str = DEFAULT_POLICY
 ) -> dict[str, Any]:
     """The finding as written to ClickHouse and published on ``halluwatch.findings`` (JSON, key = trace id).
 
@@ -99,6 +100,7 @@ def finding_record(
         "service": call.service,
         "model": call.model,
         "operation": call.operation,
+        "policy": policy,
         "detector": result.detector,
         "detector_version": result.detector_version,
         "thresholds_version": thresholds_version,
@@ -138,6 +140,7 @@ def alert_row(
         alert.service,
         alert.model,
         alert.operation,
+        alert.policy,
         alert.severity,
         alert.detector_names,
         alert.headline,

@@ -12,10 +12,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
 from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits, ContentPolicy
+from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.config.policy_book import PolicyBook
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
@@ -89,7 +92,7 @@ class SpanBatchProcessor:
         encoding: Encoding | None = None,
         max_message_bytes: int = 16 * 1024 * 1024,
         limits: ContentLimits = DEFAULT_LIMITS,
-        content: ContentPolicy = STORE_ALL.findings,
+        policies: PolicyBook | None = None,
     ) -> None:
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
@@ -98,7 +101,7 @@ class SpanBatchProcessor:
         self._encoding = encoding
         self._max_message_bytes = max_message_bytes
         self._limits = limits  # bounds the detectors' work per call, so per message
-        self._content = content  # of the findings records
+        self._policies = policies  # None: every call judged and stored as the suite and STORE_ALL say
 
     def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
         """Normalize and detect a batch; never raises on input, whatever the bytes are."""
@@ -178,11 +181,28 @@ class SpanBatchProcessor:
         return result
 
     def detect(self, result: BatchResult) -> None:
-        """Run the detectors on the batch's LLM calls, adding their finding records."""
-        for run in self._suite.run(result.llm_calls):
-            for call, detector_result in zip(result.llm_calls, run.results, strict=True):
-                result.findings.append(finding_record(call, detector_result, self._thresholds_version, self._content))
-                metrics.count_finding(detector_result)
+        """Run the detectors on the batch's LLM calls, adding their finding records.
+
+        Each call is judged under its application's policy: the detectors it turns off do not
+        run, its thresholds decide the flags, its content mode shapes the records.
+        """
+        calls = result.llm_calls
+        if self._policies is None:
+            for run in self._suite.run(calls):
+                for call, outcome in zip(calls, run.results, strict=True):
+                    self._add_finding(result, call, outcome, DEFAULT_POLICY, STORE_ALL.findings)
+            return
+        policies = [self._policies.for_call(call) for call in calls]
+        for run in self._suite.run(calls, [policy.disabled_detectors for policy in policies]):
+            for call, outcome, policy in zip(calls, run.results, policies, strict=True):
+                judged = outcome.with_threshold(policy.thresholds.get(outcome.detector, outcome.threshold))
+                self._add_finding(result, call, judged, policy.name, policy.content.findings)
+
+    def _add_finding(
+        self, result: BatchResult, call: LLMCall, outcome: DetectorResult, policy: str, content: ContentPolicy
+    ) -> None:
+        result.findings.append(finding_record(call, outcome, self._thresholds_version, content, policy))
+        metrics.count_finding(outcome)
 
     @staticmethod
     def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:

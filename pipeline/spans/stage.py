@@ -34,6 +34,7 @@ from faust.types import EventT, StreamT
 from detectors.llm_call import LLMCall
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy, split_reason
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.findings_otlp import FindingExporter
@@ -64,6 +65,7 @@ class SpansStage:
         self,
         app: faust.App,
         settings: Settings,
+        policies: PolicyBook,
         processor: SpanBatchProcessor,
         detector_pool: Executor,
         outputs: SpansOutputs,
@@ -79,7 +81,8 @@ class SpansStage:
         self._store = store
         self._sample = sample
         self._finding_export = finding_export
-        self._llm_calls_content: ContentPolicy = settings.content_policies().llm_calls
+        self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
+        self._llm_calls_content: ContentPolicy = settings.content_policies().llm_calls  # dead letters' reasons
         self.messages_done = 0  # input messages durably processed by this process
         self.findings_published = 0  # findings records this process published (and the broker acked)
         self.log_join = LogJoinStage(app, settings, self.detect_joined, dead_letter)
@@ -132,7 +135,7 @@ class SpansStage:
     async def write(self, result: BatchResult) -> None:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
         now = datetime.now(UTC)
-        calls = [llm_call_row(call, self._llm_calls_content, now) for call in result.llm_calls]
+        calls = [llm_call_row(call, self._policies.for_call(call).content.llm_calls, now) for call in result.llm_calls]
         findings = [finding_row(record, now) for record in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 

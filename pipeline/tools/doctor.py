@@ -65,7 +65,9 @@ def run_checks(settings: Settings, timeout_seconds: float = 10.0) -> list[Check]
 def _config(settings: Settings) -> Check:
     policies = settings.content_policies()
     modes = ", ".join(f"{table} {getattr(policies, table).mode}" for table in ("llm_calls", "findings", "alerts"))
-    return Check("config", True, f"valid; content modes: {modes}; max_call_chars {settings.max_call_chars}")
+    apps = ", ".join(f"{name} ({policy.match.describe()})" for name, policy in settings.policies.items())
+    detail = f"valid; content modes: {modes}; max_call_chars {settings.max_call_chars}"
+    return Check("config", True, detail + (f"; policies: {apps}" if apps else "; no application policies"))
 
 
 # --- Kafka ---------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
-from pipeline.alerting.pagerduty import DESTINATION
 from pipeline.sinks.alert_lifecycle import IncidentChange, IncidentState
 from pipeline.sinks.labels import TRACE_ID
 from pipeline.ui.queries import TriageStore
@@ -75,7 +74,6 @@ def incident_change(payload: Any) -> IncidentChange | None:
     return IncidentChange(
         trace_id,
         rule,
-        DESTINATION,
         state,
         by=_agent(event.get("agent")),
         at=at,

@@ -27,6 +27,7 @@ from pipeline.alerting.silence_store import SilenceStore
 from pipeline.alerting.silences import Silence
 from pipeline.alerting.stage import AlertRouter
 from pipeline.config.data_dirs import writable_dir
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.config.watchdog_timing import LOOK_SECONDS
 from pipeline.ingest.otlp_traces import Encoding
@@ -64,13 +65,17 @@ class PipelineWorker:
                 settings.thresholds_file,
                 ", ".join(thresholds.inherited),
             )
+        self.policies = PolicyBook(settings, thresholds)
+        if settings.policies:
+            logger.info("application policies: %s", "; ".join(
+                f"{name} ({policy.match.describe()})" for name, policy in settings.policies.items()))  # fmt: skip
         self.processor = SpanBatchProcessor(
             self.suite,
             thresholds.version,
             None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding),
             settings.max_message_bytes,
             settings.content_limits(),
-            settings.content_policies().findings,
+            self.policies,
         )
         # The silences the alert router reads: none without ClickHouse (a sink given by a test).
         self._silence_store: SilenceStore | None = None
@@ -118,7 +123,9 @@ class PipelineWorker:
         findings_topic = raw_topic(app, partitions, s.kafka_findings_topic)
         self.dlq_topic = raw_topic(app, partitions, s.kafka_dlq_topic)
         consistency_topic = raw_topic(app, partitions, s.consistency.topic)
-        self.consistency = ConsistencyStage(app, s, consistency_topic, findings_topic, self.store, self.dead_letter)
+        self.consistency = ConsistencyStage(
+            app, s, self.policies, consistency_topic, findings_topic, self.store, self.dead_letter
+        )
         outputs = SpansOutputs(
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),
@@ -128,6 +135,7 @@ class PipelineWorker:
         self.spans = SpansStage(
             app,
             s,
+            self.policies,
             self.processor,
             self._detector_pool,
             outputs,
@@ -140,7 +148,7 @@ class PipelineWorker:
         source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self.spans.consume)
         alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
-        self.agreement = AgreementStage(app, s, findings_topic, alerts_topic, self.dead_letter)
+        self.agreement = AgreementStage(app, s, self.policies, findings_topic, alerts_topic, self.dead_letter)
         alert_topics = (
             alerts_topic,
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),

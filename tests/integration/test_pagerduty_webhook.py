@@ -102,12 +102,13 @@ def test_acknowledge_resolve_and_reopen_land_on_the_pagerduty_row_and_keep_its_d
 def test_an_acknowledgement_of_a_delivery_still_retrying_records_it_delivered(clickhouse):
     client, database = clickhouse
     migrate(client, database)
-    _write(client, database, "pagerduty", DeliveryStatus.RETRYING, 1, "pagerduty: ClientTimeout")
+    # A route with a PagerDuty service of its own delivers as "pagerduty:<route>".
+    _write(client, database, "pagerduty:payments", DeliveryStatus.RETRYING, 1, "pagerduty: ClientTimeout")
     http = create_app(TriageStore(client, database), UISettings(pagerduty_webhook_secret=SecretStr(SECRET)))
     assert _post(http.test_client(), event()) == (200, "applied")
     # PagerDuty has the incident, so the trigger arrived even though our attempt timed out.
     (row,) = _rows(client, database)
-    assert row[:6] == ("pagerduty", "delivered", 1, "pagerduty: ClientTimeout", "acknowledged", "Dana Oncall")
+    assert row[:6] == ("pagerduty:payments", "delivered", 1, "pagerduty: ClientTimeout", "acknowledged", "Dana Oncall")
 
 
 def test_badly_signed_requests_are_refused_and_change_nothing(alerted):

@@ -17,6 +17,8 @@ from prometheus_client import REGISTRY
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Source
+from detectors.thresholds import load_thresholds
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget
 from pipeline.sampled.stage import ConsistencyStage
@@ -64,7 +66,12 @@ def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
     )
     app = faust.App("test-consistency", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
     topic = raw_topic(app, 1, "consistency")
-    return ConsistencyStage(app, settings, topic, raw_topic(app, 1, "findings"), no_store, no_dead_letter)
+    findings = raw_topic(app, 1, "findings")
+    return ConsistencyStage(app, settings, policy_book(settings), topic, findings, no_store, no_dead_letter)
+
+
+def policy_book(settings: Settings) -> PolicyBook:
+    return PolicyBook(settings, load_thresholds())
 
 
 def call(trace: int = 1, attributes: Mapping[str, Any] = MEDICAL, **fields: Any) -> LLMCall:
@@ -82,7 +89,9 @@ def judge(target: ConsistencyStage, sampled: LLMCall) -> list[DetectorResult]:
 def test_disabled_samples_nothing_and_registers_no_agent() -> None:
     settings = Settings()
     app = faust.App("test-disabled", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    target = ConsistencyStage(app, settings, raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), no_store, no_dead_letter)
+    target = ConsistencyStage(
+        app, settings, policy_book(settings), raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), no_store, no_dead_letter
+    )
     assert target.sample([call()]) == []
     assert not app.agents
 

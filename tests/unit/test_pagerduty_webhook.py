@@ -91,7 +91,6 @@ def test_an_acknowledgement_names_the_alert_by_its_dedup_key():
     assert change == IncidentChange(
         TRACE,
         "grounding-and-schema",
-        "pagerduty",
         IncidentState.ACKNOWLEDGED,
         by="Dana Oncall",
         at=datetime(2026, 6, 4, 13, 55, 30, 394000, tzinfo=UTC),
@@ -159,6 +158,6 @@ def test_only_https_incident_links_are_kept():
 
 def test_later_changes_get_higher_row_versions_above_every_delivery():
     at = datetime(2026, 6, 4, 13, 55, 30, tzinfo=UTC)
-    change = IncidentChange(TRACE, "r", "pagerduty", IncidentState.ACKNOWLEDGED, "Dana", at)
-    later = IncidentChange(TRACE, "r", "pagerduty", IncidentState.RESOLVED, "Dana", at.replace(minute=56))
+    change = IncidentChange(TRACE, "r", IncidentState.ACKNOWLEDGED, "Dana", at)
+    later = IncidentChange(TRACE, "r", IncidentState.RESOLVED, "Dana", at.replace(minute=56))
     assert LIFECYCLE_VERSION_BASE < change.state_version < later.state_version < 2**32

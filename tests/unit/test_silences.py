@@ -129,8 +129,9 @@ def test_a_detector_matcher_matches_any_of_the_agreeing_detectors():
     assert not silence({"detector": "contradiction"}).matches(alert)
 
 
-def test_a_policy_matcher_matches_no_alert_without_that_policy():
-    assert not silence({"policy": "strict"}).matches(make_alert())
+def test_a_policy_matcher_matches_the_alerts_application_policy():
+    assert silence({"policy": "payments"}).matches(replace(make_alert(), policy="payments"))
+    assert not silence({"policy": "payments"}).matches(make_alert())  # the default policy
 
 
 def test_a_silence_holds_from_its_start_until_its_end():

@@ -1,5 +1,5 @@
 -- What PagerDuty's people did with an alert's incident (its V3 webhooks, issue 17), on the
--- alert's `pagerduty` row.  A lifecycle change is written as a new version of that row: a
+-- alert's PagerDuty row (destination `pagerduty`, or `pagerduty:<route>`).  A lifecycle change is written as a new version of that row: a
 -- copy of its delivery facts with these columns set, its state_version above every delivery
 -- version (pipeline/sinks/alert_lifecycle.py), so a late delivery retry cannot undo an
 -- acknowledgement and the acknowledgement keeps what the delivery recorded.  Empty / NULL:

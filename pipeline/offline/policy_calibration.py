@@ -1,0 +1,143 @@
+"""Thresholds per application policy: each group's own fit, shrunk toward the global one.
+
+One global fit serves every application badly when their label priors differ (a data
+extraction job hallucinates more often than a docs search).  A policy group with enough
+labels gets thresholds of its own; its fit is noisier than the pooled one, so what is
+written is ``w * own + (1 - w) * global`` with ``w = n / (n + k)``: ``n`` the group's
+labelled calls, ``k`` the shrinkage (how many labels a group needs before its own fit
+counts as much as the global one).  A group that cannot be fitted (too few positives,
+no threshold reaching the target precision) keeps the global thresholds, and says why.
+Calls no policy selects (``default``) always take the global fit.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from detectors.thresholds import Thresholds
+from pipeline.agreement.rules import AgreementRule
+from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.offline.calibrate import (
+    Calibration,
+    CalibrationError,
+    OperatingPoint,
+    alert_point,
+    calibrate,
+    is_held_out,
+)
+from pipeline.offline.scored_calls import LabelledScores
+
+DEFAULT_SHRINKAGE = 100.0
+# The thresholds each group's held-out alerts are measured at.
+GLOBAL, ALONE, SHRUNK = "global", "alone", "shrunk"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyCalibration:
+    """One policy group's thresholds and how its held-out alerts fare under each choice."""
+
+    policy: str
+    records: int
+    positives: int
+    weight: float  # of the group's own fit in the written thresholds; 0.0 when it was not fitted
+    note: str  # "fitted ..." or why the global thresholds stand
+    alone: dict[str, float]  # the group's own thresholds, for the detectors it could fit
+    thresholds: dict[str, float]  # what is written: shrunk toward the global fit
+    heldout_alerts: dict[str, OperatingPoint]  # GLOBAL / ALONE / SHRUNK; empty without held-out records
+
+
+def calibrate_policies(
+    records: Sequence[LabelledScores],
+    overall: Calibration,
+    rule: AgreementRule,
+    shrinkage: float = DEFAULT_SHRINKAGE,
+) -> list[PolicyCalibration]:
+    """Each policy group's calibration, with the same choice rules as ``overall`` (the global fit)."""
+    if shrinkage < 0:
+        raise ValueError(f"shrinkage must be >= 0, got {shrinkage}")
+    pooled = {name: detector.threshold for name, detector in overall.detectors.items()}
+    by_policy = itertools.groupby(sorted(records, key=lambda r: r.policy), key=lambda r: r.policy)
+    return [
+        _calibrate_group(policy, list(group), overall, pooled, rule, shrinkage)
+        for policy, group in by_policy
+        if policy != DEFAULT_POLICY
+    ]
+
+
+def _calibrate_group(
+    policy: str,
+    records: list[LabelledScores],
+    overall: Calibration,
+    pooled: dict[str, float],
+    rule: AgreementRule,
+    shrinkage: float,
+) -> PolicyCalibration:
+    positives = sum(r.hallucinated for r in records)
+    try:
+        own = calibrate(  # target_precision is unused when a cost ratio chooses, but must be valid
+            records, Thresholds("global", pooled), rule, target_precision=overall.target_precision or 1.0,
+            cost_ratio=overall.cost_ratio, min_positives=overall.min_positives, min_flagged=overall.min_flagged,
+            holdout=overall.holdout,
+        )  # fmt: skip
+    except CalibrationError as exc:
+        alone: dict[str, float] = {}
+        note = f"global thresholds: {exc}"
+    else:
+        alone = {name: d.threshold for name, d in own.detectors.items() if not d.kept}
+        note = f"fitted {', '.join(sorted(alone))}" if alone else "global thresholds: no detector could be fitted"
+    weight = len(records) / (len(records) + shrinkage) if alone else 0.0
+    shrunk = {name: weight * value + (1 - weight) * pooled[name] for name, value in alone.items()}
+    heldout = [r for r in records if is_held_out(r.id, overall.holdout)]
+    alerts = (
+        {
+            GLOBAL: alert_point(heldout, pooled, rule),
+            ALONE: alert_point(heldout, pooled | alone, rule),
+            SHRUNK: alert_point(heldout, pooled | shrunk, rule),
+        }
+        if heldout
+        else {}
+    )
+    return PolicyCalibration(policy, len(records), positives, weight, note, alone, shrunk, alerts)
+
+
+def policies_document(groups: Sequence[PolicyCalibration]) -> dict[str, Any]:
+    """The thresholds file's ``policies:`` section (workers read each group's ``detectors``)."""
+    return {
+        group.policy: {
+            "records": group.records,
+            "positives": group.positives,
+            "weight": round(group.weight, 4),
+            "note": group.note,
+            "detectors": {
+                name: {"threshold": round(value, 6), "alone": round(group.alone[name], 6)}
+                for name, value in sorted(group.thresholds.items())
+            },
+            "heldout_alerts": {choice: _rounded(point) for choice, point in group.heldout_alerts.items()},
+        }
+        for group in groups
+    }
+
+
+def describe(groups: Sequence[PolicyCalibration]) -> list[str]:
+    """Lines for the command's output: per group, what was written and held-out alerts under each choice."""
+    lines = []
+    for group in groups:
+        lines.append(f"  policy {group.policy}: {group.records} labelled, {group.positives} positives, "
+                     f"weight {group.weight:.2f}; {group.note}")  # fmt: skip
+        for name, value in sorted(group.thresholds.items()):
+            lines.append(f"    {name:<18} {value:.4g}  (alone {group.alone[name]:.4g})")
+        if group.heldout_alerts:
+            points = ", ".join(f"{choice} {_pr(point)}" for choice, point in group.heldout_alerts.items())
+            lines.append(f"    held-out alerts P/R: {points}")
+    return lines
+
+
+def _rounded(point: OperatingPoint) -> Mapping[str, float]:
+    return {"precision": round(point.precision, 4), "recall": round(point.recall, 4)}
+
+
+def _pr(point: OperatingPoint) -> str:
+    return f"{point.precision:.2f}/{point.recall:.2f} ({point.flagged} alerts)"
