@@ -6,16 +6,18 @@ Heavy modules (faust, chDB) are imported inside the commands that need them, so
 
 from __future__ import annotations
 
+import getpass
 import json
 import logging
 import shlex
 import sys
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS, SilenceInputError
 from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
@@ -24,7 +26,9 @@ from pipeline.config.settings import ConfigError, Settings, load_settings
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
+    from pipeline.alerting.silence_store import SilenceStore
     from pipeline.offline.scored_calls import LabelledScores
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -48,8 +52,8 @@ class _Commands(click.Group):
     """The command group: what an operator must fix ends a command with one line and exit status 1.
 
     A store out of reach, a directory that cannot be written, an unusable record file
-    (the message names file and line) or a package of an extra not installed (the message
-    names the extra) is not a bug to trace.
+    (the message names file and line), a package of an extra not installed (the message
+    names the extra) or an unusable silence selector or duration is not a bug to trace.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -60,8 +64,20 @@ class _Commands(click.Group):
 
         try:
             return super().invoke(ctx)
-        except (ClickHouseUnreachable, UnwritableDirectory, EvalInputError, MissingExtra, UnmigratedDatabase) as exc:
+        except (
+            ClickHouseUnreachable,
+            UnwritableDirectory,
+            EvalInputError,
+            MissingExtra,
+            UnmigratedDatabase,
+            SilenceInputError,
+        ) as exc:
             raise click.ClickException(str(exc)) from exc
+
+
+def _held_by_another_process(exc: ClickHouseUnreachable) -> bool:
+    """Whether embedded ClickHouse is held by another process (chDB admits one per directory): a running worker."""
+    return "Another server instance" in exc.reason
 
 
 @click.group(cls=_Commands)
@@ -466,6 +482,80 @@ def _migrated_client(settings: Settings) -> Client:
     return client
 
 
+@main.group()
+def silence() -> None:
+    """Silences: alerts matching a selector are recorded but not sent, for a while (README, Silences)."""
+
+
+@silence.command(name="add")
+@CONFIG_OPTION
+@click.option("--match", "matches", multiple=True, required=True, metavar="KEY=VALUE",
+              help=f"Repeatable; an alert is silenced when every one matches. KEY: {', '.join(SELECTOR_KEYS)} "
+                   "(detector: one of the agreeing detectors).")  # fmt: skip
+@click.option("--duration", required=True, help=f"How long: 90m, 2h, 1d12h (at most {MAX_DURATION.days}d).")
+@click.option("--reason", required=True, help="Why: listed with the silence and written on every alert it keeps.")
+@click.option("--by", "by", help="Who sets it (default: the operating-system user).")
+def silence_add(config_path: Path | None, matches: tuple[str, ...], duration: str, reason: str, by: str | None) -> None:
+    """Silence alerts matching every --match for --duration; workers apply it within seconds."""
+    from pipeline.alerting.silences import Silence, parse_duration, parse_matchers
+
+    now = datetime.now(UTC)
+    new = Silence.start(parse_matchers(matches), parse_duration(duration), reason, by or getpass.getuser(), now)
+    stored = _silence_store(_settings(config_path)).add(new)
+    click.echo(f"silence {stored.silence_id} set: {stored.selector} for {stored.ends_in(now)}, "
+               f"until {stored.ends_at:%Y-%m-%d %H:%M} UTC")  # fmt: skip
+
+
+@silence.command(name="list")
+@CONFIG_OPTION
+@click.option("--all", "include_ended", is_flag=True, help="Ended and expired silences too.")
+def silence_list(config_path: Path | None, include_ended: bool) -> None:
+    """List the silences in force (id, selector, ends in, reason, by)."""
+    now = datetime.now(UTC)
+    silences = _silence_store(_settings(config_path)).listed(now, include_ended)
+    if not silences:
+        click.echo("no silences" if include_ended else "no silences in force")
+        return
+    rows = [("ID", "SELECTOR", "ENDS IN", "REASON", "BY")]
+    rows += [(s.silence_id, s.selector, s.ends_in(now), s.reason, s.created_by) for s in silences]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        click.echo("  ".join([*(cell.ljust(width) for cell, width in zip(row, widths, strict=False)), row[4]]))
+
+
+@silence.command(name="expire")
+@CONFIG_OPTION
+@click.argument("silence_id", metavar="ID")
+def silence_expire(config_path: Path | None, silence_id: str) -> None:
+    """End silence ID now: alerts it would have kept are sent again (those it kept stay unsent)."""
+    from pipeline.sinks.labels import to_utc_ms
+
+    now = to_utc_ms(datetime.now(UTC))  # at the stored precision: an expiry now reads back equal to it
+    ended = _silence_store(_settings(config_path)).expire(silence_id, now)
+    if ended is None:
+        raise click.ClickException(f"no silence {silence_id!r}: `halluwatch silence list --all` shows them")
+    if ended.ends_at < now:
+        click.echo(f"silence {silence_id} had already ended at {ended.ends_at:%Y-%m-%d %H:%M} UTC")
+    else:
+        click.echo(f"silence {silence_id} expired: {ended.selector}")
+
+
+def _silence_store(settings: Settings) -> SilenceStore:
+    from pipeline.alerting.silence_store import SilenceStore
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable
+
+    try:
+        client = _migrated_client(settings)
+    except ClickHouseUnreachable as exc:
+        if _held_by_another_process(exc):
+            raise click.ClickException(
+                f"{exc.where} is in use by another process, probably a running worker: with embedded ClickHouse, "
+                "set silences while the worker is stopped (they apply when it starts), or use a ClickHouse server"
+            ) from exc
+        raise
+    return SilenceStore(client, settings.clickhouse_database)
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option(
@@ -576,7 +666,7 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     try:
         app, access = triage_app(settings)
     except ClickHouseUnreachable as exc:
-        if "Another server instance" in exc.reason:
+        if _held_by_another_process(exc):
             raise click.ClickException(
                 f"{exc.where} is in use by another process, probably a running worker: open the pages on "
                 "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"

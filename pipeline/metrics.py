@@ -45,6 +45,9 @@ MONITOR_EVALUATIONS = Counter(
 MONITOR_INCIDENT_EVENTS = Counter(
     "halluwatch_monitor_incident_events", "Rate monitor incident events (open, update, resolve)", ["monitor", "event"]
 )
+SILENCE_READ_ERRORS = Counter(
+    "halluwatch_silence_read_errors", "Failed reads of the silences table (the last known silences stay in force)"
+)
 TRACE_STATES = Gauge("halluwatch_agreement_traces", "Traces with flags held in the agreement window")
 LOG_RECORDS = Counter(
     "halluwatch_log_records",

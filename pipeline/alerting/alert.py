@@ -26,6 +26,7 @@ class DeliveryStatus(StrEnum):
     GROUPED = "grouped"  # delivered into an open rate-monitor incident instead of paging on its own
     RETRYING = "retrying"
     FAILED = "failed"  # out of attempts or refused for good: in the alerts dead-letter topic
+    SILENCED = "silenced"  # matched an operator's silence: not sent, never sent later
 
     @property
     def final(self) -> bool:

@@ -10,7 +10,9 @@ retry agent sleeps until then.  After the retry budget, or on a refusal no retry
 fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
 Every outcome is written to the ClickHouse ``alerts`` table.  With rate monitors, alerts
 under an open incident are first bound for it (``group``, :mod:`pipeline.monitors.grouping`)
-and their rows say ``grouped``, with the incident id in ``error``.
+and their rows say ``grouped``, with the incident id in ``error``.  An alert matching an
+operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome is
+``silenced``, final like a delivery, so a replay after the silence ended stays quiet too.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
+from pipeline.alerting.silence_cache import ActiveSilences, SilenceReader
+from pipeline.alerting.silencing import silenced, silenced_outcomes, silencing
 from pipeline.config.settings import Settings
 from pipeline.sinks.rows import alert_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table, withholding
@@ -60,6 +64,7 @@ class AlertRouter:
         topics: tuple[faust.TopicT, faust.TopicT, faust.TopicT],
         store: RowStore,
         dead_letter: DeadLetterSender,
+        read_silences: SilenceReader,
         group: Grouping | None = None,
     ) -> None:
         self.config = settings.alerting
@@ -72,6 +77,7 @@ class AlertRouter:
         content = settings.content_policies().alerts  # delivery errors are kept as alerts content is
         self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep, content=content)
         self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self.silences = ActiveSilences(read_silences, self.config.silence_refresh_seconds)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)
         app.agent(self.retry_topic, name="halluwatch.alert-retry")(self._retry)
@@ -94,8 +100,10 @@ class AlertRouter:
             for alert in await self._group(parsed):
                 by_route[(alert.route, alert.incident.incident_id if alert.incident else "")].append(alert)
             rows = []
+            silences = await self.silences.current()
             for (route, _), alerts in by_route.items():
-                for outcome in await self.dispatcher.dispatch(route, alerts, self._done):
+                to_send, silenced = silenced_outcomes(alerts, self.dispatcher.destinations(route), self._done, silences)
+                for outcome in silenced + await self.dispatcher.dispatch(route, to_send, self._done):
                     rows.append(await self._settle(outcome))
             await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
             self.alerts_seen += len(events)
@@ -118,8 +126,12 @@ class AlertRouter:
             # Holding this partition until the alert is due is the retry delay itself.
             await self._sleep(max(not_before - time.time(), 0.0))
             if not self._done(alert, destination):
-                row = await self._settle(await self.dispatcher.redeliver(alert, destination, attempt))
-                await self._store({"alerts": [row]})
+                silence = silencing(alert, await self.silences.current())  # perhaps set while it waited
+                if silence:
+                    outcome = silenced(alert, destination, silence, attempts=attempt - 1)
+                else:
+                    outcome = await self.dispatcher.redeliver(alert, destination, attempt)
+                await self._store({"alerts": [await self._settle(outcome)]})
 
     async def _settle(self, outcome: Outcome) -> list[Any]:
         """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
@@ -148,6 +160,9 @@ class AlertRouter:
             logger.error("alert %s to %s failed for good after %d attempt(s): %s", alert.alert_id,
                          destination.name, outcome.attempt, outcome.error,
                          extra={"trace_id": alert.trace_id})  # fmt: skip
+        elif outcome.status is DeliveryStatus.SILENCED:
+            logger.info("alert %s to %s not sent: %s", alert.alert_id, destination.name, outcome.error,
+                        extra={"trace_id": alert.trace_id})  # fmt: skip
         status, error = _recorded(outcome)
         if status.final:  # remembered before the row is written: the smallest window for a repeat
             held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}

@@ -110,6 +110,8 @@ class AlertingSettings(BaseModel):
     retry_max_seconds: float = Field(default=300.0, gt=0)
     # Alerts already delivered are remembered this long, so replays never re-send them.
     dedup_retention_hours: float = Field(default=168.0, gt=0)
+    # How often the router re-reads the silences table: a new silence applies within this.
+    silence_refresh_seconds: float = Field(default=5.0, gt=0)
 
     @model_validator(mode="after")
     def _rules_name_known_routes(self) -> AlertingSettings:

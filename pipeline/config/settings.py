@@ -163,8 +163,8 @@ class Settings(BaseSettings):
     # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
     # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
     consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
-    # The triage pages: access and the Slack buttons
-    # (secrets: HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET).
+    # The triage pages: access, the Slack buttons and PagerDuty's webhooks (secrets:
+    # HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET, HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET).
     ui: UISettings = Field(default_factory=UISettings)
     # Per-application policies (pipeline/config/policy.py): detectors, thresholds, rules, routes,
     # content mode and sampling for the calls each selects; the rest comes from the settings above.

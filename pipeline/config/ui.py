@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 
 class UISettings(BaseModel):
-    """Access to the triage pages and the Slack interactivity endpoint."""
+    """Access to the triage pages, and the Slack and PagerDuty endpoints."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -31,6 +31,9 @@ class UISettings(BaseModel):
     session_secret: SecretStr | None = None
     # Slack app's signing secret: verifies the "confirmed" / "false alarm" button clicks.
     slack_signing_secret: SecretStr | None = None
+    # A PagerDuty V3 webhook subscription's signing secret: verifies its incident events
+    # (POST /pagerduty/webhook), which mark alerts acknowledged or resolved. None: endpoint off.
+    pagerduty_webhook_secret: SecretStr | None = None
     page_size: int = Field(default=50, ge=1, le=500)
 
     @field_validator("trusted_proxies")

@@ -1,4 +1,4 @@
-"""What the triage pages read from ClickHouse, and the one thing they write: a verdict.
+"""What the triage pages read from ClickHouse, and what they write: verdicts, and PagerDuty's word on alerts.
 
 Reads need only read-only credentials.  Lists group the raw ``findings`` rows by call rather
 than reading ``FINAL``: a replayed finding is a duplicate row until a merge, and grouping
@@ -16,10 +16,11 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from pipeline.sinks.alert_lifecycle import IncidentChange, Recorded, record_incident_change
 from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
-_NEEDED = {"llm_calls": "sources_from", "findings": "evidence", "alerts": "state_version", "labels": "detector"}
+_NEEDED = {"llm_calls": "sources_from", "findings": "evidence", "alerts": "resolved_by", "labels": "detector"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,10 @@ class AlertView:
     error: str
     created: datetime
     updated: datetime
+    incident_status: str = ""  # PagerDuty's: triggered, acknowledged, resolved ("" when it said nothing)
+    incident_url: str = ""
+    incident_by: str = ""  # who acknowledged or resolved it
+    incident_changed: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +201,8 @@ class TriageStore:
             for rule, route, destination, severity, detectors, *rest in self._rows(
                 f"""
                 SELECT rule, route, destination, severity, detectors, summary, status, attempts, error,
-                       created_at, updated_at
+                       created_at, updated_at, incident_status, incident_url,
+                       if(incident_status = 'resolved', resolved_by, acknowledged_by), incident_changed_at
                 FROM {self._db}.alerts FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY created_at, rule, destination
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -228,6 +234,10 @@ class TriageStore:
     def add_label(self, label: Label, source: str) -> None:
         """Store one verdict (``source``: ``ui`` or ``slack``)."""
         insert_labels(self._client, self._db, [label], source)
+
+    def record_incident_change(self, change: IncidentChange) -> Recorded:
+        """Store PagerDuty's word that an alert's incident was acknowledged, resolved or re-opened."""
+        return record_incident_change(self._client, self._db, change)
 
     def _conditions(self, filters: ListFilters) -> tuple[list[str], str, dict[str, Any]]:
         where = ["flagged"]

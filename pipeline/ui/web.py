@@ -25,14 +25,15 @@ from pipeline.config.ui import UISettings
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.highlight import marks, segments
+from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
 from pipeline.ui.queries import CallView, ListFilters, TriageStore
 from pipeline.ui.slack_actions import slack_blueprint
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
-# Reached without an identity: signing in, the stylesheet, and Slack (it signs its requests instead).
-_OPEN_ENDPOINTS = {"login", "static", "slack.interactions"}
+# Reached without an identity: signing in, the stylesheet, Slack and PagerDuty (they sign their requests instead).
+_OPEN_ENDPOINTS = {"login", "static", "slack.interactions", "pagerduty.webhook"}
 # Stored text withheld by the worker's content policy, and what the page says about it.
 _WITHHELD = {
     "hash": "stored as HMAC digests under content_mode=hash: the text cannot be shown",
@@ -90,6 +91,11 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if settings.slack_signing_secret is not None:
         app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
+    # Always there: without a secret it answers 404 itself, rather than sending PagerDuty to sign in.
+    pagerduty_secret = settings.pagerduty_webhook_secret
+    app.register_blueprint(
+        pagerduty_blueprint(store, pagerduty_secret.get_secret_value() if pagerduty_secret else None)
+    )
     return app
 
 

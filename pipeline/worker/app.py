@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any, TypeVar
 
 import faust
@@ -24,6 +25,8 @@ from detectors.thresholds import load_thresholds
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.destinations import Destination
+from pipeline.alerting.silence_store import SilenceStore
+from pipeline.alerting.silences import Silence
 from pipeline.alerting.stage import AlertRouter
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.policy_book import PolicyBook
@@ -80,16 +83,18 @@ class PipelineWorker:
             settings.content_limits(),
             self.policies,
         )
-        self.sink = sink or self._clickhouse_sink(settings)
+        # The silences the alert router reads: none without ClickHouse (a sink given by a test).
+        self._silence_store: SilenceStore | None = None
+        if sink is None:
+            client = open_migrated(settings)
+            sink = ClickHouseSink(client, settings.clickhouse_database)
+            self._silence_store = SilenceStore(client, settings.clickhouse_database)
+        self.sink = sink
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
         self.finding_export = FindingExporter.from_settings(settings)  # None: findings_otlp_endpoint unset
         self.app = self._build_app()
-
-    @staticmethod
-    def _clickhouse_sink(settings: Settings) -> ClickHouseSink:
-        return ClickHouseSink(open_migrated(settings), settings.clickhouse_database)
 
     def _build_app(self) -> faust.App:
         s = self.settings
@@ -161,7 +166,7 @@ class PipelineWorker:
             destinations = self._route_destinations
             self.monitors = MonitorStage(app, s, self.incidents, self._in_sink_thread, self.store, destinations)
         grouping = self.monitors.open_incidents.group if self.monitors else None
-        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter, grouping)
+        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter, self.read_silences, grouping)
         commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
@@ -204,6 +209,12 @@ class PipelineWorker:
     def _route_destinations(self, route: str) -> list[Destination]:
         """A route's destinations, shared with the alert router (one HTTP session, one PagerDuty key)."""
         return self.router.dispatcher.destinations(route)
+
+    async def read_silences(self, now: datetime) -> list[Silence]:
+        """The silences in force at ``now``, read on the sink's thread (the one ClickHouse session's user)."""
+        if self._silence_store is None:
+            return []
+        return await asyncio.get_running_loop().run_in_executor(self._sink_pool, self._silence_store.listed, now)
 
     async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
         """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""

@@ -151,7 +151,8 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
 
 def test_commands_agree_on_one_line_errors_for_what_an_operator_must_fix(tmp_path: Path):
     unreachable = {"HALLUWATCH_CLICKHOUSE_DSN": "http://halluwatch:hunter2-secret@127.0.0.1:1/"}
-    for command in (["migrate"], ["report"]):
+    silence = ["silence", "add", "--match", "service=a", "--duration", "1h", "--reason", "r"]
+    for command in (["migrate"], ["report"], silence, ["silence", "list"], ["silence", "expire", "abc"]):
         result = halluwatch(*command, **unreachable)
         assert result.returncode == 1, result.stderr
         assert "hunter2-secret" not in result.stderr
@@ -163,6 +164,26 @@ def test_commands_agree_on_one_line_errors_for_what_an_operator_must_fix(tmp_pat
         result = halluwatch(*command, HALLUWATCH_DATA_DIR=str(blocked / "data"))
         assert result.returncode in (1, 2), result.stderr
         assert "Traceback" not in result.stderr
+
+
+def test_unusable_silences_are_refused_in_one_line_before_clickhouse_is_asked(tmp_path: Path):
+    env = {"HALLUWATCH_DATA_DIR": str(tmp_path / "data")}
+    refusals = {
+        ("--match", "colour=red", "--duration", "1h"): "unknown key 'colour'; use one of service, operation",
+        ("--match", "service=a", "--duration", "45d"): "duration '45d' is longer than the 30-day maximum",
+        ("--match", "service=a", "--duration", "soon"): "write a number and a unit (s, m, h, d)",
+    }
+    for args, says in refusals.items():
+        result = halluwatch("silence", "add", *args, "--reason", "deploy", **env)
+        assert result.returncode == 1, result.stderr
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("Error: ") and says in line, line
+    assert not (tmp_path / "data").exists()  # refused before any ClickHouse was opened
+    unknown = halluwatch("silence", "expire", "nope", **env)
+    assert (unknown.returncode, unknown.stderr.strip()) == (
+        1,
+        "Error: no silence 'nope': `halluwatch silence list --all` shows them",
+    )
 
 
 def test_every_output_directory_is_created_on_demand(tmp_path: Path):

@@ -72,6 +72,7 @@ OPTIONAL: dict[str, Callable[[], str] | None] = {
     "HALLUWATCH_CONTENT_MODE": AS_WRITTEN,
     "HALLUWATCH_CONTENT_HMAC_KEY": lambda: secrets.token_hex(16),
     "HALLUWATCH_UI__SLACK_SIGNING_SECRET": lambda: secrets.token_hex(16),
+    "HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET": lambda: secrets.token_hex(16),
 }
 # The required lines' values are the user's to choose: random ones here.  The ClickHouse password
 # goes into a URL (HALLUWATCH_CLICKHOUSE_DSN), so .env.example asks for URL-safe characters.

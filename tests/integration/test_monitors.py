@@ -260,7 +260,9 @@ def test_the_monitors_command_shows_rates_baselines_and_open_incidents(database,
     header, *groups = result.output.splitlines()
     assert header.startswith("errors: route page, by policy, service; 15 min against 7 days")
     support_bot, new_bot = groups  # the open incident first
-    assert support_bot.startswith("  default / support-bot:  50.0% of 60 calls, baseline 3.3% (same hour), opens at 6.7%")
+    assert support_bot.startswith(
+        "  default / support-bot:  50.0% of 60 calls, baseline 3.3% (same hour), opens at 6.7%"
+    )
     assert support_bot.endswith(f"OPEN since {end:%Y-%m-%d %H:%M} UTC ({opened.incident.incident_id})")
     assert new_bot == "  default / new-bot:  50.0% of 60 calls, no baseline yet"
 

@@ -213,7 +213,7 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
     assert TriageStore(client, name).schema_gaps() == [
         "llm_calls.sources_from",
         "findings.evidence",
-        "alerts.state_version",
+        "alerts.resolved_by",
         "labels.detector",
     ]
     migrate(client, name)
