@@ -23,6 +23,7 @@ import click
 from confluent_kafka import Producer
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
@@ -41,6 +42,14 @@ from pipeline.worker.runner import faust_worker
 logger = logging.getLogger(__name__)
 
 GARBAGE_MESSAGE = b"\x00\xffthis is not an OTLP payload"
+
+# Two applications routed their own way (README "Policies by application"): HR pages its own
+# on-call, order extraction only ever posts to Slack; every other app keeps the default routes.
+DEMO_ROUTES = {"hr-oncall": {"pagerduty": True, "slack_channel": "#hr-oncall"}}
+DEMO_POLICIES = {
+    "hr": {"match": {"service": "hr-assistant"}, "routes": {"page": "hr-oncall", "slack": "hr-oncall"}},
+    "order-extraction": {"match": {"service": "order-intake"}, "routes": {"page": "slack"}},
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +82,8 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
             "schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS},
             "tool_facts": example_registries(),
         },
+        alerting={"routes": {**default_routes(), **DEMO_ROUTES}},
+        policies=DEMO_POLICIES,
     )
 
 
@@ -182,13 +193,18 @@ def summarize(settings: Settings) -> str:
         "WHERE flagged ORDER BY service, trace_id, detector"
     ).result_rows:
         lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
-    lines.append("Alerts (two or more detectors agreed on the trace):")
-    for service, operation, trace_id, rule, route, detectors, status in client.query(
-        f"SELECT service, operation, trace_id, rule, route, detectors, status FROM {db}.alerts FINAL "  # noqa: S608 - identifiers validated, values bound
+    lines.append("Application policies (`halluwatch policy explain --service NAME` shows one in full):")
+    for name, policy in settings.policies.items():
+        routes = ", ".join(f"{rule_route} -> {route}" for rule_route, route in policy.routes.items())
+        lines.append(f"  {name}: {policy.match.describe()}; routes {routes}")
+    lines.append("Alerts (two or more detectors agreed on the trace; the route is the app's policy's):")
+    for service, operation, trace_id, rule, route, policy, detectors, status in client.query(
+        f"SELECT service, operation, trace_id, rule, route, policy, detectors, status FROM {db}.alerts FINAL "  # noqa: S608 - identifiers validated, values bound
         "ORDER BY service, trace_id, rule"
     ).result_rows:
         lines.append(
-            f"  [{service} {operation}] trace {trace_id[:12]}…  {rule} -> {route} ({status}): {' + '.join(detectors)}"
+            f"  [{service} {operation}] trace {trace_id[:12]}…  {rule} -> {route} ({status}) policy {policy}: "
+            + " + ".join(detectors)
         )
     lines.append("Flagged by one detector only (recorded, not alerted):")
     for service, operation, trace_id, detector, summary in client.query(

@@ -48,16 +48,22 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
     report = Path(out.rsplit("Report: ", 1)[1].splitlines()[0])
     assert report == (tmp_path / "demo" / "report.html").resolve()
-    assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="4"' in report.read_text()
+    assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="5"' in report.read_text()
     # No Slack or pager configured: alerts print to the log, and the summary lists them.
-    alert_lines = out.split("Alerts (two or more detectors agreed on the trace):\n", 1)[1].split("Flagged by one")[0]
-    assert "[hr-assistant answer_question]" in alert_lines and "two-detectors -> slack (delivered)" in alert_lines
-    assert "[order-intake extract_order]" in alert_lines and "grounding-and-schema -> page" in alert_lines
+    alert_lines = out.split("Alerts (two or more detectors agreed on the trace", 1)[1].split("Flagged by one")[0]
+    # Two applications routed their own way: HR pages its own on-call, order extraction only posts to Slack.
+    assert "hr: service=hr-assistant; routes page -> hr-oncall, slack -> hr-oncall" in out
+    hr_lines = [line for line in alert_lines.splitlines() if "[hr-assistant " in line]
+    assert len(hr_lines) == 2 and all("-> hr-oncall (delivered) policy hr:" in line for line in hr_lines)
+    (order,) = [line for line in alert_lines.splitlines() if "[order-intake extract_order]" in line]
+    assert "grounding-and-schema -> slack (delivered) policy order-extraction:" in order
     # The seed's own example (built in 1950, 500 metres tall) alerts through two independent detectors.
     (travel,) = [line for line in alert_lines.splitlines() if "[travel-guide chat]" in line]
     # Which second detector joins contradiction depends on arrival order (grounding or unsupported_spans).
     assert (
-        "severe-contradiction -> page" in travel and "contradiction" in agreeing(travel) and len(agreeing(travel)) >= 2
+        "severe-contradiction -> page (delivered) policy default" in travel
+        and "contradiction" in agreeing(travel)
+        and len(agreeing(travel)) >= 2
     )
     # The agent that says "booked" after its booking tool failed pages, with the grounding detector beside it.
     (agent,) = [line for line in alert_lines.splitlines() if "[concierge-agent chat]" in line]
