@@ -12,8 +12,10 @@ and, through :func:`expand`, from Python (the report, the tests) or, after subst
 them by hand, from clickhouse-client: ``$__timeFilter(col)``, ``$__timeInterval(col)``,
 ``$__fromTime``, ``$__toTime``, ``$__interval_s``, and
 ``$__conditionalAll(cond, $service)`` with ``${service:singlequote}`` in ``cond`` (the
-dashboard's service variable).  Tables are named ``halluwatch.<table>``; :func:`expand`
-puts another database in their place.
+dashboard's service variable), or ``$__conditionalAll(cond, $app)`` with
+``${app:singlequote}`` (its application variable: the policy name of ``findings`` and
+``alerts``).  Tables are named ``halluwatch.<table>``; :func:`expand` puts another
+database in their place.
 
 Time-series queries return exactly ``time, series, value``: the plugin's multi-line
 layout, and what the report draws.
@@ -99,16 +101,23 @@ def _pivot(path: Path, header: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class QueryWindow:
-    """What Grafana would fill the macros with: time range, interval, selected services (none: all)."""
+    """What Grafana would fill the macros with: time range, interval, selected services and apps (none: all)."""
 
     start: datetime
     end: datetime
     interval_seconds: int
     services: Sequence[str] = ()
+    apps: Sequence[str] = ()  # application policies (``policy`` of findings and alerts)
+
+    def selected(self, variable: str) -> Sequence[str]:
+        """The values chosen for a dashboard variable (``service`` or ``app``); empty: All."""
+        selections = {"service": self.services, "app": self.apps}
+        if variable not in selections:
+            raise ValueError(f"unknown dashboard variable ${variable}")
+        return selections[variable]
 
 
 _MACRO = re.compile(r"\$__(\w+)")
-_SERVICE_LIST = "${service:singlequote}"
 _TABLE_PREFIX = re.compile(rf"\b{DEFAULT_DATABASE}\.(?=\w)")
 
 
@@ -116,14 +125,13 @@ def expand(sql: str, window: QueryWindow, database: str = DEFAULT_DATABASE) -> s
     """``sql`` with the plugin's macros filled in for ``window``, reading from ``database``."""
     # Whole seconds, as the plugin sends them; the end rounded up so rows of its last second count.
     start, end = math.floor(window.start.timestamp()), math.ceil(window.end.timestamp())
-    services = ", ".join(_quote(service) for service in window.services)
     macros: dict[str, Callable[[list[str]], str]] = {
         "timeFilter": lambda a: f"{a[0]} >= toDateTime({start}) AND {a[0]} <= toDateTime({end})",
         "timeInterval": lambda a: f"toStartOfInterval(toDateTime({a[0]}), INTERVAL {window.interval_seconds} second)",
         "fromTime": lambda a: f"toDateTime({start})",
         "toTime": lambda a: f"toDateTime({end})",
         "interval_s": lambda a: str(window.interval_seconds),
-        "conditionalAll": lambda a: a[0].replace(_SERVICE_LIST, services) if window.services else "1=1",
+        "conditionalAll": lambda a: _conditional_all(a, window),
     }
     out, position = [], 0
     while match := _MACRO.search(sql, position):
@@ -158,6 +166,17 @@ def _arguments(sql: str, at: int) -> tuple[list[str], int]:
             args.append(sql[begin:index].strip())
             begin = index + 1
     raise ValueError(f"unbalanced parentheses in macro call at {sql[at:][:60]!r}")
+
+
+def _conditional_all(args: list[str], window: QueryWindow) -> str:
+    """``cond`` with the variable's selected values in place of ``${var:singlequote}``; ``1=1`` for All."""
+    if len(args) != 2 or not args[1].startswith("$"):
+        raise ValueError(f"$__conditionalAll takes a condition and a $variable, got {args!r}")
+    variable = args[1].removeprefix("$")
+    values = window.selected(variable)
+    if not values:
+        return "1=1"
+    return args[0].replace(f"${{{variable}:singlequote}}", ", ".join(_quote(value) for value in values))
 
 
 def _quote(value: str) -> str:

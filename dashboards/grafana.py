@@ -26,30 +26,39 @@ _GRID_WIDTH = 24
 
 
 def clickhouse_dashboard() -> dict[str, Any]:
-    """The detections dashboard, with a multi-value ``service`` variable."""
-    service = {
-        "name": "service",
-        "label": "Service",
+    """The detections dashboard, with multi-value ``service`` and ``app`` (application policy) variables."""
+    variables = [
+        _query_variable("service", "Service", "SELECT DISTINCT service FROM halluwatch.llm_calls ORDER BY service"),
+        _query_variable("app", "App", "SELECT DISTINCT policy FROM halluwatch.findings ORDER BY policy"),
+    ]
+    panels = clickhouse_panels()
+    return _dashboard(
+        "halluwatch",
+        "halluwatch: hallucination detections",
+        "Detector findings, agreement alerts, rate monitors and pipeline lag from ClickHouse "
+        "(dashboards/clickhouse/*.sql).",
+        panels,
+        [_clickhouse_target(panel) for panel in panels],
+        CLICKHOUSE_DATASOURCE,
+        variables,
+    )
+
+
+def _query_variable(name: str, label: str, query: str) -> dict[str, Any]:
+    """A multi-value variable filled by a query; All (the default) makes ``$__conditionalAll`` filter nothing."""
+    return {
+        "name": name,
+        "label": label,
         "type": "query",
         "datasource": CLICKHOUSE_DATASOURCE,
-        "query": "SELECT DISTINCT service FROM halluwatch.llm_calls ORDER BY service",
-        "definition": "SELECT DISTINCT service FROM halluwatch.llm_calls ORDER BY service",
+        "query": query,
+        "definition": query,
         "refresh": 2,  # on time range change
         "multi": True,
         "includeAll": True,
         "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "sort": 1,
     }
-    panels = clickhouse_panels()
-    return _dashboard(
-        "halluwatch",
-        "halluwatch: hallucination detections",
-        "Detector findings, agreement alerts and pipeline lag from ClickHouse (dashboards/clickhouse/*.sql).",
-        panels,
-        [_clickhouse_target(panel) for panel in panels],
-        CLICKHOUSE_DATASOURCE,
-        [service],
-    )
 
 
 def worker_dashboard() -> dict[str, Any]:

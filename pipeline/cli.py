@@ -563,7 +563,10 @@ def _silence_store(settings: Settings) -> SilenceStore:
 )
 @click.option("--hours", type=click.FloatRange(min=0, min_open=True), default=24.0, show_default=True)
 @click.option("--service", "services", multiple=True, help="Only this service (repeatable; default: all).")
-def report(config_path: Path | None, output_path: Path | None, hours: float, services: tuple[str, ...]) -> None:
+@click.option("--app", "apps", multiple=True, help="Only this application policy (repeatable; default: all).")
+def report(
+    config_path: Path | None, output_path: Path | None, hours: float, services: tuple[str, ...], apps: tuple[str, ...]
+) -> None:
     """Write a static HTML report of the last HOURS from ClickHouse: the dashboard panels, offline.
 
     The same queries as the Grafana dashboard (dashboards/clickhouse/*.sql), charts as
@@ -574,7 +577,8 @@ def report(config_path: Path | None, output_path: Path | None, hours: float, ser
     settings = _settings(config_path)
     path = output_path or settings.data_dir / "report.html"
     writable_dir(path.parent, "report")
-    write_report(_migrated_client(settings), settings.clickhouse_database, report_window(hours, services), path)
+    window = report_window(hours, services, apps=apps)
+    write_report(_migrated_client(settings), settings.clickhouse_database, window, path)
     click.echo(f"report written to {path.resolve()}")
 
 

@@ -16,6 +16,7 @@ FROM
         max(flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS hallucinated
     FROM halluwatch.findings FINAL
     WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+        AND $__conditionalAll(policy IN (${app:singlequote}), $app)
     GROUP BY trace_id, span_id
 )
 GROUP BY time, series

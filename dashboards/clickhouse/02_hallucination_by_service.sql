@@ -19,6 +19,7 @@ FROM
         uniqExactIf(if(detector = 'unsupported_spans', 'grounding', detector), flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS flagging_detectors
     FROM halluwatch.findings FINAL
     WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+        AND $__conditionalAll(policy IN (${app:singlequote}), $app)
     GROUP BY trace_id, span_id
 )
 GROUP BY service, model, operation

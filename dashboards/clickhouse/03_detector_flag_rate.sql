@@ -8,5 +8,6 @@ SELECT
     round(countIf(flagged) / count(), 4) AS flag_rate
 FROM halluwatch.findings FINAL
 WHERE status = 'ok' AND $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY time, series
 ORDER BY time, series

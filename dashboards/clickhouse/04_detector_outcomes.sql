@@ -15,5 +15,6 @@ SELECT
     round(quantileIfOrNull(0.99)(score, status = 'ok'), 4) AS score_p99
 FROM halluwatch.findings FINAL
 WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY detector, detector_version, thresholds_version
 ORDER BY detector, detector_version

@@ -9,5 +9,6 @@ SELECT
 FROM halluwatch.findings FINAL
 WHERE status = 'ok' AND threshold > 0
     AND $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY score_over_threshold, detector
 ORDER BY score_over_threshold, detector

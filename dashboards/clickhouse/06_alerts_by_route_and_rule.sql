@@ -12,5 +12,6 @@ SELECT
     max(attempts) AS max_attempts
 FROM halluwatch.alerts FINAL
 WHERE $__timeFilter(created_at) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY route, rule, destination
 ORDER BY alerts DESC, route, rule, destination

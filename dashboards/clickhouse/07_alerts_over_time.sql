@@ -7,5 +7,6 @@ SELECT
     uniqExact(alert_id) AS alerts
 FROM halluwatch.alerts FINAL
 WHERE $__timeFilter(created_at) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY time, series
 ORDER BY time, series

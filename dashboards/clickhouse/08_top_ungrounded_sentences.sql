@@ -13,6 +13,7 @@ FROM halluwatch.findings FINAL
 ARRAY JOIN JSONExtractArrayRaw(evidence, 'sentences') AS sentence
 WHERE detector = 'grounding' AND status = 'ok' AND NOT JSONExtractBool(sentence, 'grounded')
     AND $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY ungrounded_sentence
 ORDER BY occurrences DESC, min_similarity ASC
 LIMIT 20

@@ -11,5 +11,6 @@ FROM halluwatch.findings FINAL
 ARRAY JOIN JSONExtractArrayRaw(evidence, 'violations') AS violation
 WHERE detector = 'schema_violation' AND flagged
     AND $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY tool, kind
 ORDER BY violations DESC, tool, kind

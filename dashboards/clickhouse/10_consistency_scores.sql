@@ -8,5 +8,6 @@ SELECT
 FROM halluwatch.findings FINAL
 WHERE detector IN ('self_consistency', 'claims') AND status = 'ok'
     AND $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 GROUP BY time, series
 ORDER BY time, series

@@ -12,5 +12,6 @@ FROM halluwatch.findings AS f FINAL
 INNER JOIN (SELECT trace_id, span_id, end_time FROM halluwatch.llm_calls FINAL) AS c
     ON c.trace_id = f.trace_id AND c.span_id = f.span_id
 WHERE $__timeFilter(f.span_start_time) AND $__conditionalAll(f.service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(f.policy IN (${app:singlequote}), $app)
 GROUP BY detector
 ORDER BY p99_seconds DESC

@@ -15,5 +15,6 @@ LEFT JOIN (SELECT trace_id, span_id, answer FROM halluwatch.llm_calls FINAL) AS 
     ON c.trace_id = f.trace_id AND c.span_id = f.span_id
 WHERE f.flagged
     AND $__timeFilter(f.span_start_time) AND $__conditionalAll(f.service IN (${service:singlequote}), $service)
+    AND $__conditionalAll(f.policy IN (${app:singlequote}), $app)
 ORDER BY time DESC, trace_id, detector
 LIMIT 50

@@ -20,6 +20,7 @@ INNER JOIN
     SELECT DISTINCT trace_id, span_id, detector
     FROM halluwatch.findings
     WHERE flagged AND $__conditionalAll(service IN (${service:singlequote}), $service)
+        AND $__conditionalAll(policy IN (${app:singlequote}), $app)
 ) AS flagged USING (trace_id, span_id)
 GROUP BY detector
 ORDER BY detector

@@ -45,12 +45,14 @@ class PanelResult:
     rows: list[tuple[Any, ...]]
 
 
-def report_window(hours: float, services: Sequence[str] = (), end: datetime | None = None) -> QueryWindow:
+def report_window(
+    hours: float, services: Sequence[str] = (), end: datetime | None = None, apps: Sequence[str] = ()
+) -> QueryWindow:
     """The last ``hours`` up to ``end`` (default now), with an interval giving about 60 points."""
     end = end or datetime.now(UTC)
     seconds = hours * 3600
     interval = next((i for i in _INTERVALS if seconds / i <= 60), _INTERVALS[-1])
-    return QueryWindow(end - timedelta(hours=hours), end, interval, tuple(services))
+    return QueryWindow(end - timedelta(hours=hours), end, interval, tuple(services), tuple(apps))
 
 
 def run_panels(client: Client, database: str, window: QueryWindow) -> list[PanelResult]:
@@ -73,6 +75,7 @@ def write_report(client: Client, database: str, window: QueryWindow, path: Path)
 def render_html(results: Sequence[PanelResult], window: QueryWindow, database: str) -> str:
     """The report page."""
     services = ", ".join(window.services) or "all services"
+    apps = ", ".join(window.apps) or "all apps"
     sections = "\n".join(_section(result, window) for result in results)
     contents = "\n".join(
         f'<li><a href="#{r.panel.name}">{html.escape(r.panel.title)}</a> ({len(r.rows)})</li>' for r in results
@@ -89,7 +92,8 @@ def render_html(results: Sequence[PanelResult], window: QueryWindow, database: s
 <header>
 <h1>halluwatch report</h1>
 <p>{_time(window.start)} to {_time(window.end)} UTC &middot; {html.escape(services)} &middot;
-database <code>{html.escape(database)}</code> &middot; generated {_time(datetime.now(UTC))} UTC</p>
+{html.escape(apps)} &middot; database <code>{html.escape(database)}</code> &middot;
+generated {_time(datetime.now(UTC))} UTC</p>
 <ol class="contents">{contents}</ol>
 </header>
 <main>

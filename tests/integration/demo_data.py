@@ -1,7 +1,8 @@
 """The demo's data in a test's ClickHouse database, without a broker or a worker process.
 
 The example traces `halluwatch demo` replays (plus its garbage message) go through the
-worker's real batch processor and detectors with the demo's settings; the rows are
+worker's real batch processor and detectors with the demo's settings and application
+policies (or a test's own: findings and alerts carry their policy); the rows are
 written with the worker's row builders and the alerts decided by the real agreement
 rule, delivered to the console destination as the demo does.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,8 @@ from clickhouse_connect.driver.client import Client
 from detectors.thresholds import load_thresholds
 from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.alert import DeliveryStatus
+from pipeline.config.policy import AppPolicy
+from pipeline.config.policy_book import PolicyBook
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.rows import alert_row, finding_row, llm_call_row
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
@@ -28,16 +32,22 @@ from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings
 from pipeline.tools.example_traces import example_traces
 
 
-def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:
+def fill_with_demo_data(
+    client: Client, database: str, data_dir: Path, policies: Mapping[str, Mapping[str, Any]] | None = None
+) -> None:
+    """Process the demo's traces into ``database``, under ``policies`` (application policies) instead of the demo's."""
     settings = demo_settings(data_dir, "127.0.0.1:9")
+    if policies is not None:
+        own = {name: AppPolicy.model_validate(policy) for name, policy in policies.items()}
+        settings = settings.model_copy(update={"policies": own})
     migrate(client, database)
     thresholds = load_thresholds(settings.thresholds_file)
+    book = PolicyBook(settings, thresholds)
     suite = suite_from_settings(settings, thresholds)
     suite.start()
     try:
         processor = SpanBatchProcessor(
-            suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(),
-            settings.content_policies().findings,
+            suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(), book,
         )  # fmt: skip
         messages = [
             InboundMessage(key, value, "otlp_spans", 0, offset) for offset, (key, value) in enumerate(demo_messages())
@@ -50,7 +60,7 @@ def fill_with_demo_data(client: Client, database: str, data_dir: Path) -> None:
     sink = ClickHouseSink(client, database)
     sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now) for call in result.llm_calls])
     sink.add("findings", [finding_row(record, now) for record in result.findings])
-    rule = AgreementRule.from_settings(settings.alerting)
+    rule = AgreementRule.from_settings(settings.alerting, book)
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in result.findings:
         # As the agreement stage reads them: the JSON the worker publishes on halluwatch.findings.

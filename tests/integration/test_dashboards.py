@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from clickhouse_connect.driver.client import Client
 
 from dashboards import Chart, QueryWindow, clickhouse_panels, expand
+from pipeline.alerting.silence_store import SilenceStore
+from pipeline.alerting.silences import Silence
+from pipeline.monitors.evaluate import Incident, IncidentStatus
+from pipeline.monitors.store import IncidentStore
 from pipeline.sinks.labels import Label, insert_labels
 from pipeline.ui.queries import ListFilters, TriageStore
+from tests.integration.demo_data import fill_with_demo_data
+
+# Two applications under their own policy (routes unchanged); the demo's other services are "default".
+POLICIES = {"hr": {"match": {"service": "hr-assistant"}}, "orders": {"match": {"service": "order-intake"}}}
 
 COLUMNS = {
     "hallucination_rate": ("time", "series", "hallucination_rate"),
@@ -37,12 +50,65 @@ COLUMNS = {
         "avg_duration_ms",
     ),
     "verdicts_by_detector": ("detector", "confirmed", "false_alarms", "judged_precision"),
+    "hallucination_and_alert_rate_by_app": ("time", "series", "rate"),
+    "alerts_by_app": (
+        "app", "route", "alerts", "sent", "grouped", "silenced", "retrying", "failed", "acknowledged", "resolved",
+    ),
+    "detector_mix_by_app": ("app", "detector", "flagged_calls"),
+    "verdicts_by_app": ("app", "confirmed", "false_alarms", "judged_precision"),
+    "monitor_incidents": (
+        "monitor", "monitor_group", "status", "rate", "baseline_rate", "times_baseline", "calls", "flagged", "route",
+        "opened_at", "resolved_at",
+    ),
+    "silences": ("silence_id", "selector", "state", "reason", "created_by", "starts_at", "ends_at"),
 }  # fmt: skip
 
 
-def _window(*services: str) -> QueryWindow:
+@pytest.fixture
+def dashboard_database(clickhouse: tuple[Client, str], exported_model: None, tmp_path: Path) -> tuple[Client, str]:
+    """The demo's data under POLICIES, the orders app's alerts grouped into an open incident, HR's silenced."""
+    client, database = clickhouse
+    fill_with_demo_data(client, database, tmp_path, POLICIES)
+    _add_monitors_and_silences(client, database, datetime.now(UTC).replace(microsecond=0))
+    return client, database
+
+
+def _add_monitors_and_silences(client: Client, database: str, now: datetime) -> None:
+    """What the router and the rate monitors would have written beside the demo's alerts."""
+
+    def incident(app: str, service: str, opened: timedelta, resolved: timedelta | None, version: int) -> Incident:
+        return Incident(
+            f"flag-rate-{app}", "flag-rate", "page", ("policy", "service"), (app, service),
+            IncidentStatus.OPEN if resolved is None else IncidentStatus.RESOLVED, now - opened, now,
+            None if resolved is None else now - resolved, 0.5, 0.1, 40, 20, version=version,
+        )  # fmt: skip
+
+    IncidentStore(client, database).insert([
+        incident("orders", "order-intake", timedelta(minutes=10), None, 1),
+        incident("hr", "hr-assistant", timedelta(minutes=50), None, 1),
+        incident("hr", "hr-assistant", timedelta(minutes=50), timedelta(minutes=20), 2),  # resolved since
+        incident("default", "travel-guide", timedelta(hours=5), timedelta(hours=4), 2),  # before the range
+    ])  # fmt: skip
+    # A newer row per delivery, as the router writes one for each outcome.
+    for app, status in (("orders", "grouped"), ("hr", "silenced")):
+        client.command(
+            f"INSERT INTO {database}.alerts SELECT * REPLACE ('{status}' AS status, state_version + 1 AS state_version)"
+            f" FROM {database}.alerts FINAL WHERE policy = '{app}'"
+        )
+    silences = SilenceStore(client, database)
+    silences.add(
+        Silence("s-hr", {"service": "hr-assistant", "policy": "hr"}, "known", "alice", now, now + timedelta(hours=1))
+    )
+    silences.add(
+        Silence(
+            "s-old", {"service": "hr-assistant"}, "long ago", "bob", now - timedelta(days=2), now - timedelta(days=1)
+        )
+    )
+
+
+def _window(*services: str, apps: tuple[str, ...] = ()) -> QueryWindow:
     now = datetime.now(UTC)
-    return QueryWindow(now - timedelta(hours=1), now, 300, services)
+    return QueryWindow(now - timedelta(hours=1), now, 300, services, apps)
 
 
 def _rows(client, sql: str) -> list[dict[str, object]]:
@@ -50,8 +116,8 @@ def _rows(client, sql: str) -> list[dict[str, object]]:
     return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
 
 
-def test_every_panel_returns_its_columns_and_the_demo_findings(demo_database):
-    client, database = demo_database
+def test_every_panel_returns_its_columns_and_the_demo_findings(dashboard_database):
+    client, database = dashboard_database
     assert {p.name for p in clickhouse_panels()} == set(COLUMNS)
     out = {}
     for panel in clickhouse_panels():
@@ -98,9 +164,35 @@ def test_every_panel_returns_its_columns_and_the_demo_findings(demo_database):
     assert any("search_docs" in r["summary"] for r in out["latest_flagged"])
     assert sum(r["calls"] for r in out["llm_traffic"]) == sum(r["calls"] for r in out["hallucination_by_service"])
 
+    # Per application: every policy that judged calls, its flag and alert rate, alerts and detectors.
+    apps = {"default", "hr", "orders"}
+    rates: dict[tuple[str, str], float] = defaultdict(float)  # the highest of its intervals
+    for row in out["hallucination_and_alert_rate_by_app"]:
+        app, kind = str(row["series"]).split(" / ")
+        rates[app, kind] = max(rates[app, kind], row["rate"])
+    assert set(rates) == {(app, kind) for app in apps for kind in ("flagged", "alerted")}
+    assert all(0 < rate <= 1 for rate in rates.values())  # every app alerted at least once
+    alerts = {(row["app"], row["route"]): row for row in out["alerts_by_app"]}
+    assert {app for app, _ in alerts} == apps
+    # One delivery per alert (the console): the orders app's grouped into its incident, HR's silenced.
+    status_of = {"orders": "grouped", "hr": "silenced", "default": "sent"}
+    for (app, route), row in alerts.items():
+        assert row[status_of[app]] == row["alerts"] > 0, (app, route)
+        assert row["sent"] + row["grouped"] + row["silenced"] == row["alerts"], (app, route)
+    mix = {(row["app"], row["detector"]) for row in out["detector_mix_by_app"]}
+    assert {app for app, _ in mix} == apps and ("orders", "schema_violation") in mix
+    # The monitors: the open incident first, HR's as its newest version (resolved), the old one out of range.
+    incidents = [(r["monitor_group"], r["status"], r["times_baseline"]) for r in out["monitor_incidents"]]
+    assert incidents == [
+        ("policy=orders, service=order-intake", "open", 5.0), ("policy=hr, service=hr-assistant", "resolved", 5.0)
+    ]  # fmt: skip
+    assert [row["resolved_at"] is None for row in out["monitor_incidents"]] == [True, False]
+    silences = [(r["silence_id"], r["selector"], r["state"]) for r in out["silences"]]
+    assert silences == [("s-hr", "policy=hr,service=hr-assistant", "active")]
 
-def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(demo_database):
-    client, database = demo_database
+
+def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(dashboard_database):
+    client, database = dashboard_database
     store = TriageStore(client, database)
     (travel,) = store.flagged_calls(ListFilters(service="travel-guide"), 10)
     (agent,) = store.flagged_calls(ListFilters(service="concierge-agent"), 10)
@@ -121,13 +213,26 @@ def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(de
     only_travel = expand(panel.query, _window("travel-guide"), database)
     assert {row["detector"] for row in _rows(client, only_travel)} == set(travel.detectors)
 
+    # By application: a call counts once however many detectors flagged it.
+    hr = store.flagged_calls(ListFilters(service="hr-assistant"), 10)[0]
+    order = store.flagged_calls(ListFilters(service="order-intake"), 10)[0]
+    insert_labels(client, database, [
+        Label(hr.trace_id, hr.span_id, True, "alice", now), Label(order.trace_id, order.span_id, False, "alice", now)
+    ], "test")  # fmt: skip
+    (by_app,) = [p for p in clickhouse_panels() if p.name == "verdicts_by_app"]
+    rows = {row["app"]: row for row in _rows(client, expand(by_app.query, _window(), database))}
+    counts = {app: (row["confirmed"], row["false_alarms"], row["judged_precision"]) for app, row in rows.items()}
+    assert counts == {"default": (1, 1, 0.5), "hr": (1, 0, 1.0), "orders": (0, 1, 0.0)}
+    only_hr = expand(by_app.query, _window(apps=("hr",)), database)
+    assert [row["app"] for row in _rows(client, only_hr)] == ["hr"]
 
-def test_service_variable_filters_every_panel(demo_database):
-    client, database = demo_database
+
+def test_service_and_app_variables_filter_the_panels(dashboard_database):
+    client, database = dashboard_database
     panels = {panel.name: panel.query for panel in clickhouse_panels()}
 
-    def rows(name: str, *services: str) -> list[dict[str, object]]:
-        return _rows(client, expand(panels[name], _window(*services), database))
+    def rows(name: str, *services: str, apps: tuple[str, ...] = ()) -> list[dict[str, object]]:
+        return _rows(client, expand(panels[name], _window(*services, apps=apps), database))
 
     for name in panels:
         assert rows(name, "no-such-service") == [], f"{name} ignores the service variable"
@@ -137,3 +242,20 @@ def test_service_variable_filters_every_panel(demo_database):
     assert {row["series"].split(" / ")[0] for row in rows("hallucination_rate", "order-intake")} == {"order-intake"}
     assert [row["rule"] for row in rows("alerts_by_route_and_rule", "order-intake")] == ["grounding-and-schema"]
     assert len(rows("hallucination_by_service", "order-intake", "hr-assistant")) == 2
+
+    # The app variable: every panel but those over llm_calls, which has no policy column.
+    by_app = {name for name, query in panels.items() if "${app:singlequote}" in query}
+    assert set(panels) - by_app == {"pipeline_lag", "llm_traffic"}
+    for name in by_app:
+        assert rows(name, apps=("no-such-app",)) == [], f"{name} ignores the app variable"
+        for row in rows(name, apps=("orders",)):
+            assert row.get("app", "orders") == "orders", name
+            assert row.get("service", "order-intake") == "order-intake", name
+    assert {str(row["series"]).split(" / ")[0] for row in rows("hallucination_rate", apps=("orders",))} == {
+        "order-intake"
+    }
+    assert {row["app"] for row in rows("alerts_by_app", apps=("orders", "hr"))} == {"orders", "hr"}
+    assert [row["monitor_group"] for row in rows("monitor_incidents", apps=("hr",))] == [
+        "policy=hr, service=hr-assistant"
+    ]
+    assert rows("silences", apps=("orders",)) == [] and len(rows("silences", apps=("hr",))) == 1

@@ -88,3 +88,9 @@ def test_report_renders_offline_in_chromium(demo_database, tmp_path: Path):
     background = max(colors)[0]
     assert len(colors) > 200  # lines, bars, text and tables, not a blank or error page
     assert background < 0.9 * 320 * 1000
+
+    # --app narrows the panels over findings and alerts to those application policies.
+    narrowed = write_report(client, database, report_window(hours=1, apps=("no-such-app",)), tmp_path / "app.html")
+    text = narrowed.read_text(encoding="utf-8")
+    assert "no-such-app" in text and 'id="hallucination_rate" data-chart="timeseries" data-rows="0"' in text
+    assert 'id="llm_traffic" data-chart="table" data-rows="0"' not in text  # llm_calls has no policy column

@@ -57,12 +57,26 @@ def test_expand_fills_the_plugin_macros():
     assert "AND service IN ('billing', 'o\\'neil') AND" in expand(sql, some)
 
 
+def test_expand_fills_each_variable_from_its_own_selection():
+    sql = (
+        "WHERE $__conditionalAll(service IN (${service:singlequote}), $service) "
+        "AND $__conditionalAll(policy IN (${app:singlequote}), $app)"
+    )
+    assert expand(sql, WINDOW) == "WHERE 1=1 AND 1=1"
+    apps = QueryWindow(WINDOW.start, WINDOW.end, 900, apps=("medbot", "hr"))
+    assert expand(sql, apps) == "WHERE 1=1 AND policy IN ('medbot', 'hr')"
+    both = QueryWindow(WINDOW.start, WINDOW.end, 900, ("billing",), ("hr",))
+    assert expand(sql, both) == "WHERE service IN ('billing') AND policy IN ('hr')"
+
+
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
         ("SELECT $__unixEpochFilter(t)", "unsupported macro"),
         ("SELECT 1 WHERE service = '${service}'", "unexpanded variable"),
         ("SELECT $__timeFilter(t", "unbalanced"),
+        ("SELECT 1 WHERE $__conditionalAll(team IN (${team:singlequote}), $team)", "unknown dashboard variable"),
+        ("SELECT 1 WHERE $__conditionalAll(service = 'a')", "a condition and a \\$variable"),
     ],
 )
 def test_expand_refuses_what_it_cannot_fill(sql, message):
@@ -77,6 +91,20 @@ def test_every_clickhouse_panel_expands_and_names_its_chart():
         assert panel.title and panel.description, panel.name
         if panel.chart is Chart.TIMESERIES:
             assert re.search(r"\bAS time\b", sql) and re.search(r"\bAS series\b", sql), panel.name
+
+
+def test_panels_over_findings_or_alerts_filter_by_service_and_app():
+    for panel in clickhouse_panels():
+        assert "${service:singlequote}" in panel.query, panel.name
+        if re.search(r"halluwatch\.(findings|alerts)\b", panel.query):
+            assert "${app:singlequote}" in panel.query, panel.name
+
+
+def test_the_dashboard_has_a_service_and_an_app_variable():
+    variables = {v["name"]: v for v in dashboards()["halluwatch.json"]["templating"]["list"]}
+    assert list(variables) == ["service", "app"]
+    assert variables["app"]["query"] == "SELECT DISTINCT policy FROM halluwatch.findings ORDER BY policy"
+    assert all(v["multi"] and v["includeAll"] for v in variables.values())
 
 
 def test_hallucination_panels_leave_out_the_same_detectors_as_the_agreement_rule():
