@@ -106,8 +106,7 @@ def test_a_burst_opens_one_incident_groups_its_alerts_and_resolves_when_calm(
             # The burst: the example traces, two in three flagged, against 3 % yesterday at this hour.
             produce(tansu.bootstrap, worker.input_topic, _keyed(example_traces()))
             _wait(server, "incident trigger", lambda requests: bool(_incident_events(requests, "trigger")))
-            (opened,) = _incident_events(server.requests(), "trigger")
-            incident_id = opened["dedup_key"]
+            incident_id = _incident_events(server.requests(), "trigger")[0]["dedup_key"]  # updates share the key
             before = len(server.requests())
             # More of it while the incident is open: its alerts join the incident instead of paging.
             alerts = worker.metric("halluwatch_alerts_total")
@@ -134,7 +133,7 @@ def test_a_burst_opens_one_incident_groups_its_alerts_and_resolves_when_calm(
     grouped_pages = [r.body for r in later if r.path.startswith(PAGERDUTY_PATH)]
     assert grouped_pages and {page["dedup_key"] for page in grouped_pages} == {incident_id}
     assert all(r.body.get("thread_ts") == ts for r in later if r.path.startswith(SLACK_POST_PATH))
-    assert len(_incident_events(server.requests(), "trigger")) >= 1
+    assert {event["dedup_key"] for event in _incident_events(server.requests(), "trigger")} == {incident_id}
     rows = worker.query(
         "SELECT status, count() FROM halluwatch.alerts FINAL "
         f"WHERE created_at >= '{(datetime.now(UTC) - timedelta(hours=1)):%Y-%m-%d %H:%M:%S}' GROUP BY status"
