@@ -25,7 +25,7 @@ from detectors.thresholds import load_thresholds
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import load_settings
-from pipeline.offline.calibrate import alert_point, calibrate, labelled_from_eval
+from pipeline.offline.calibrate import alert_point, calibrate, labelled_from_eval, operating_point
 from pipeline.offline.evaluate import evaluate, read_records, record_to_call
 from pipeline.offline.policy_calibration import ALONE, GLOBAL, SHRUNK, calibrate_policies
 from pipeline.offline.train import held_out
@@ -76,11 +76,22 @@ def main() -> None:
               f"{len(test)} ({sum(r.hallucinated for r in test)}) | {cells} |")  # fmt: skip
     cells = " | ".join(_cell(*totals[choice]) for choice in (GLOBAL, ALONE, SHRUNK))
     print(f"| all apps, each at its own | {len(fitting)} | | {len(heldout)} | {cells} |")
+    print("\nPer app, each detector it could fit: threshold, then its own flags' P / R on the app's held-out calls")
     for task in TASKS:
         group = groups[task]
-        fitted = ", ".join(f"{name} {pooled[name]:.3g} -> {group.thresholds[name]:.3g} (alone {group.alone[name]:.3g})"
-                           for name in sorted(group.thresholds)) or "-"  # fmt: skip
-        print(f"{task}: {group.note}; {fitted}")
+        print(f"{task}: {group.note}")
+        test = [r for r in heldout if r.policy == task]
+        for name in sorted(group.thresholds):
+            scores = [(r.detectors[name].score, r.hallucinated) for r in test if r.detectors.get(name) and
+                      r.detectors[name].status == "ok"]  # fmt: skip
+            described = []
+            for choice, threshold in (("global", pooled[name]), ("alone", group.alone[name]),
+                                     ("shrunk", group.thresholds[name])):  # fmt: skip
+                point = operating_point([score for score, _ in scores], [label for _, label in scores], threshold)
+                described.append(
+                    f"{choice} {threshold:.3g}: {point.precision:.3f} / {point.recall:.3f} ({point.flagged})"
+                )
+            print(f"  {name}: " + "; ".join(described))
 
 
 def _cell(true_positives: int, flagged: int, positives: int) -> str:
