@@ -10,11 +10,14 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import clickhouse_connect
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from pipeline.tools.demo_broker import free_port
+from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS
+from tests.servers import AlertingServer
 
 _started: list[subprocess.Popen[bytes]] = []
 
@@ -232,3 +235,19 @@ def _from_start(bootstrap: str, topic: str, timeout_seconds: float) -> Iterator[
                 yield message
     finally:
         consumer.close()
+
+
+def alerting_worker_config(server: AlertingServer, **settings: Any) -> dict[str, Any]:
+    """Settings (YAML form) of a worker judging the example traces and alerting to ``server``.
+
+    ``settings`` are added; their ``alerting`` is merged over the fake servers' credentials and URLs.
+    """
+    alerting = {
+        "slack_bot_token": "xoxb-test",
+        "slack_base_url": server.slack_base_url,
+        "pagerduty_routing_key": "pd-routing-key",
+        "pagerduty_url": server.pagerduty_url,
+        **settings.pop("alerting", {}),
+    }
+    schemas = {"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}}
+    return {"detectors": schemas, "alerting": alerting, **settings}

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from pipeline.tools.demo_broker import TansuBroker
-from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
-from tests.integration.support import WorkerProcess, consume_all, produce
+from pipeline.tools.example_traces import example_traces
+from tests.integration.support import WorkerProcess, alerting_worker_config, consume_all, produce
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply, Request
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -42,21 +42,12 @@ def _keyed(traces) -> list[tuple[bytes, bytes]]:
 
 
 def _write_config(path: Path, server: AlertingServer, **alerting: object) -> Path:
-    config = {
-        "detectors": {"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
-        "alerting": {
-            "slack_bot_token": "xoxb-test",
-            "slack_base_url": server.slack_base_url,
-            "pagerduty_routing_key": "pd-routing-key",
-            "pagerduty_url": server.pagerduty_url,
-            "trace_url_template": "http://jaeger.test/trace/{trace_id}",
-            "dashboard_url": "http://grafana.test/d/halluwatch",
-            "retry_initial_seconds": 1,
-            "request_retries": 1,
-            **alerting,
-        },
+    links = {
+        "trace_url_template": "http://jaeger.test/trace/{trace_id}",
+        "dashboard_url": "http://grafana.test/d/halluwatch",
     }
-    path.write_text(yaml.safe_dump(config))
+    retries = {"retry_initial_seconds": 1, "request_retries": 1}
+    path.write_text(yaml.safe_dump(alerting_worker_config(server, alerting={**links, **retries, **alerting})))
     return path
 
 

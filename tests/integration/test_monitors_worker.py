@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from pipeline.tools.demo_broker import TansuBroker
-from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, EXAMPLES, example_traces
+from pipeline.tools.example_traces import EXAMPLES, example_traces
 from pipeline.tools.example_traces.recording import recorded
-from tests.integration.support import WorkerProcess, produce
+from tests.integration.support import WorkerProcess, alerting_worker_config, produce
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Request
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -52,17 +52,8 @@ client.close()
 
 
 def _config(path: Path, server: AlertingServer) -> Path:
-    config = {
-        "detectors": {"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
-        "alerting": {
-            "slack_bot_token": "xoxb-test",
-            "slack_base_url": server.slack_base_url,
-            "pagerduty_routing_key": "pd-routing-key",
-            "pagerduty_url": server.pagerduty_url,
-            "routes": {"page": {"pagerduty": True, "slack_channel": CHANNEL}, "slack": {"slack_channel": CHANNEL}},
-        },
-        "monitors": {"flag-rate": MONITOR},
-    }
+    routes = {"page": {"pagerduty": True, "slack_channel": CHANNEL}, "slack": {"slack_channel": CHANNEL}}
+    config = alerting_worker_config(server, alerting={"routes": routes}, monitors={"flag-rate": MONITOR})
     path.write_text(yaml.safe_dump(config))
     return path
 

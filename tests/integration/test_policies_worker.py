@@ -18,8 +18,8 @@ import yaml
 
 from detectors.suite import TURNED_OFF
 from pipeline.tools.demo_broker import TansuBroker
-from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
-from tests.integration.support import WorkerProcess, produce
+from pipeline.tools.example_traces import example_traces
+from tests.integration.support import WorkerProcess, alerting_worker_config, produce
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -41,18 +41,7 @@ def _config(path: Path, server: AlertingServer) -> Path:
         "log": {},
         "hr-oncall": {"pagerduty": True, "pagerduty_routing_key": "hr-service-key", "slack_channel": "#hr-oncall"},
     }
-    config = {
-        "detectors": {"schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS}},
-        "alerting": {
-            "slack_bot_token": "xoxb-test",
-            "slack_base_url": server.slack_base_url,
-            "pagerduty_routing_key": "global-service-key",
-            "pagerduty_url": server.pagerduty_url,
-            "routes": routes,
-        },
-        "policies": POLICIES,
-    }
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(alerting_worker_config(server, alerting={"routes": routes}, policies=POLICIES)))
     return path
 
 
@@ -85,8 +74,8 @@ def test_each_application_is_judged_and_routed_by_its_own_policy(tansu: TansuBro
     pages = {service(r): r.body["routing_key"] for r in server.requests(PAGERDUTY_PATH)}
     assert pages == {
         "hr-assistant": "hr-service-key",  # its pair pages its own service
-        "order-intake": "global-service-key",
-        "concierge-agent": "global-service-key",
+        "order-intake": "pd-routing-key",
+        "concierge-agent": "pd-routing-key",
     }
     posts = sorted((service(r), r.body["channel"]) for r in server.requests(SLACK_POST_PATH))
     assert posts == [
