@@ -10,6 +10,7 @@ with a silenced alert :mod:`pipeline.alerting.silencing`.
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,13 +60,12 @@ class Silence:
         return self.starts_at <= now < self.ends_at
 
     def ends_in(self, now: datetime) -> str:
-        """How long it still holds, ``1h 59m``, or ``ended`` once it does not."""
-        seconds = int((self.ends_at - now).total_seconds())
+        """How long it still holds in whole minutes rounded up (a 2h silence just set reads ``2h``), or ``ended``."""
+        seconds = (self.ends_at - now).total_seconds()
         if seconds <= 0:
             return "ended"
-        days, rest = divmod(seconds, 86400)
-        hours, rest = divmod(rest, 3600)
-        minutes = max(rest // 60, 0 if days or hours else 1)  # under a minute reads "1m", not nothing
+        days, rest = divmod(math.ceil(seconds / 60), 24 * 60)
+        hours, minutes = divmod(rest, 60)
         parts = [(days, "d"), (hours, "h"), (minutes, "m")]
         return " ".join(f"{n}{unit}" for n, unit in parts if n)
 

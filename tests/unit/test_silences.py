@@ -102,7 +102,7 @@ def test_a_silence_needs_a_reason_and_ends_after_its_duration():
 
 def test_how_long_a_silence_still_holds_reads_as_operators_write_it():
     held = silence({"service": "a"}, ends_in=timedelta(days=1, hours=2, minutes=3, seconds=4))
-    assert held.ends_in(NOW) == "1d 2h 3m"
+    assert held.ends_in(NOW) == "1d 2h 4m"  # whole minutes, rounded up
     assert held.ends_in(held.ends_at - timedelta(seconds=30)) == "1m"
     assert held.ends_in(held.ends_at - timedelta(hours=1)) == "1h"
     assert held.ends_in(held.ends_at) == "ended"
