@@ -39,9 +39,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--shrinkage", type=float, default=100.0)
     parser.add_argument("--min-positives", type=int, default=30)
+    parser.add_argument("--target", action="append", default=[], metavar="APP=P", help="an app's own target precision")
     args = parser.parse_args()
 
-    settings = load_settings(policies={task: {"match": {"operation": task}} for task in TASKS})
+    targets = {app: float(value) for app, _, value in (target.partition("=") for target in args.target)}
+    policies = {task: {"match": {"operation": task}, "target_precision": targets.get(task)} for task in TASKS}
+    settings = load_settings(policies=policies)
     records = list(read_records(args.data))
     outputs = list(tqdm(evaluate(records, settings, workers=args.workers), total=len(records), unit="rec"))
     book = PolicyBook(settings, load_thresholds())
@@ -52,7 +55,7 @@ def main() -> None:
     rule = AgreementRule.from_settings(settings.alerting, book)
     # Everything on the training side is fitted on (holdout 0): the held-out documents are the test.
     overall = calibrate(fitting, load_thresholds(), rule, holdout=0.0, min_positives=args.min_positives)
-    groups = {g.policy: g for g in calibrate_policies(fitting, overall, rule, args.shrinkage)}
+    groups = {g.policy: g for g in calibrate_policies(fitting, overall, rule, args.shrinkage, targets)}
     pooled = {name: detector.threshold for name, detector in overall.detectors.items()}
 
     print(f"{args.data.name}: {len(fitting)} records fitted on, {len(heldout)} held-out (by source document)")

@@ -318,7 +318,8 @@ def calibrate(
         )  # fmt: skip
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
-    groups = calibrate_policies(labelled, result, rule, shrinkage)
+    targets = {name: p.target_precision for name, p in settings.policies.items() if p.target_precision}
+    groups = calibrate_policies(labelled, result, rule, shrinkage, targets)
     writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
     models = {"embeddings": settings.detectors.embeddings.model}

@@ -78,8 +78,10 @@ def install_scrubber(secrets: Iterable[str]) -> None:
         # Empty args, not None: formatters such as mode's wrap None into (None,) and format again.
         record.msg, record.args = scrub(record.getMessage(), values), ()
         if record.exc_info:
-            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info), values)
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
             record.exc_info = None
+        if record.exc_text:  # also a traceback an earlier-installed scrubber already rendered
+            record.exc_text = scrub(record.exc_text, values)
         return record
 
     logging.setLogRecordFactory(scrubbed_record)

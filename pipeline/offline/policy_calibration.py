@@ -7,7 +7,9 @@ written is ``w * own + (1 - w) * global`` with ``w = n / (n + k)``: ``n`` the gr
 labelled calls, ``k`` the shrinkage (how many labels a group needs before its own fit
 counts as much as the global one).  A group that cannot be fitted (too few positives,
 no threshold reaching the target precision) keeps the global thresholds, and says why.
-Calls no policy selects (``default``) always take the global fit.
+Calls no policy selects (``default``) always take the global fit.  A policy may aim at its
+own precision (``target_precision`` in its settings): an app whose calls are mostly
+hallucinated reaches the global target at almost any threshold.
 """
 
 from __future__ import annotations
@@ -54,14 +56,18 @@ def calibrate_policies(
     overall: Calibration,
     rule: AgreementRule,
     shrinkage: float = DEFAULT_SHRINKAGE,
+    targets: Mapping[str, float] | None = None,
 ) -> list[PolicyCalibration]:
-    """Each policy group's calibration, with the same choice rules as ``overall`` (the global fit)."""
+    """Each policy group's calibration, by the choice rules of ``overall`` (the global fit).
+
+    ``targets`` gives a policy its own target precision (it then wins over a cost ratio too).
+    """
     if shrinkage < 0:
         raise ValueError(f"shrinkage must be >= 0, got {shrinkage}")
     pooled = {name: detector.threshold for name, detector in overall.detectors.items()}
     by_policy = itertools.groupby(sorted(records, key=lambda r: r.policy), key=lambda r: r.policy)
     return [
-        _calibrate_group(policy, list(group), overall, pooled, rule, shrinkage)
+        _calibrate_group(policy, list(group), overall, pooled, rule, shrinkage, (targets or {}).get(policy))
         for policy, group in by_policy
         if policy != DEFAULT_POLICY
     ]
@@ -74,20 +80,25 @@ def _calibrate_group(
     pooled: dict[str, float],
     rule: AgreementRule,
     shrinkage: float,
+    target: float | None,
 ) -> PolicyCalibration:
     positives = sum(r.hallucinated for r in records)
+    # The policy's own target, else the global choice (target_precision goes unused under a cost ratio).
+    target_precision = target or overall.target_precision or 1.0
+    cost_ratio = None if target else overall.cost_ratio
     try:
-        own = calibrate(  # target_precision is unused when a cost ratio chooses, but must be valid
-            records, Thresholds("global", pooled), rule, target_precision=overall.target_precision or 1.0,
-            cost_ratio=overall.cost_ratio, min_positives=overall.min_positives, min_flagged=overall.min_flagged,
-            holdout=overall.holdout,
+        own = calibrate(
+            records, Thresholds("global", pooled), rule, target_precision=target_precision, cost_ratio=cost_ratio,
+            min_positives=overall.min_positives, min_flagged=overall.min_flagged, holdout=overall.holdout,
         )  # fmt: skip
     except CalibrationError as exc:
         alone: dict[str, float] = {}
         note = f"global thresholds: {exc}"
     else:
         alone = {name: d.threshold for name, d in own.detectors.items() if not d.kept}
-        note = f"fitted {', '.join(sorted(alone))}" if alone else "global thresholds: no detector could be fitted"
+        aim = f" at precision {target:g}" if target else ""
+        fitted = f"fitted {', '.join(sorted(alone))}" if alone else "global thresholds: no detector could be fitted"
+        note = fitted + aim
     weight = len(records) / (len(records) + shrinkage) if alone else 0.0
     shrunk = {name: weight * value + (1 - weight) * pooled[name] for name, value in alone.items()}
     heldout = [r for r in records if is_held_out(r.id, overall.holdout)]

@@ -117,3 +117,19 @@ def test_scrubbed_records_survive_formatters_that_format_arguments_again():
         logging.setLogRecordFactory(previous)
     text = ExtensionFormatter().format(record)
     assert text.endswith("dead-lettered t/7: *** 100%")
+
+
+def test_scrubbers_installed_one_after_another_each_mask_the_traceback(caplog):
+    previous = logging.getLogRecordFactory()
+    install_scrubber(["first-secret-1234"])
+    install_scrubber(["second-secret-5678"])  # another command run in the same process
+    try:
+        with caplog.at_level(logging.INFO):
+            try:
+                raise RuntimeError("tokens first-secret-1234 and second-secret-5678")
+            except RuntimeError:
+                logging.getLogger("test.secrets").exception("failed")
+    finally:
+        logging.setLogRecordFactory(previous)
+    assert "first-secret-1234" not in caplog.text and "second-secret-5678" not in caplog.text
+    assert f"tokens {MASK} and {MASK}" in caplog.text

@@ -75,3 +75,12 @@ def test_negative_shrinkage_is_refused():
     overall = calibrate(RECORDS, CURRENT, RULE, min_positives=30, min_flagged=30)
     with pytest.raises(ValueError, match="shrinkage"):
         calibrate_policies(RECORDS, overall, RULE, shrinkage=-1)
+
+
+def test_a_policy_may_aim_at_its_own_precision():
+    overall = calibrate(RECORDS, CURRENT, RULE, min_positives=30, min_flagged=30)
+    default_aim = {g.policy: g for g in calibrate_policies(RECORDS, overall, RULE)}["extraction"]
+    strict = {g.policy: g for g in calibrate_policies(RECORDS, overall, RULE, targets={"extraction": 0.95})}
+    assert strict["extraction"].alone["a"] > default_aim.alone["a"]
+    assert strict["extraction"].note.endswith("at precision 0.95")
+    assert strict["search"].note == {g.policy: g for g in calibrate_policies(RECORDS, overall, RULE)}["search"].note
