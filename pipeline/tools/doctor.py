@@ -306,8 +306,27 @@ def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
                         "(the worker also applies them at start)", warning=True)  # fmt: skip
         else:
             yield Check("clickhouse schema", True, f"database {database} is up to date")
+            if settings.policies:
+                yield _policies_matched(client, database, list(settings.policies))
     finally:
         client.close()
+
+
+def _policies_matched(client: Any, database: str, policies: list[str]) -> Check:
+    """Whether each policy selected calls in the last day: a misspelt service makes one apply to nothing."""
+    rows = client.query(
+        f"SELECT policy, uniqExact(trace_id, span_id), groupUniqArray(5)(service) FROM {database}.findings "  # noqa: S608 - identifiers validated
+        "WHERE span_start_time > now() - INTERVAL 1 DAY GROUP BY policy"
+    ).result_rows
+    calls = {policy: count for policy, count, _ in rows}
+    if not calls:
+        return Check("policies", True, "no calls in the last 24 h yet: cannot tell whether the policies match any")
+    idle = [name for name in policies if not calls.get(name)]
+    if idle:
+        services = sorted({service for *_, seen in rows for service in seen})
+        return Check("policies", True, f"{', '.join(idle)} matched no call in the last 24 h: check their match "
+                     f"(services seen: {', '.join(services)})", warning=True)  # fmt: skip
+    return Check("policies", True, "calls in the last 24 h: " + ", ".join(f"{n} {calls[n]}" for n in policies))
 
 
 def _clickhouse_permissions(client: Any, database: str) -> Check:

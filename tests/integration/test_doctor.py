@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -140,3 +141,39 @@ def test_input_topics_compacted_or_written_in_transactions_fail(tansu: TansuBrok
     ):
         assert line in output, output
     assert_no_secret(output)
+
+
+FILL = """
+import sys
+from datetime import UTC, datetime
+import clickhouse_connect
+from detectors.base import DetectorResult
+from pipeline.config.content_policy import STORE_ALL
+from pipeline.sinks.clickhouse import migrate
+from pipeline.sinks.rows import FINDING_COLUMNS, finding_record, finding_row
+from tests.calls import make_llm_call
+client = clickhouse_connect.get_client(dsn=sys.argv[1])
+migrate(client, "halluwatch")
+now = datetime.now(UTC)
+rows = []
+for index, (service, policy) in enumerate([("medical-answers", "medbot"), ("shop", "default"), ("shop", "default")]):
+    call = make_llm_call("An answer.", trace_id=f"{index:032x}", service=service,
+                         start_time_unix_nano=int(now.timestamp() * 1e9))
+    result = DetectorResult("grounding", "1", 0.1, False, 0.5)
+    rows.append(finding_row(finding_record(call, result, "t1", STORE_ALL.findings, policy), now))
+client.insert("halluwatch.findings", rows, column_names=FINDING_COLUMNS)
+client.close()
+"""
+
+
+def test_a_policy_that_matched_no_call_today_is_named(tmp_path):
+    dsn = f"chdb://{(tmp_path / 'data' / 'clickhouse').resolve()}"
+    subprocess.run([sys.executable, "-c", FILL, dsn], check=True, timeout=120)
+    config = tmp_path / "halluwatch.yaml"
+    policies = {"medbot": {"match": {"service": "medical-answers"}}, "docs": {"match": {"service": "docs-serch"}}}
+    config.write_text(json.dumps({"policies": policies}))  # JSON is YAML
+    result = doctor(tmp_path, HALLUWATCH_CONFIG=str(config), HALLUWATCH_KAFKA_BOOTSTRAP=f"127.0.0.1:{free_port()}")
+    output = result.stdout + result.stderr
+    assert "ok    config: valid" in output and "policies: medbot (service=medical-answers)" in output
+    assert "warn  policies: docs matched no call in the last 24 h: check their match" in output
+    assert "(services seen: medical-answers, shop)" in output
