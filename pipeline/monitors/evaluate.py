@@ -96,12 +96,8 @@ class Incident:
         return IncidentRef(self.incident_id, self.slack_channel, self.slack_ts)
 
 
-class Action(StrEnum):
-    """What a decision does to the group's incident."""
-
-    OPEN = "open"
-    UPDATE = "update"
-    RESOLVE = "resolve"
+# What a decision does to the group's incident is the event its destinations are sent.
+Action = IncidentEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +111,7 @@ class Decision:
         """What the route's destinations are sent."""
         incident = self.incident
         return IncidentNote(
-            event=IncidentEvent(self.action.value),
+            event=self.action,
             ref=incident.ref,
             monitor=incident.monitor,
             group=incident.group,
