@@ -130,6 +130,8 @@ class GroundingConfig(BaseModel):
     grounded_similarity: float = Field(default=0.5, ge=-1.0, le=1.0, description="cosine at which a sentence counts")
     min_claim_words: int = Field(default=4, ge=1)
     max_answer_sentences: int = Field(default=64, ge=1)
+    # unsupported_spans reads as much of each source: one token pass over it serves both detectors.
+    max_source_chars: int = Field(default=40_000, ge=1, description="per source; the rest is not read")
     max_source_sentences: int = Field(default=500, ge=1, description="per source; the rest is not read")
     max_sentence_chars: int = Field(default=400, ge=50, description="longer source sentences are cut (JSON, tables)")
     max_evidence_sentences: int = Field(default=20, ge=1)

@@ -63,10 +63,30 @@ _KEY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.t
 
 @dataclass(frozen=True, slots=True)
 class TokenVectors:
-    """One text's contextual token embeddings (L2-normalised rows) and each token's character span."""
+    """One text's contextual token embeddings (L2-normalised rows) and each token's character span.
+
+    ``norms`` are the rows' lengths before normalising (None: unknown, taken as equal), which
+    mean pooling needs to give the embedding the model would give a span of the text.
+    """
 
     vectors: Vectors
     offsets: tuple[tuple[int, int], ...]
+    norms: Vectors | None = None
+
+    def pooled(self, spans: Sequence[tuple[int, int]]) -> Vectors:
+        """Mean-pooled, L2-normalised embedding of the tokens starting inside each character span."""
+        out = np.zeros((len(spans), self.vectors.shape[1] if self.vectors.ndim == 2 else 0), dtype=np.float32)
+        if not spans or not len(self.offsets):
+            return out
+        raw = self.vectors if self.norms is None else self.vectors * self.norms[:, None]
+        cumulative = np.vstack([np.zeros((1, raw.shape[1]), dtype=np.float32), np.cumsum(raw, axis=0)])
+        token_starts = np.array([start for start, _ in self.offsets], dtype=np.int64)
+        bounds = np.array(spans, dtype=np.int64).reshape(-1, 2)
+        first = np.searchsorted(token_starts, bounds[:, 0], side="left")
+        stop = np.searchsorted(token_starts, bounds[:, 1], side="left")
+        out[:] = cumulative[stop] - cumulative[first]
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return out
 
 
 class EmbeddingError(RuntimeError):
@@ -177,6 +197,27 @@ class Embedder:
                 _remember(self._token_cache, fresh, self.config.token_cache_size)
         return [found.get(key) or fresh[key] for key in keys]
 
+    def span_vectors(self, spans: Sequence[tuple[str, int, int]]) -> Vectors:
+        """Embeddings of character spans ``(text, start, end)`` of texts that recur (source windows).
+
+        A mean-pooling model pools them from each text's contextual token pass, the one
+        ``encode_tokens(cache=True)`` makes and keeps: one forward pass over a source gives
+        grounding all its windows and unsupported_spans all its tokens.  A window pooled in
+        its document's context is not the window embedded alone, but it scores as well
+        (bench/README.md).  Other poolings (CLS, max) cannot be read off the tokens, so each
+        span is then embedded on its own (cached).
+        """
+        self.load()
+        if self._pooling != "mean":
+            return self.encode([text[start:end] for text, start, end in spans], cache=True)
+        texts = list(dict.fromkeys(text for text, _, _ in spans))
+        tokens = dict(zip(texts, self.encode_tokens(texts, cache=True), strict=True))
+        out = np.zeros((len(spans), self._dimension), dtype=np.float32)
+        for text in texts:
+            rows = [i for i, (owner, _, _) in enumerate(spans) if owner == text]
+            out[rows] = tokens[text].pooled([spans[i][1:] for i in rows])
+        return out
+
     def close(self) -> None:
         """Drop the session, the tokenizers and the caches."""
         with self._lock:
@@ -235,9 +276,10 @@ class Embedder:
                 break
             first += step
         vectors: Vectors = (summed / np.maximum(seen, 1)[:, None]).astype(np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        norms: Vectors = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+        vectors /= norms[:, None]
         self.texts_encoded += 1
-        return TokenVectors(vectors, offsets)
+        return TokenVectors(vectors, offsets, norms)
 
     def _fits_one_window(self, text: str) -> bool:
         assert self._whole_text_tokenizer is not None  # noqa: S101 - narrowing: load() opened it
@@ -288,8 +330,9 @@ def _token_vectors(hidden: Vectors, encoding: Encoding) -> TokenVectors | None:
         return None
     rows = [i for i, special in enumerate(encoding.special_tokens_mask) if not special]
     vectors: Vectors = hidden[rows]
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    return TokenVectors(vectors, tuple(encoding.offsets[i] for i in rows))
+    norms: Vectors = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
+    vectors /= norms[:, None]
+    return TokenVectors(vectors, tuple(encoding.offsets[i] for i in rows), norms)
 
 
 def _remember(store: OrderedDict[bytes, TokenVectors], fresh: dict[bytes, TokenVectors], size: int) -> None:

@@ -81,7 +81,7 @@ class _Row:
     cited: bool
     source_id: str | None  # the cited id; None when checked against every source
     missing: bool = False  # cited id not among the call's sources
-    windows: list[tuple[str, str]] = field(default_factory=list)  # (source id, window text)
+    windows: list[tuple[str, int, int]] = field(default_factory=list)  # (source id, start, end) in its text
     anchors: list[tuple[str, int]] = field(default_factory=list)  # (source id, sentence index), best first
     sources: dict[str, _SourceText] = field(default_factory=dict)
     similarity: float = 0.0
@@ -145,7 +145,7 @@ class GroundingDetector(Detector):
         sources = call.sources or _context_source(call)
         if not sources:
             return _Plan(skipped=self.skipped_result("no sources and no prompt context to ground on", self._threshold))
-        texts = {source.id: self._split(source.text) for source in sources}
+        texts = {source.id: self._split(source.text[: self.config.max_source_chars]) for source in sources}
         if not any(text.sentences for text in texts.values()):
             return _Plan(skipped=self.skipped_result("sources are empty", self._threshold))
         index = _LexicalIndex(list(texts.items()))
@@ -178,17 +178,16 @@ class GroundingDetector(Detector):
     @staticmethod
     def _windows(
         texts: dict[str, _SourceText], anchors: list[tuple[str, int]], sizes: tuple[int, ...]
-    ) -> list[tuple[str, str]]:
+    ) -> list[tuple[str, int, int]]:
         """Windows of ``sizes`` sentences centred on each anchor, without repeats."""
-        windows: dict[tuple[str, str], None] = {}
+        windows: dict[tuple[str, int, int], None] = {}
         for source_id, position in anchors:
             source = texts[source_id]
             count = len(source.sentences)
             for size in sizes:
                 first = min(max(position - (size - 1) // 2, 0), max(count - size, 0))
                 last = min(first + size, count) - 1
-                text = source.text[source.sentences[first].start : source.sentences[last].end]
-                windows[(source_id, text)] = None
+                windows[(source_id, source.sentences[first].start, source.sentences[last].end)] = None
         return list(windows)
 
     # -- embedding and scoring ---------------------------------------------------------------
@@ -215,13 +214,13 @@ class GroundingDetector(Detector):
             self._score(weak, claim_vectors)
 
     def _score(self, rows: list[_Row], claim_vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        windows = list(dict.fromkeys(text for row in rows for _, text in row.windows))
-        window_index = {text: i for i, text in enumerate(windows)}
-        window_vectors = self._embedder.encode(windows, cache=True)
+        windows = list(dict.fromkeys((row.sources[i].text, a, b) for row in rows for i, a, b in row.windows))
+        window_index = {window: n for n, window in enumerate(windows)}
+        window_vectors = self._embedder.span_vectors(windows)
         for row in rows:
             if not row.windows:
                 continue
-            candidates = window_vectors[[window_index[text] for _, text in row.windows]]
+            candidates = window_vectors[[window_index[(row.sources[i].text, a, b)] for i, a, b in row.windows]]
             similarities: npt.NDArray[np.float32] = candidates @ claim_vectors[row.claim]
             row.best = int(np.argmax(similarities))
             row.similarity = float(similarities[row.best])
@@ -253,7 +252,7 @@ class GroundingDetector(Detector):
                     "end": row.sentence.end,
                     "text": row.sentence.text[:limit],
                     "similarity": round(row.similarity, 4),
-                    "best_window": row.windows[row.best][1][:limit] if row.best >= 0 else None,
+                    "best_window": _window_text(row, row.best)[:limit] if row.best >= 0 else None,
                     "source_id": row.source_id if row.best < 0 else row.windows[row.best][0],
                     "grounded": not row.missing and row.similarity >= grounded_at,
                     "cited": row.cited,
@@ -281,6 +280,11 @@ class GroundingDetector(Detector):
         return self.scored_result(
             score, self._threshold, severity=4 if missing else 2, summary=summary, evidence=evidence
         )
+
+
+def _window_text(row: _Row, window: int) -> str:
+    source_id, start, end = row.windows[window]
+    return row.sources[source_id].text[start:end]
 
 
 def _context_source(call: LLMCall) -> tuple[Source, ...]:

@@ -7,6 +7,7 @@ both this file and test_grounding.py use that folder, so the export is not repea
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +163,30 @@ def test_one_forward_pass_serves_sentence_and_token_embeddings(tmp_path_factory:
     embedder.encode([SENTENCES[4]])
     embedder.encode_tokens([SENTENCES[4]])
     assert embedder.texts_encoded == before + 3
+
+
+def test_source_windows_are_pooled_from_one_token_pass(tmp_path_factory: pytest.TempPathFactory) -> None:
+    embedder = Embedder(EmbeddingConfig(cache_dir=cache_dir(tmp_path_factory)))
+    source = " ".join(SENTENCES[:4])
+    spans = [(source, source.index(s), source.index(s) + len(s)) for s in SENTENCES[:4]]
+    pooled = embedder.span_vectors(spans)
+    assert embedder.texts_encoded == 1  # the whole source once, not one pass per window
+    assert np.allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
+    alone = embedder.encode(SENTENCES[:4])
+    agreement = pooled @ alone.T
+    # Read in its document, a sentence still points where it points alone, and at no other sentence.
+    assert (np.diag(agreement) > 0.6).all()
+    assert (agreement.argmax(axis=1) == np.arange(4)).all()
+    embedder.encode_tokens([source], cache=True)
+    assert embedder.texts_encoded == 1 + 4  # the token pass was kept for the unsupported-spans detector
+
+
+def test_models_that_do_not_mean_pool_embed_each_window(tmp_path: Path) -> None:
+    folder = tmp_path / "cls-model"
+    shutil.copytree(resolve_model_dir(EmbeddingConfig().model), folder)
+    pooling = {"word_embedding_dimension": 384, "pooling_mode_cls_token": True}
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    embedder = Embedder(EmbeddingConfig(model=str(folder), cache_dir=tmp_path / "cache"))
+    source = " ".join(SENTENCES[:2])
+    windows = embedder.span_vectors([(source, 0, len(SENTENCES[0])), (source, len(SENTENCES[0]) + 1, len(source))])
+    np.testing.assert_allclose(windows, embedder.encode(SENTENCES[:2]), atol=1e-5)

@@ -129,14 +129,18 @@ def test_non_english_text(detector: GroundingDetector) -> None:
     assert result.status is DetectorStatus.OK and result.evidence["checked_sentences"] == 2
 
 
-def test_huge_context_embeds_a_bounded_number_of_windows(embedder: CountingEmbedder) -> None:
-    config = GroundingConfig(candidates_per_sentence=4, max_source_sentences=1000)
+def test_huge_context_is_read_up_to_max_source_chars(embedder: CountingEmbedder) -> None:
+    config = GroundingConfig(max_source_chars=len(PARAGRAPH) + 200)
     detector = GroundingDetector(config, threshold=0.5, embedder=embedder)
     filler = " ".join(f"Record {i} describes shipment number {i * 7} to warehouse {i % 13}." for i in range(3000))
-    (result,) = detector.detect_batch([llm_call(f"{SUPPORTED} {INVENTED}", [Source("1", filler + " " + PARAGRAPH)])])
+    (result,) = detector.detect_batch([llm_call(f"{SUPPORTED} {INVENTED}", [Source("1", PARAGRAPH + " " + filler)])])
     assert result.status is DetectorStatus.OK
-    claims, windows = 2, 2 * config.candidates_per_sentence * len(config.window_sizes)
-    assert embedder.texts_encoded <= claims + windows
+    assert embedder.texts_encoded == 2 + 1  # the claims, and one token pass over the source's first characters
+    supported = rows(result.evidence)[SUPPORTED]
+    assert supported["grounded"] and "1887 to 1889" in supported["best_window"]
+    # Nothing past the cut was read: the 3,000 records would need dozens of model windows.
+    (cached,) = embedder.encode_tokens([(PARAGRAPH + " " + filler)[: config.max_source_chars]], cache=True)
+    assert embedder.texts_encoded == 3 and cached.offsets[-1][1] <= config.max_source_chars
 
 
 def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
@@ -148,12 +152,12 @@ def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
         llm_call(SUPPORTED, [Source("1", PARAGRAPH)]),
     ]
     batch = detector.detect_batch(calls)
-    # claims once, one-sentence windows, then wider windows only for the ungrounded (invented) sentence
-    assert [call_cache for _, call_cache in embedder.calls] == [False, True, True]
+    # the claims once; every window is pooled from one (cached) token pass over the source
+    assert embedder.calls == [(2, False)] and embedder.texts_encoded == 2 + 1
     assert [r.status for r in batch] == [DetectorStatus.OK, DetectorStatus.SKIPPED, DetectorStatus.OK]
     encoded = embedder.texts_encoded
     again = detector.detect_batch(calls[::-1])
-    assert embedder.texts_encoded - encoded == 2  # only the two answer sentences: windows come from the cache
+    assert embedder.texts_encoded - encoded == 2  # only the two answer sentences: the source's tokens are cached
     assert [r.score for r in again[::-1]] == pytest.approx([r.score for r in batch], abs=0.02)
     assert batch[0].score > batch[2].score
 
