@@ -100,7 +100,7 @@ class GroundingDetector(Detector):
     """Flags answers with sentences that no source window supports (see module docstring)."""
 
     name = "grounding"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, config: GroundingConfig, threshold: float, embedder: Embedder) -> None:
         self.config = config
