@@ -31,8 +31,16 @@ from detectors.embeddings import Embedder
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.settings import load_settings
-from pipeline.offline.eval_metrics import all_positive_f1, auroc, binary_metrics, span_overlap
-from pipeline.offline.evaluate import EvalOutput, EvalRecord, compare_alerting, evaluate, read_records, record_to_call
+from pipeline.offline.eval_metrics import all_positive_f1, auroc, binary_metrics
+from pipeline.offline.evaluate import (
+    EvalOutput,
+    EvalRecord,
+    compare_alerting,
+    evaluate,
+    read_records,
+    record_to_call,
+    span_scores,
+)
 from pipeline.offline.train import held_out
 
 DATASETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice", "halueval_general")
@@ -46,10 +54,8 @@ def _fmt(value: float | None) -> str:
 
 
 def _span_f1(records: list[EvalRecord], outputs: list[EvalOutput]) -> float | None:
-    gold = [(r, o) for r, o in zip(records, outputs, strict=True) if r.spans]
-    if not gold:
-        return None
-    return span_overlap([[(s["start"], s["end"]) for s in o.spans] for _, o in gold], [r.spans for r, _ in gold]).f1
+    spans = span_scores(records, outputs)
+    return None if spans is None else spans.f1
 
 
 def dataset_rows(name: str, records: list[EvalRecord], outputs: list[EvalOutput]) -> tuple[str, list[str]]:

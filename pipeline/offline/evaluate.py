@@ -25,8 +25,8 @@ from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from detectors.verdict import (
     NOT_HALLUCINATION_EVIDENCE,
+    answer_spans,
     combined_verdict,
-    flagged_spans,
     load_verdict_model,
     verdict_features,
 )
@@ -142,7 +142,7 @@ def score_batch(
                     }
                     for r in results
                 },
-                spans=flagged_spans(results),
+                spans=answer_spans(results, hallucinated),
                 verdict_features=tuple(float(v) for v in verdict_features(results)),
             )
         )
@@ -228,16 +228,25 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], agreeme
     rows.append(f"{'all-positive':<18} {len(actual):>6} {'':>6} {'':>6} {all_positive_f1(actual):>6.3f}")
     if agreement is not None:
         rows.extend(agreement_report([o for _, o in labelled], actual, agreement))
-    with_spans = [(r, o) for r, o in labelled if r.spans]
-    if with_spans:
-        spans = span_overlap(
-            [[(s["start"], s["end"]) for s in o.spans] for _, o in with_spans], [r.spans for r, _ in with_spans]
-        )
+    spans = span_scores([r for r, _ in labelled], [o for _, o in labelled])
+    if spans is not None:
         rows.append(
-            f"span overlap over {spans.total} records with gold spans: "
+            f"span overlap (characters, over all {len(labelled)} labelled records): "
             f"P {spans.precision:.3f}  R {spans.recall:.3f}  F1 {spans.f1:.3f}"
         )
     return "\n".join(rows)
+
+
+def span_scores(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> BinaryMetrics | None:
+    """Character-overlap span precision/recall/F1 as LettuceDetect counts them; None without span labels.
+
+    Over every labelled record, clean ones included: a character marked in a clean answer is a
+    false positive like any other.
+    """
+    if not any(r.spans for r in records):
+        return None
+    pairs = [(r, o) for r, o in zip(records, outputs, strict=True) if r.hallucinated is not None]
+    return span_overlap([[(s["start"], s["end"]) for s in o.spans] for _, o in pairs], [r.spans for r, _ in pairs])
 
 
 @dataclass(frozen=True, slots=True)

@@ -203,7 +203,14 @@ def predicted_spans(row: RecordFeatures, probabilities: Matrix, threshold: float
 
 
 def span_f1(rows: Sequence[RecordFeatures], model: SupportModel) -> float:
-    """Character-overlap span F1 over the records that have gold spans."""
+    """Character-overlap span F1 over the records that have gold spans.
+
+    Within hallucinated answers only: spans reach users (and eval) only for calls flagged as a
+    whole, and that call-level gate, not the word threshold, keeps clean answers unmarked.
+    Chosen this way, the thresholds also give the best span F1 over every record, clean ones
+    included, once eval's gate applies (RAGTruth training documents).  `bench/QUALITY.md`
+    reports that whole-set figure (LettuceDetect's definition).
+    """
     with_spans = [r for r in rows if r.record.spans]
     predicted = [
         predicted_spans(r, word_probabilities(r, model.word_models), model.span_thresholds[r.kind]) for r in with_spans

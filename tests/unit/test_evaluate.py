@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from pipeline.offline.evaluate import (
     record_to_call,
     report,
     score_batch,
+    span_scores,
 )
 
 
@@ -78,7 +80,12 @@ def test_score_batch_and_report(tmp_path: Path):
     assert line["spans"] == [{"start": 3, "end": 7, "text": "1950", "detector": "word"}]
     text = report(records, outputs)
     assert "combined" in text and "all-positive" in text
-    assert "span overlap over 1 records with gold spans: P 1.000  R 1.000  F1 1.000" in text
+    assert "span overlap (characters, over all 2 labelled records): P 1.000  R 1.000  F1 1.000" in text
+    # As LettuceDetect counts them: characters marked in a clean answer are false positives too.
+    marked_clean = replace(outputs[1], spans=[{"start": 3, "end": 7, "text": "1887", "detector": "word"}])
+    spans = span_scores(records, [outputs[0], marked_clean])
+    assert spans is not None and (spans.precision, spans.recall) == (0.5, 1.0)
+    assert span_scores(records[1:], outputs[1:]) is None  # no span labels at all: nothing to say
 
 
 def _output(flagged: set[str], names: tuple[str, ...] = ("a", "b", "c", "sentinel")) -> EvalOutput:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.verdict import combined_verdict, flagged_spans, threshold_relative
+from detectors.verdict import answer_spans, combined_verdict, threshold_relative
 from pipeline.offline.eval_metrics import all_positive_f1, auroc, best_f1_threshold, binary_metrics, span_overlap
 
 
@@ -53,14 +53,17 @@ def test_combined_verdict_agrees_with_any_flag_and_ignores_sentinel_and_skips():
     ]
     score, hallucinated = combined_verdict(results)
     assert hallucinated and score == pytest.approx(0.9)
-    assert flagged_spans(results) == [{"start": 10, "end": 14, "text": "1950", "detector": "contradiction"}]
+    assert answer_spans(results, hallucinated) == [
+        {"start": 10, "end": 14, "text": "1950", "detector": "contradiction"}
+    ]
     assert combined_verdict(results[:1]) == (pytest.approx(0.25), False)
     assert combined_verdict([]) == (0.0, False)
 
 
-def test_sentence_spans_only_where_no_detector_points_at_words():
+def test_spans_are_the_flagged_words_and_values_of_answers_called_hallucinated():
     sentence = {"start": 0, "end": 40, "text": "The tower was built in 1950 in Paris."}
     grounding = _result("grounding", 0.8, 0.5, spans=[sentence])
     contradiction = _result("contradiction", 0.9, 0.5, spans=[{"start": 23, "end": 27, "text": "1950"}])
-    assert [s["detector"] for s in flagged_spans([grounding, contradiction])] == ["contradiction"]
-    assert [s["detector"] for s in flagged_spans([grounding])] == ["grounding"]
+    assert [s["detector"] for s in answer_spans([grounding, contradiction], True)] == ["contradiction"]
+    assert answer_spans([grounding], True) == []  # whole sentences are not spans
+    assert answer_spans([grounding, contradiction], False) == []  # a clean verdict marks nothing
