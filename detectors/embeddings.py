@@ -78,13 +78,15 @@ class TokenVectors:
         out = np.zeros((len(spans), self.vectors.shape[1] if self.vectors.ndim == 2 else 0), dtype=np.float32)
         if not spans or not len(self.offsets):
             return out
-        raw = self.vectors if self.norms is None else self.vectors * self.norms[:, None]
-        cumulative = np.vstack([np.zeros((1, raw.shape[1]), dtype=np.float32), np.cumsum(raw, axis=0)])
         token_starts = np.array([start for start, _ in self.offsets], dtype=np.int64)
         bounds = np.array(spans, dtype=np.int64).reshape(-1, 2)
         first = np.searchsorted(token_starts, bounds[:, 0], side="left")
         stop = np.searchsorted(token_starts, bounds[:, 1], side="left")
-        out[:] = cumulative[stop] - cumulative[first]
+        positions = np.arange(len(token_starts))
+        inside = (positions >= first[:, None]) & (positions < stop[:, None])
+        # One product weighs each token by its length before normalising: the model's mean pooling.
+        weights = inside * (1.0 if self.norms is None else self.norms)
+        out[:] = weights.astype(np.float32) @ self.vectors
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
