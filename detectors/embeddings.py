@@ -75,7 +75,7 @@ class TokenVectors:
 
     def pooled(self, spans: Sequence[tuple[int, int]]) -> Vectors:
         """Mean-pooled, L2-normalised embedding of the tokens starting inside each character span."""
-        out = np.zeros((len(spans), self.vectors.shape[1] if self.vectors.ndim == 2 else 0), dtype=np.float32)
+        out = np.zeros((len(spans), self.vectors.shape[1]), dtype=np.float32)
         if not spans or not len(self.offsets):
             return out
         token_starts = np.array([start for start, _ in self.offsets], dtype=np.int64)
@@ -205,19 +205,20 @@ class Embedder:
         A mean-pooling model pools them from each text's contextual token pass, the one
         ``encode_tokens(cache=True)`` makes and keeps: one forward pass over a source gives
         grounding all its windows and unsupported_spans all its tokens.  A window pooled in
-        its document's context is not the window embedded alone, but it scores as well
-        (bench/README.md).  Other poolings (CLS, max) cannot be read off the tokens, so each
-        span is then embedded on its own (cached).
+        its document's context is not the window embedded alone, and scores nearly as well
+        (RAGTruth grounding AUROC 0.727 vs 0.737, bench/README.md).  Other poolings (CLS,
+        max) cannot be read off the tokens, so each span is then embedded on its own (cached).
         """
         self.load()
         if self._pooling != "mean":
             return self.encode([text[start:end] for text, start, end in spans], cache=True)
-        texts = list(dict.fromkeys(text for text, _, _ in spans))
-        tokens = dict(zip(texts, self.encode_tokens(texts, cache=True), strict=True))
+        rows_of: dict[str, list[int]] = {}
+        for row, (text, _, _) in enumerate(spans):
+            rows_of.setdefault(text, []).append(row)
         out = np.zeros((len(spans), self._dimension), dtype=np.float32)
-        for text in texts:
-            rows = [i for i, (owner, _, _) in enumerate(spans) if owner == text]
-            out[rows] = tokens[text].pooled([spans[i][1:] for i in rows])
+        passes = self.encode_tokens(list(rows_of), cache=True)
+        for rows, tokens in zip(rows_of.values(), passes, strict=True):
+            out[rows] = tokens.pooled([spans[i][1:] for i in rows])
         return out
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from detectors.learned import Matrix, ScaledLogistic, read_model_file
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
+_NOT_SPAN_SOURCES = NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS
 # The span-level hallucination detectors the verdict model weighs (sampled ones judge too few calls).
 VERDICT_DETECTORS: Final = ("contradiction", "grounding", "unsupported_spans", "confidence", "schema_violation")
 VERDICT_FEATURES: Final = tuple(f"{name}.{part}" for name in VERDICT_DETECTORS for part in ("score", "checked"))
@@ -86,7 +87,7 @@ def answer_spans(results: Iterable[DetectorResult], hallucinated: bool) -> list[
         return []
     spans = []
     for result in results:
-        if not result.flagged or result.detector in NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS:
+        if not result.flagged or result.detector in _NOT_SPAN_SOURCES:
             continue
         for span in result.evidence.get("spans", ()):
             if isinstance(span, dict) and isinstance(span.get("start"), int) and isinstance(span.get("end"), int):
