@@ -52,7 +52,7 @@ from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import GroundingConfig
 from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
-from detectors.text import Sentence, is_json_document, parse_citations, split_sentences, words
+from detectors.text import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class GroundingDetector(Detector):
         answer = call.answer
         if not answer.strip():
             return _Plan(skipped=self.skipped_result("empty answer", self._threshold))
-        if is_json_document(answer):
+        if is_structured_answer(answer, call.finish_reason):
             # Structured output: its shape is schema_violation's, its values contradiction's.
             return _Plan(skipped=self.skipped_result("structured (JSON) answer has no sentences", self._threshold))
         sources = call.sources or _context_source(call)

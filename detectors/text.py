@@ -23,6 +23,7 @@ INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past i
 # A record's key and its colon, JSON- or Python-quoted: what structured-source readers start from.
 RECORD_KEY = r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
 _KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_]+")
+_CUT_LITERAL = len("fals")  # the longest unfinished literal a cut can leave
 _MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
 _SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
 _DASHES = "-\u2013"
@@ -123,13 +124,29 @@ def words(text: str) -> list[str]:
 
 def is_json_document(text: str) -> bool:
     """Whether ``text`` is one JSON object or array (structured output has no sentences or words to support)."""
+    return _json_document(text, cut_off=False)
+
+
+def is_structured_answer(answer: str, finish_reason: str | None) -> bool:
+    """Whether an answer is structured output: one JSON document, or the start of one the token limit cut off.
+
+    A model that stops at its limit (finish reason ``length``) leaves JSON that does not parse;
+    read as prose, its keys would be unsupported words and its text one ungrounded sentence
+    (schema_violation names the cut).
+    """
+    return _json_document(answer, cut_off=finish_reason == "length")
+
+
+def _json_document(text: str, *, cut_off: bool) -> bool:
     stripped = text.strip()
     if stripped[:1] not in ("{", "["):
         return False
     try:
         json.loads(stripped)
-    except ValueError:
-        return False
+    except json.JSONDecodeError as error:
+        # Cut off, the text fails only where it stops: inside a string, or in a number or
+        # literal at its very end ("tru").  "[1] As the source says" fails at its start.
+        return cut_off and (error.msg.startswith("Unterminated string") or error.pos >= len(stripped) - _CUT_LITERAL)
     return True
 
 

@@ -49,7 +49,7 @@ from detectors.support_features import (
     text_vocabulary,
     word_support,
 )
-from detectors.text import citation_spans, is_json_document, split_sentences
+from detectors.text import citation_spans, is_json_document, is_structured_answer, split_sentences
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -203,7 +203,7 @@ class UnsupportedSpansDetector(Detector):
 
     def _detect(self, call: LLMCall) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
-        if is_json_document(call.answer):
+        if is_structured_answer(call.answer, call.finish_reason):
             # Structured output: its shape is schema_violation's, its values contradiction's.
             return self.skipped_result("structured (JSON) answer has no prose to check", self._threshold)
         support = support_texts(call, self.config.max_support_chars)

@@ -144,12 +144,10 @@ def test_every_panel_returns_its_columns_and_the_demo_findings(dashboard_databas
     assert ("schema_violation", "2.0") in buckets  # flagged, far over its threshold
     assert all(0.0 <= float(bucket) <= 2.0 for _, bucket in buckets)
     assert {(r["route"], r["rule"]) for r in out["alerts_by_route_and_rule"]} == {
-        ("page", "grounding-and-schema"), ("page", "severe-contradiction"), ("page", "claimed-failed-tool"),
-        ("slack", "two-detectors"),
+        ("page", "severe-contradiction"), ("page", "claimed-failed-tool"), ("slack", "two-detectors"),
     }  # fmt: skip
     assert {r["series"] for r in out["alerts_over_time"]} == {
-        "page / grounding-and-schema", "page / severe-contradiction", "page / claimed-failed-tool",
-        "slack / two-detectors",
+        "page / severe-contradiction", "page / claimed-failed-tool", "slack / two-detectors",
     }  # fmt: skip
     ungrounded = out["top_ungrounded_sentences"]
     assert ungrounded and all(r["min_similarity"] < 1 and r["trace_id"] for r in ungrounded)
@@ -240,7 +238,7 @@ def test_service_and_app_variables_filter_the_panels(dashboard_database):
             assert row.get("service", "order-intake") == "order-intake", name
             assert row.get("services", "order-intake") == "order-intake", name
     assert {row["series"].split(" / ")[0] for row in rows("hallucination_rate", "order-intake")} == {"order-intake"}
-    assert [row["rule"] for row in rows("alerts_by_route_and_rule", "order-intake")] == ["grounding-and-schema"]
+    assert [row["rule"] for row in rows("alerts_by_route_and_rule", "order-intake")] == ["two-detectors"]
     assert len(rows("hallucination_by_service", "order-intake", "hr-assistant")) == 2
 
     # The app variable: every panel but those over llm_calls, which has no policy column.

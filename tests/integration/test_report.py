@@ -77,7 +77,7 @@ def test_report_renders_offline_in_chromium(demo_database, tmp_path: Path):
     # Chart text is text: the legend names the demo's services, the tables its findings.
     legends = re.findall(r"<text[^>]*>([^<]+)</text>", dom)
     assert any("order-intake / gpt-4o-mini / extract_order" in text for text in legends)
-    assert "search_documents" in dom and "grounding-and-schema" in dom
+    assert "search_documents" in dom and "severe-contradiction" in dom
 
     screenshot = tmp_path / "report.png"
     _run_chromium(page, tmp_path / "profile-shot", f"--screenshot={screenshot}")

@@ -13,7 +13,7 @@ from detectors.base import DetectorStatus, run_detector
 from detectors.config import EmbeddingConfig, GroundingConfig
 from detectors.embeddings import Embedder, Vectors
 from detectors.grounding import CONTEXT_SOURCE_ID, GroundingDetector
-from detectors.llm_call import LLMCall, Source
+from detectors.llm_call import LLMCall, Message, Source
 from tests.calls import make_llm_call
 
 PARAGRAPH = (
@@ -194,3 +194,15 @@ def test_structured_json_answers_are_left_to_the_schema_detector(detector: Groun
     assert result.status is DetectorStatus.SKIPPED and "JSON" in result.summary
     (prose,) = detector.detect_batch([llm_call("{Not JSON} but a sentence about the tower.", [Source("1", PARAGRAPH)])])
     assert prose.status is DetectorStatus.OK
+    # Cut off at the token limit it is still structured output, not one ungrounded sentence.
+    cut = '{"city": "Paris", "height_m": 330, "architect": "Gustave Eif'
+    truncated, unfinished_prose = detector.detect_batch(
+        [
+            make_llm_call(
+                cut, "", [Source("1", PARAGRAPH)], output_messages=(Message("assistant", cut, finish_reason="length"),)
+            ),
+            llm_call(cut, [Source("1", PARAGRAPH)]),
+        ]
+    )
+    assert truncated.status is DetectorStatus.SKIPPED and "JSON" in truncated.summary
+    assert unfinished_prose.status is DetectorStatus.OK  # a model that stopped on its own wrote this as text

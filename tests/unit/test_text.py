@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.text import Citations, parse_citations, split_sentences, words
+from detectors.text import Citations, is_structured_answer, parse_citations, split_sentences, words
 
 
 def texts(text: str) -> list[str]:
@@ -66,3 +66,21 @@ def test_citation_markers(sentence: str, ids: tuple[str, ...], clean: str) -> No
 
 def test_words_split_cjk_per_character() -> None:
     assert words("The Eiffel-Tower, 330 m! 北京") == ["the", "eiffel", "tower", "330", "m", "北", "京"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "cut_off_structured"),
+    [
+        ('{"sku": "CHR-ERG-01", "quantity": 12, "ship_to": "Berlin office, Friedrichstra', True),  # inside a string
+        ('[{"sku": "A", "quantity": 2}, {"sku": "B", "quantity": 1', True),  # after a number
+        ('{"in_stock": tru', True),  # inside a literal
+        ('{"sku": "A",', True),
+        ("[1] The tower was built in 1889 and is 330 metres tall, the source says.", False),
+        ('{"sku": "A"} is what I found, and more text the limit cut', False),
+        ("The order is for twelve chairs, shipped to Berlin", False),
+    ],
+)
+def test_json_cut_off_at_the_token_limit_is_still_structured(answer: str, cut_off_structured: bool) -> None:
+    assert is_structured_answer(answer, "length") is cut_off_structured
+    assert is_structured_answer(answer, "stop") is False  # a complete answer must parse
+    assert is_structured_answer('{"sku": "A", "quantity": 2}', "stop") and is_structured_answer("[1, 2]", None)

@@ -12,7 +12,7 @@ from detectors.base import DetectorStatus
 from detectors.config import EmbeddingConfig, GroundingConfig, UnsupportedSpansConfig
 from detectors.embeddings import Embedder
 from detectors.grounding import GroundingDetector
-from detectors.llm_call import Source
+from detectors.llm_call import Message, Source
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
 from tests.calls import make_llm_call
@@ -54,6 +54,15 @@ def test_nothing_to_compare_is_skipped(detector: UnsupportedSpansDetector):
     empty_answer, no_context, json_answer = detector.detect_batch([call(""), make_llm_call("It is tall."), structured])
     assert empty_answer.status is DetectorStatus.SKIPPED and no_context.status is DetectorStatus.SKIPPED
     assert json_answer.status is DetectorStatus.SKIPPED and "JSON" in json_answer.summary
+    cut = '{"name": "Eiffel Tower", "height_m": 500, "architect": "Gustave Eif'
+    (truncated,) = detector.detect_batch(
+        [
+            make_llm_call(
+                cut, "", [Source("doc-1", EIFFEL)], output_messages=(Message("assistant", cut, finish_reason="length"),)
+            )
+        ]
+    )
+    assert truncated.status is DetectorStatus.SKIPPED and "JSON" in truncated.summary  # its keys are not claims
 
 
 def test_close_releases_the_model_and_start_reads_it_again(detector: UnsupportedSpansDetector):
