@@ -78,9 +78,24 @@ def test_words_split_cjk_per_character() -> None:
         ("[1] The tower was built in 1889 and is 330 metres tall, the source says.", False),
         ('{"sku": "A"} is what I found, and more text the limit cut', False),
         ("The order is for twelve chairs, shipped to Berlin", False),
+        ('```json\n{"sku": "A", "quantity": 2, "ship_to": "Lee', True),  # a fenced block, cut before its fence closed
     ],
 )
 def test_json_cut_off_at_the_token_limit_is_still_structured(answer: str, cut_off_structured: bool) -> None:
     assert is_structured_answer(answer, "length") is cut_off_structured
     assert is_structured_answer(answer, "stop") is False  # a complete answer must parse
     assert is_structured_answer('{"sku": "A", "quantity": 2}', "stop") and is_structured_answer("[1, 2]", None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "structured"),
+    [
+        ('```json\n{"sku": "A", "quantity": 2}\n```', True),
+        ('```\n[{"sku": "A"}, {"sku": "B"}]\n```\n', True),
+        ('Here is the order:\n```json\n{"sku": "A"}\n```', False),  # prose around it is prose to check
+        ('```json\n{"sku": "A"}\n```\nI picked the cheaper one.', False),
+        ("```python\nprint(1)\n```", False),
+    ],
+)
+def test_an_answer_that_is_one_fenced_json_block_is_structured(answer: str, structured: bool) -> None:
+    assert is_structured_answer(answer, "stop") is structured
