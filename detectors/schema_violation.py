@@ -50,6 +50,7 @@ from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
 from detectors.schema_validators import SchemaValidators
+from detectors.text import JSON_FENCE
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ MAX_VIOLATIONS = 20  # per call, so evidence rows stay small
 _MAX_VALUE_CHARS = 200
 _MAX_KNOWN_TOOLS_LISTED = 5
 _SUGGESTION_MIN_SCORE = 60.0  # rapidfuzz ratio: search_documents vs search_docs scores 81
-_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BOUND_PHRASES = {
     "minimum": "is below the minimum",
@@ -199,7 +199,7 @@ def _parse_answer(text: str) -> Any:
     try:
         return _loads(text)
     except ValueError:
-        fenced = _FENCE.search(text)
+        fenced = JSON_FENCE.search(text)
         if fenced is None:
             raise
         return _loads(fenced.group(1))

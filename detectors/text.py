@@ -23,8 +23,8 @@ INFLECTION_CHARS = 3  # ...and neither goes on for more letters than this past i
 # A record's key and its colon, JSON- or Python-quoted: what structured-source readers start from.
 RECORD_KEY = r"""["'](?P<key>[^\W\d_][\w\- ]{0,48})["']\s*:\s*"""
 _KEY_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[^\W\d_]+")
-# An answer that is one fenced block, its closing fence missing where the token limit cut it.
-_WHOLE_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n(.*?)(?:\n[ \t]*```)?", re.DOTALL | re.IGNORECASE)
+# A fenced (JSON) code block's content; a closing fence the token limit cut off may be missing.
+JSON_FENCE = re.compile(r"```[ \t]*(?:json)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 _CUT_LITERAL = len("fals")  # the longest unfinished literal a cut can leave
 _MAX_RANGE = 20  # "[1-300]" is a typo or a table, not 300 citations
 _SEPARATORS = "[,;\uff0c\u3001\uff1b]"  # also fullwidth comma, ideographic comma, semicolon
@@ -137,7 +137,7 @@ def is_structured_answer(answer: str, finish_reason: str | None) -> bool:
     (schema_violation names the cut).  Models often wrap JSON in a code fence, which is no prose
     either: an answer that is one fenced block counts by what is inside it.
     """
-    fenced = _WHOLE_FENCE.fullmatch(answer.strip())
+    fenced = JSON_FENCE.fullmatch(answer.strip())
     return _json_document(fenced.group(1) if fenced else answer, cut_off=finish_reason == "length")
 
 
