@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+# From this p_hallucination a call counts as flagged, unless its policy says otherwise.
+DEFAULT_FLAG_PROBABILITY = 0.5
 DEFAULT_TOP_K = 5
 DEFAULT_MIN_TOKENS = 5
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -345,8 +347,11 @@ class DetectorSettings(BaseModel):
     sentinel: SentinelConfig = Field(default_factory=SentinelConfig)
     grounding: GroundingConfig = Field(default_factory=GroundingConfig)
     unsupported_spans: UnsupportedSpansConfig = Field(default_factory=UnsupportedSpansConfig)
-    # How `halluwatch eval` combines the detectors into one verdict: a file from `halluwatch train`.
+    # How the detectors combine into one calibrated p_hallucination per call: a file from `halluwatch train`.
     verdict_model: Path | None = Field(default=None, description="verdict model JSON; None: built-in")
+    # A call is flagged (triage list, dashboards, rate monitors) when its p_hallucination reaches this,
+    # or when a detector that reports facts (schema_violation, tool_facts, tool_outcome) flagged it.
+    flag_probability: float = Field(default=DEFAULT_FLAG_PROBABILITY, ge=0.0, le=1.0)
     contradiction: ContradictionConfig = Field(default_factory=ContradictionConfig)
     confidence: ConfidenceConfig = Field(default_factory=ConfidenceConfig)
     # Off unless a token-classification ONNX model is configured (model_path).

@@ -172,7 +172,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.5.0"
+    version = "1.6.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -330,15 +330,37 @@ def _in_sorted(values: list[float], value: float, precision: float, tolerance: f
 
 
 def _date_supported(claim: Mention, context: _Context) -> bool:
-    """A date is supported by a context date stating at least its parts, with the same values."""
+    """A date is supported by a context date stating at least its parts, with the same values.
+
+    A full date is also supported by its month and day written without a year ("on Tuesday,
+    November 2") when the context states its year elsewhere: pages and articles date events
+    within the year they were written in.
+    """
     parts = claim.family.partition(":")[2]
+    if _date_stated(claim, parts, context):
+        return True
+    return parts == "ymd" and _date_stated(claim, "md", context) and _years_stated(claim, context)
+
+
+def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
+    """Whether a context date states at least ``parts`` of the claim, with the same values."""
+    wanted = (_date_parts(claim.low, parts), _date_parts(claim.high, parts))
     for family, found in context.by_family.items():
         if family.startswith("date:") and set(parts) <= set(family[5:]):
             ends = [(_date_parts(mention.low, parts), _date_parts(mention.high, parts)) for mention in found]
-            wanted = (_date_parts(claim.low, parts), _date_parts(claim.high, parts))
             if all(any(low <= value <= high for low, high in ends) for value in wanted):
                 return True
     return False
+
+
+def _years_stated(claim: Mention, context: _Context) -> bool:
+    """Whether the context states the claim's year(s), as a year or in a date."""
+    years = {int(claim.low) // 10000, int(claim.high) // 10000}
+    stated = {y for m in context.by_family.get("year", []) for y in range(int(m.low), int(m.high) + 1)}
+    for family, found in context.by_family.items():
+        if family.startswith("date:") and "y" in family[5:]:
+            stated |= {int(m.low) // 10000 for m in found} | {int(m.high) // 10000 for m in found}
+    return years <= stated
 
 
 def _date_parts(value: float, parts: str) -> int:

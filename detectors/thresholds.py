@@ -27,6 +27,8 @@ class Thresholds:
     inherited: tuple[str, ...] = ()
     # Thresholds fitted for one application's policy (its ``policies:`` section), by policy name.
     by_policy: dict[str, dict[str, float]] = field(default_factory=dict)
+    # By alert route: the lowest p_hallucination its rules need to keep false alarms under the route's target.
+    alert_probability: dict[str, float] = field(default_factory=dict)
 
     @property
     def own(self) -> dict[str, float]:
@@ -59,7 +61,9 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     own = _parse(yaml.safe_load(text), str(path))
     inherited = tuple(name for name in builtin.by_detector if name not in own.by_detector)
     merged = {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}
-    return Thresholds(own.version, merged, inherited, own.by_policy)
+    # Routes a file does not calibrate keep the built-in minimum, as detectors keep their threshold.
+    probability = {**builtin.alert_probability, **own.alert_probability}
+    return Thresholds(own.version, merged, inherited, own.by_policy, probability)
 
 
 def _parse(document: Any, origin: str) -> Thresholds:
@@ -73,7 +77,26 @@ def _parse(document: Any, origin: str) -> Thresholds:
         str(name): _detector_thresholds((group or {}).get("detectors"), origin, f"policies.{name}.detectors")
         for name, group in policies.items()
     }
-    return Thresholds(version=str(document["version"]), by_detector=by_detector, by_policy=by_policy)
+    return Thresholds(
+        version=str(document["version"]),
+        by_detector=by_detector,
+        by_policy=by_policy,
+        alert_probability=_route_probabilities(document.get("alert_probability"), origin),
+    )
+
+
+def _route_probabilities(routes: Any, origin: str) -> dict[str, float]:
+    if routes is None:
+        return {}
+    if not isinstance(routes, dict):
+        raise ThresholdsError(f"{origin}: 'alert_probability' must map route names to settings")
+    minimums: dict[str, float] = {}
+    for route, entry in routes.items():
+        value = entry.get("min_probability") if isinstance(entry, dict) else None
+        if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+            raise ThresholdsError(f"{origin}: alert_probability.{route}.min_probability must be a number in [0, 1]")
+        minimums[str(route)] = float(value)
+    return minimums
 
 
 def _detector_thresholds(detectors: Any, origin: str, where: str) -> dict[str, float]:

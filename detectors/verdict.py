@@ -1,33 +1,42 @@
-"""One record's combined verdict from its detectors' results (used by ``halluwatch eval``).
+"""One call's probability of being hallucinated, from its detectors' results.
 
 Scores of different detectors live on different scales, so each is first mapped through
 its own threshold: [0, threshold] onto [0, 0.5] and [threshold, 1] onto [0.5, 1].  A
 learned **verdict model** (``detectors/data/verdict.json``, written by ``halluwatch train``)
-weighs those per detector, with whether each checked the call at all, into one calibrated
-probability: detectors are not equally right on every kind of traffic, and a maximum lets
-the noisiest decide.  Without a model the combined score is the maximum, which makes
-"combined score >= 0.5" the same statement as "some detector flagged the call".  The
-sentinel's flag means "unverified", not "hallucinated", so it never counts.
+weighs those per detector, with whether each checked the call at all, and a calibration
+map turns its score into ``p_hallucination``: a probability that means what it says on
+held-out labelled documents (the file carries the reliability table that shows it).  The
+worker computes it for every call, ``halluwatch eval`` for every record: one implementation.
+
+Without a model the combined score is the maximum, which makes "combined score >= 0.5" the
+same statement as "some detector flagged the call".  The sentinel's flag means
+"unverified", not "hallucinated", so it never counts.  Detectors that report facts (a tool
+call the schema forbids, a failed tool the answer says succeeded) are not probabilities
+and keep their own meaning: :data:`FACT_DETECTORS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.learned import Matrix, ScaledLogistic, read_model_file
+from detectors.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
+# Their flag is a fact about the call (checked against schemas, registries, tool results), not a guess.
+FACT_DETECTORS: Final = frozenset({"schema_violation", "tool_facts", "tool_outcome"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
 _NOT_SPAN_SOURCES = NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS
 # The span-level hallucination detectors the verdict model weighs (sampled ones judge too few calls).
 VERDICT_DETECTORS: Final = ("contradiction", "grounding", "unsupported_spans", "confidence", "schema_violation")
 VERDICT_FEATURES: Final = tuple(f"{name}.{part}" for name in VERDICT_DETECTORS for part in ("score", "checked"))
 _BUILT_IN = "verdict.json"
+_EPSILON = 1e-6
 
 
 def threshold_relative(score: float, threshold: float) -> float:
@@ -42,36 +51,134 @@ def threshold_relative(score: float, threshold: float) -> float:
     return 0.5 + 0.5 * (score - threshold) / (1.0 - threshold)
 
 
-def verdict_features(results: Iterable[DetectorResult]) -> Matrix:
-    """One row (``VERDICT_FEATURES`` order): each detector's threshold-relative score and whether it checked."""
+def verdict_features(results: Iterable[DetectorResult], thresholds: Mapping[str, float] | None = None) -> Matrix:
+    """One row (``VERDICT_FEATURES`` order): each detector's threshold-relative score and whether it checked.
+
+    ``thresholds`` (by detector) replace the results' own: a model's features are relative to
+    the thresholds it was trained with, whatever a policy or a later thresholds file sets.
+    """
     row = np.zeros(len(VERDICT_FEATURES))
     for r in results:
         if r.status is DetectorStatus.OK and r.detector in VERDICT_DETECTORS:
             at = 2 * VERDICT_DETECTORS.index(r.detector)
-            row[at : at + 2] = (threshold_relative(r.score, r.threshold), 1.0)
+            threshold = (thresholds or {}).get(r.detector, r.threshold)
+            row[at : at + 2] = (threshold_relative(r.score, threshold), 1.0)
     return row
 
 
-def combined_verdict(results: Iterable[DetectorResult], model: ScaledLogistic | None = None) -> tuple[float, bool]:
-    """The record's score in [0, 1] and verdict: the model's probability, or the maximum without one."""
+@dataclass(frozen=True, slots=True)
+class PlattScaling:
+    """``sigmoid(slope * logit(p) + intercept)``: moves a model's scores onto observed frequencies."""
+
+    slope: float = 1.0
+    intercept: float = 0.0
+
+    def apply(self, scores: Matrix) -> Matrix:
+        """Calibrated probabilities for raw model scores."""
+        clipped = np.clip(scores, _EPSILON, 1 - _EPSILON)
+        return sigmoid(self.slope * np.log(clipped / (1 - clipped)) + self.intercept)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form."""
+        return {"kind": "platt", "slope": self.slope, "intercept": self.intercept}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlattScaling:
+        """Read the JSON form."""
+        return cls(float(data["slope"]), float(data["intercept"]))
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictModel:
+    """The learned verdict: a logistic model over detector features, then its calibration."""
+
+    version: str
+    model: ScaledLogistic
+    calibration: PlattScaling = PlattScaling()
+    # Detector thresholds the features were made relative to when the model was trained.
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+
+    def features(self, results: Iterable[DetectorResult]) -> Matrix:
+        """The model's input row for one call's results."""
+        return verdict_features(results, self.thresholds)
+
+    def calibrated(self, rows: Matrix) -> Matrix:
+        """``p_hallucination`` for feature rows."""
+        return self.calibration.apply(self.model.predict(rows))
+
+    def verdict(self, results: Iterable[DetectorResult]) -> CallVerdict | None:
+        """One call's ``p_hallucination``; None when no detector the model weighs checked the call.
+
+        A call nobody checked (no sources, a prompt the sentinel found not factual) has no
+        probability: the model's prior is not a judgement of that answer.
+        """
+        row = self.features(results)
+        if not row[1::2].any():  # the "checked" columns
+            return None
+        return CallVerdict(float(self.calibrated(row[None, :])[0]), self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class CallVerdict:
+    """What the verdict says of one call, as stored with it: the probability and the model's version."""
+
+    probability: float
+    model_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallJudgement:
+    """The call as a whole: its calibrated probability (None: nothing checked it) and whether it is flagged."""
+
+    verdict: CallVerdict | None
+    flagged: bool
+
+
+def judge_call(
+    results: Sequence[DetectorResult], verdict_model: VerdictModel | None, flag_probability: float
+) -> CallJudgement:
+    """A call is flagged when its probability reaches ``flag_probability`` or a fact detector flagged it.
+
+    Without a verdict model, any hallucination flag flags the call.
+    """
+    facts = any(r.flagged and r.detector in FACT_DETECTORS for r in results)
+    if verdict_model is None:
+        return CallJudgement(None, any(r.flagged and r.detector not in NOT_HALLUCINATION_EVIDENCE for r in results))
+    verdict = verdict_model.verdict(results)
+    return CallJudgement(verdict, facts or (verdict is not None and verdict.probability >= flag_probability))
+
+
+def combined_verdict(results: Iterable[DetectorResult], model: VerdictModel | None = None) -> tuple[float, bool]:
+    """The record's score in [0, 1] and verdict: ``p_hallucination``, or the maximum without a model.
+
+    A call nothing checked scores 0 under the model.
+    """
     deciding = [r for r in results if r.status is DetectorStatus.OK and r.detector not in NOT_HALLUCINATION_EVIDENCE]
     if model is not None:
-        probability = float(model.predict(verdict_features(deciding)[None, :])[0])
+        verdict = model.verdict(deciding)
+        probability = verdict.probability if verdict else 0.0
         return probability, probability >= 0.5
     score = max((threshold_relative(r.score, r.threshold) for r in deciding), default=0.0)
     return score, any(r.flagged for r in deciding)
 
 
-def load_verdict_model(path: Path | None = None) -> ScaledLogistic:
+def load_verdict_model(path: Path | None = None) -> VerdictModel:
     """The verdict model at ``path``, or the built-in one; a ValueError names the file and the fault."""
     where = str(path) if path else f"detectors/data/{_BUILT_IN}"
     try:
-        model = ScaledLogistic.from_dict(read_model_file(path, _BUILT_IN)["model"])
+        document = read_model_file(path, _BUILT_IN)
+        calibration = document.get("calibration")
+        verdict = VerdictModel(
+            version=str(document.get("version") or "unversioned"),
+            model=ScaledLogistic.from_dict(document["model"]),
+            calibration=PlattScaling.from_dict(calibration["map"]) if calibration else PlattScaling(),
+            thresholds={str(k): float(v) for k, v in (document.get("thresholds") or {}).items()},
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"verdict model {where}: {exc}") from exc
-    if model.features != VERDICT_FEATURES:
+    if verdict.model.features != VERDICT_FEATURES:
         raise ValueError(f"verdict model {where}: made for other detectors; retrain with `halluwatch train`")
-    return model
+    return verdict
 
 
 def answer_spans(results: Iterable[DetectorResult], hallucinated: bool) -> list[dict[str, Any]]:

@@ -298,6 +298,7 @@ def calibrate(
     from detectors.thresholds import load_thresholds
     from pipeline.agreement.rules import AgreementRule
     from pipeline.config.policy_book import PolicyBook
+    from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots
     from pipeline.offline.policy_calibration import calibrate_policies, describe, policies_document
@@ -315,6 +316,7 @@ def calibrate(
         result = calibrate(
             labelled, current, rule, target_precision=target_precision,
             cost_ratio=cost_ratio, min_positives=min_positives, holdout=holdout,
+            routing=RouteTargets.from_settings(settings.alerting),
         )  # fmt: skip
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -328,6 +330,13 @@ def calibrate(
     click.echo(f"thresholds {version} from {len(labelled)} labelled records written to {path}")
     for d in result.detectors.values():
         click.echo(f"  {d.name:<18} {d.threshold:.4g}  ({d.chosen_by})")
+    for m in result.alert_probability:
+        held = f"; held out {m.held_out.false_alarm_rate:.1%} at recall {m.held_out.recall:.2f}" if m.held_out else ""
+        click.echo(f"  route {m.route:<12} p_hallucination >= {m.min_probability:.3f}: false alarms "
+                   f"{m.fitting.false_alarm_rate:.1%} of faithful (target {m.target:.0%}) at recall "
+                   f"{m.fitting.recall:.2f}{held}")  # fmt: skip
+    if not result.alert_probability:
+        click.echo("  alert_probability: the labelled calls carry no p_hallucination; route minimums kept")
     if groups:
         click.echo(f"per policy (own fit shrunk toward the global one, w = n / (n + {shrinkage:g})):")
         for line in describe(groups):
@@ -354,11 +363,14 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
     the built-in ones with --output-dir detectors/data.
     """
+    import yaml
     from tqdm import tqdm
 
     from detectors.embeddings import Embedder
+    from detectors.thresholds import load_thresholds
     from detectors.unsupported_spans import UnsupportedSpansDetector
     from pipeline.offline import train as training
+    from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.evaluate import evaluate
 
     settings = _settings(config_path)
@@ -386,12 +398,20 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     with_model = training.with_support_model(settings, support_path)
     scoring = evaluate([r for _, r in records], with_model, workers=workers, learned_verdict=False)
     outputs = list(tqdm(scoring, total=len(records), unit="rec"))
-    model, metrics = training.train_verdict(records, outputs)
+    thresholds = load_thresholds(settings.thresholds_file)
+    try:
+        verdict = training.train_verdict(records, outputs, thresholds.by_detector)
+    except training.TrainingDataError as exc:
+        raise click.ClickException(str(exc)) from exc
+    minimums = training.route_minimums(records, outputs, verdict, RouteTargets.from_settings(settings.alerting))
     data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
     verdict_path = output_dir / "verdict.json"
-    _write_json(verdict_path, training.verdict_file(model, metrics, data))
-    click.echo(f"verdict model written to {verdict_path}")
-    _echo_metrics(metrics)
+    alert_probability = {m.route: m.to_dict() for m in minimums}
+    _write_json(verdict_path, training.verdict_file(verdict, data, alert_probability))
+    click.echo(f"verdict model {verdict.verdict.version} written to {verdict_path}")
+    _echo_metrics(verdict.metrics)
+    click.echo("alert_probability (copy into your thresholds file; the built-in one carries the built-in model's):")
+    click.echo(yaml.safe_dump({"alert_probability": alert_probability}, sort_keys=False).rstrip())
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -400,7 +420,8 @@ def _write_json(path: Path, document: dict[str, Any]) -> None:
 
 def _echo_metrics(metrics: dict[str, Any]) -> None:
     for name, sides in metrics.items():
-        click.echo(f"  {name:<16} " + "  ".join(f"{side}: {json.dumps(values)}" for side, values in sides.items()))
+        shown = {side: {key: v for key, v in values.items() if key != "reliability"} for side, values in sides.items()}
+        click.echo(f"  {name:<16} " + "  ".join(f"{side}: {json.dumps(values)}" for side, values in shown.items()))
 
 
 def _labelled_scores(

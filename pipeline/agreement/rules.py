@@ -11,7 +11,9 @@ Each trace is judged by the rules of its application's policy, named on its find
 the spans stage; the policy also re-points the routes those rules name.
 
 Only findings that say "hallucinated" count: status ``ok``, flagged, and not from a
-detector whose flag means something else (the sentinel's "unverified").
+detector whose flag means something else (the sentinel's "unverified").  Findings of the
+spans stage also carry their call's ``p_hallucination``; a trace keeps the highest, which
+rules with a ``min_probability`` require besides their detectors.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.config.alerting import AlertingSettings, AlertRule
+from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
 
@@ -49,6 +51,7 @@ class TraceState:
     policy: str = DEFAULT_POLICY
     flags: dict[str, DetectorEvidence] = field(default_factory=dict)
     fired: list[str] = field(default_factory=list)
+    probability: float | None = None  # the highest p_hallucination of the trace's calls seen so far
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for the table's changelog."""
@@ -61,6 +64,7 @@ class TraceState:
             "policy": self.policy,
             "flags": [flag.to_dict() for flag in self.flags.values()],
             "fired": list(self.fired),
+            "probability": self.probability,
         }
 
     @classmethod
@@ -76,7 +80,15 @@ class TraceState:
             policy=str(raw.get("policy", DEFAULT_POLICY)),
             flags={flag.detector: flag for flag in flags},
             fired=[str(name) for name in raw.get("fired", ())],
+            probability=_probability(raw.get("probability")),
         )
+
+    def raise_probability(self, probability: float | None) -> bool:
+        """Keep ``probability`` if it is the highest yet; whether it was."""
+        if probability is None or (self.probability is not None and probability <= self.probability):
+            return False
+        self.probability = probability
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +122,23 @@ class AgreementRule:
         policies: Mapping[str, PolicyRules] | None = None,
     ) -> None:
         self.rules = list(rules)
+        unresolved = [r.name for p in [PolicyRules(tuple(self.rules)), *(policies or {}).values()] for r in p.rules
+                      if r.min_probability == ROUTE_PROBABILITY]  # fmt: skip
+        if unresolved:
+            raise ValueError(f"rules {', '.join(unresolved)}: resolve their route's probability first")
         self.window_seconds = window_seconds
         self.signal_of = dict(signal_of or {})
         self._global = PolicyRules(tuple(self.rules))
         self._policies = dict(policies or {})
 
     @classmethod
-    def from_settings(cls, config: AlertingSettings, policies: PolicyBook | None = None) -> AgreementRule:
-        """The rules, window and same-signal groups of the ``alerting:`` section, and each policy's own."""
-        own = {p.name: PolicyRules(p.rules, p.routes) for p in policies.every()} if policies else {}
-        return cls(config.rules, config.window_seconds, config.signal_of(), own)
+    def from_settings(cls, config: AlertingSettings, policies: PolicyBook) -> AgreementRule:
+        """The rules, window and same-signal groups of the ``alerting:`` section, and each policy's own.
+
+        Rules come as the policy book resolved them (probability minimums from its thresholds file).
+        """
+        own = {p.name: PolicyRules(p.rules, p.routes) for p in policies.every()}
+        return cls(policies.default.rules, config.window_seconds, config.signal_of(), own)
 
     def rules_of(self, policy: str) -> PolicyRules:
         """The rules a trace of ``policy`` is judged by (the global ones for a policy not configured)."""
@@ -149,6 +168,7 @@ class AgreementRule:
                     operation=str(finding.get("operation", "")),
                     policy=str(finding.get("policy", DEFAULT_POLICY)),
                 )
+            changed |= state.raise_probability(_probability(finding.get("p_hallucination")))
             flag = _evidence(finding)
             held = state.flags.get(flag.detector)
             if held is None or _strength(flag) > _strength(held):  # else a repeat, or a weaker flag
@@ -166,15 +186,21 @@ class AgreementRule:
         """The first matching rule of the trace's policy, unless it or a higher-priority rule already fired."""
         rules = self.rules_of(state.policy).rules
         severities = {name: flag.severity for name, flag in state.flags.items()}
-        for index, rule in enumerate(rules):
-            if rule.matches(severities, self.signal_of):
-                already = {r.name for r in rules[: index + 1]}
-                return None if already & set(state.fired) else rule
-        return None
+        rule = self.first_match(severities, state.probability, state.policy)
+        if rule is None:
+            return None
+        already = {r.name for r in rules[: rules.index(rule) + 1]}
+        return None if already & set(state.fired) else rule
 
-    def agrees(self, flagged: Mapping[str, int], policy: str = DEFAULT_POLICY) -> bool:
-        """Whether some rule of ``policy`` would alert on detectors that flagged (name -> severity)."""
-        return any(rule.matches(flagged, self.signal_of) for rule in self.rules_of(policy).rules)
+    def first_match(
+        self, flagged: Mapping[str, int], probability: float | None = None, policy: str = DEFAULT_POLICY
+    ) -> AlertRule | None:
+        """The rule of ``policy`` that detectors that flagged (name -> severity) and the call's probability fire."""
+        return next((r for r in self.rules_of(policy).rules if r.matches(flagged, self.signal_of, probability)), None)
+
+    def route_of(self, rule: AlertRule, policy: str = DEFAULT_POLICY) -> str:
+        """The configured route ``rule``'s alerts take under ``policy``."""
+        return self.rules_of(policy).route_of(rule)
 
     def _alert(self, state: TraceState, rule: AlertRule, now: float) -> Alert:
         ordered = sorted(
@@ -191,6 +217,7 @@ class AgreementRule:
             detectors=tuple(ordered),
             created_at=datetime.fromtimestamp(now, tz=UTC),
             policy=state.policy,
+            p_hallucination=state.probability,
         )
 
 
@@ -205,6 +232,11 @@ def _evidence(finding: Mapping[str, Any]) -> DetectorEvidence:
         span_id=str(finding.get("span_id", "")),
         evidence=evidence if isinstance(evidence, Mapping) else {},
     )
+
+
+def _probability(value: Any) -> float | None:
+    """A record's probability, or None when it carries none (or nothing usable)."""
+    return float(value) if isinstance(value, int | float) and 0.0 <= value <= 1.0 else None
 
 
 def _strength(flag: DetectorEvidence) -> tuple[int, float]:

@@ -104,6 +104,7 @@ class Alert:
     detectors: tuple[DetectorEvidence, ...]
     created_at: datetime
     policy: str = DEFAULT_POLICY  # the application policy whose rules fired it and chose its route
+    p_hallucination: float | None = None  # the highest calibrated probability of the trace's calls
     # Set by the router when a rate monitor has an incident open for the alert's group.
     incident: IncidentRef | None = None
 
@@ -150,6 +151,7 @@ class Alert:
             "model": self.model,
             "operation": self.operation,
             "policy": self.policy,
+            "p_hallucination": self.p_hallucination,
             "detectors": [d.to_dict() for d in self.detectors],
             "created_at": self.created_at.isoformat(),
             "incident": self.incident.to_dict() if self.incident else None,
@@ -169,6 +171,7 @@ class Alert:
             detectors=tuple(DetectorEvidence.from_dict(d) for d in raw["detectors"]),
             created_at=datetime.fromisoformat(raw["created_at"]),
             policy=str(raw.get("policy", DEFAULT_POLICY)),
+            p_hallucination=None if raw.get("p_hallucination") is None else float(raw["p_hallucination"]),
             incident=IncidentRef.from_dict(raw["incident"]) if raw.get("incident") else None,
         )
 

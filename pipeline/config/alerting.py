@@ -8,8 +8,12 @@ setup shows its alerts without any Slack or PagerDuty account.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+# A rule's ``min_probability`` that means "the value calibrated for the rule's route".
+ROUTE_PROBABILITY = "route"
 
 
 class AlertRule(BaseModel):
@@ -18,7 +22,11 @@ class AlertRule(BaseModel):
     ``all_of`` names detectors that must all have flagged; ``min_severity`` is then the
     highest severity those (or, without ``all_of``, any flagged detectors) must reach;
     ``min_detectors`` counts distinct flagged signals: detectors that read one signal (see
-    ``AlertingSettings.same_signal``) count once.
+    ``AlertingSettings.same_signal``) count once.  ``min_probability`` also requires the
+    call's ``p_hallucination`` to reach a value: a number, or ``route`` for the value
+    ``halluwatch calibrate`` chose for the rule's route (the thresholds file's
+    ``alert_probability``), the lowest that keeps the route's false alarms under its target.
+    The probability makes agreement stricter; it never replaces it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -28,23 +36,55 @@ class AlertRule(BaseModel):
     min_detectors: int = Field(default=2, ge=1)
     all_of: list[str] = Field(default_factory=list)
     min_severity: int = Field(default=0, ge=0, le=4)
+    min_probability: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["route"] | None = None
 
-    def matches(self, flagged: Mapping[str, int], signal_of: Mapping[str, str] | None = None) -> bool:
-        """Whether detectors that flagged (name -> severity), grouped by ``signal_of``, satisfy this rule."""
+    def matches(
+        self, flagged: Mapping[str, int], signal_of: Mapping[str, str] | None = None, probability: float | None = None
+    ) -> bool:
+        """Whether flagged detectors (name -> severity, grouped by ``signal_of``) and ``probability`` satisfy it.
+
+        A ``route`` minimum must be resolved first (:meth:`resolved`).
+        """
         signals = {(signal_of or {}).get(name, name) for name in flagged}
         if len(signals) < self.min_detectors or any(name not in flagged for name in self.all_of):
+            return False
+        if self.min_probability == ROUTE_PROBABILITY:
+            raise ValueError(f"rule {self.name}: its route's minimum probability was never resolved")
+        if self.min_probability is not None and (probability is None or probability < self.min_probability):
             return False
         considered = [flagged[name] for name in self.all_of] if self.all_of else list(flagged.values())
         return max(considered, default=0) >= self.min_severity
 
+    def resolved(self, route_minimums: Mapping[str, float]) -> AlertRule:
+        """The rule with a ``route`` minimum replaced by its route's calibrated value."""
+        if self.min_probability != ROUTE_PROBABILITY:
+            return self
+        if self.route not in route_minimums:
+            raise ValueError(
+                f"rule {self.name} requires route {self.route}'s calibrated probability, which the thresholds "
+                "file does not set (alert_probability); give the rule a number or run `halluwatch calibrate`"
+            )
+        return self.model_copy(update={"min_probability": route_minimums[self.route]})
+
 
 def default_rules() -> list[AlertRule]:
-    """SPEC §5: page when two high-precision detectors agree, Slack for any other pair."""
+    """Page when two detectors agree on a fact or a severe contradiction, Slack for any other pair.
+
+    Rules over guessing detectors also need the call's probability to reach its route's
+    calibrated minimum; a rule resting on a fact (a tool result the answer misreports, a
+    schema the call breaks) does not: a broken tool call is a fact, not a probability.
+    """
     return [
         AlertRule(name="grounding-and-schema", route="page", all_of=["grounding", "schema_violation"]),
-        AlertRule(name="severe-contradiction", route="page", all_of=["contradiction"], min_severity=4),
+        AlertRule(
+            name="severe-contradiction",
+            route="page",
+            all_of=["contradiction"],
+            min_severity=4,
+            min_probability=ROUTE_PROBABILITY,
+        ),
         AlertRule(name="claimed-failed-tool", route="page", all_of=["tool_outcome"], min_severity=4),
-        AlertRule(name="two-detectors", route="slack"),
+        AlertRule(name="two-detectors", route="slack", min_probability=ROUTE_PROBABILITY),
     ]
 
 
@@ -60,12 +100,15 @@ class RouteConfig(BaseModel):
     pagerduty_routing_key: SecretStr | None = None
     # More alerts than this in a minute are sent as one digest message, never dropped.
     max_per_minute: int = Field(default=20, ge=1)
+    # The share of faithful calls this route may alert on: `halluwatch calibrate` chooses the
+    # lowest probability minimum of its rules that stays under it on labelled calls.
+    false_alarm_target: float = Field(default=0.03, gt=0.0, lt=1.0)
 
 
 def default_routes() -> dict[str, RouteConfig]:
     """``page`` to PagerDuty, ``slack`` to a channel, ``log`` to the worker's log only."""
     return {
-        "page": RouteConfig(pagerduty=True, slack_channel="#halluwatch-alerts"),
+        "page": RouteConfig(pagerduty=True, slack_channel="#halluwatch-alerts", false_alarm_target=0.01),
         "slack": RouteConfig(slack_channel="#halluwatch-alerts"),
         "log": RouteConfig(),
     }

@@ -88,6 +88,8 @@ class AppPolicy(BaseModel):
     routes: dict[str, str] = Field(default_factory=dict)
     content_mode: Mode | None = None  # every table and message of this app's calls
     sample_rate: float | None = Field(default=None, ge=0.0, le=1.0)  # of the sampled detectors
+    # The p_hallucination from which this app's calls count as flagged; None: detectors.flag_probability.
+    flag_probability: float | None = Field(default=None, ge=0.0, le=1.0)
     # The precision `halluwatch calibrate` fits this app's own thresholds at; None: its --target-precision.
     target_precision: float | None = Field(default=None, gt=0.0, le=1.0)
 

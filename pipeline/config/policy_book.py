@@ -34,6 +34,7 @@ class EffectivePolicy:
     content_mode: str
     content: ContentPolicies = field(repr=False)
     sample_rate: float
+    flag_probability: float  # a call whose p_hallucination reaches this is flagged
     origin: Mapping[str, str]  # "thresholds.grounding" -> "policy medbot", "thresholds file v3"...
 
 
@@ -101,12 +102,21 @@ def _effective(name: str, policy: AppPolicy | None, settings: Settings, threshol
             pick("disabled_detectors", (policy and policy.disabled_detectors) or None, [], "defaults")
         ),
         thresholds=levels,
-        rules=tuple(pick("rules", policy and policy.rules, settings.alerting.rules, "alerting.rules")),
+        rules=tuple(
+            rule.resolved(thresholds.alert_probability)
+            for rule in pick("rules", policy and policy.rules, settings.alerting.rules, "alerting.rules")
+        ),
         routes=dict(pick("routes", policy.routes if policy and policy.routes else None, {}, "alerting.routes")),
         content_mode=mode,
         content=content,
         sample_rate=pick(
             "sample_rate", policy and policy.sample_rate, settings.consistency.sample_rate, "consistency.sample_rate"
+        ),
+        flag_probability=pick(
+            "flag_probability",
+            policy and policy.flag_probability,
+            settings.detectors.flag_probability,
+            "detectors.flag_probability",
         ),
         origin=origin,
     )

@@ -27,6 +27,7 @@ from detectors.thresholds import Thresholds, load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
 
@@ -183,6 +184,8 @@ class Calibration:
     min_flagged: int
     target_precision: float | None  # None when chosen by cost ratio
     cost_ratio: float | None
+    # Gated routes' p_hallucination minimums; empty when not asked for or no record had a probability.
+    alert_probability: tuple[RouteMinimum, ...] = ()
 
 
 def is_held_out(record_id: str, holdout: float) -> bool:
@@ -213,6 +216,7 @@ def calibrate(
     min_positives: int = 30,
     min_flagged: int = 30,
     holdout: float = 0.3,
+    routing: RouteTargets | None = None,
 ) -> Calibration:
     """New thresholds for the detectors of ``current``, chosen on labelled records.
 
@@ -222,6 +226,10 @@ def calibrate(
     standard error of a precision near 0.67 over 30 records is about 0.09).  The
     sentinel, whose flag does not mean "hallucinated", always keeps its own.  Raises
     :class:`CalibrationError` when the whole set has fewer than ``min_positives`` positives.
+
+    With ``routing``, each gated route also gets the lowest ``p_hallucination`` minimum that
+    keeps its false alarms under its target (:mod:`pipeline.offline.alert_probability`), when
+    the records carry probabilities.
     """
     if not 0.0 < target_precision <= 1.0:
         raise ValueError(f"target precision must be in (0, 1], got {target_precision}")
@@ -245,9 +253,13 @@ def calibrate(
         for name, threshold in current.by_detector.items()
     }
     thresholds = {name: detector.threshold for name, detector in detectors.items()}
+    judged = any(r.p_hallucination is not None for r in records)
+    calls = [GatedCall(flags_at(r, thresholds), r.p_hallucination, r.hallucinated, held_out=is_held_out(r.id, holdout))
+             for r in records]  # fmt: skip
     return Calibration(
         detectors=detectors,
         agreement=_calibrate_agreement(fitting, heldout, thresholds, rule),
+        alert_probability=tuple(choose_route_minimums(calls, routing)) if routing and judged else (),
         previous_version=current.version,
         dataset_sha256=dataset_sha256(records),
         dataset_size=len(records),
@@ -351,6 +363,11 @@ def _evidence(record: LabelledScores, thresholds: Mapping[str, float]) -> dict[s
     }
 
 
+def flags_at(record: LabelledScores, thresholds: Mapping[str, float]) -> dict[str, int]:
+    """The record's hallucination detectors that flag at ``thresholds`` (name -> recorded severity)."""
+    return {name: s.severity for name, s in _evidence(record, thresholds).items() if s.score >= thresholds[name]}
+
+
 def _agreement_score(record: LabelledScores, thresholds: Mapping[str, float]) -> float:
     relative = sorted(
         (threshold_relative(s.score, thresholds[name]) for name, s in _evidence(record, thresholds).items()),
@@ -365,12 +382,7 @@ def alert_point(
     """Precision and recall of the agreement alerts at ``thresholds``, each record under its policy's rules."""
     # Severity is as recorded: a detector that did not flag at its old threshold reported 0,
     # so rules with a minimum severity may under-count newly flagged records.
-    alerts = [
-        rule.agrees(
-            {name: s.severity for name, s in _evidence(r, thresholds).items() if s.score >= thresholds[name]}, r.policy
-        )
-        for r in records
-    ]
+    alerts = [rule.first_match(flags_at(r, thresholds), r.p_hallucination, r.policy) is not None for r in records]
     labels = [r.hallucinated for r in records]
     true_positives = sum(a and label for a, label in zip(alerts, labels, strict=True))
     return _point(0.5, true_positives, sum(alerts) - true_positives, sum(labels) - true_positives)
@@ -412,6 +424,7 @@ def labelled_from_eval(
                 for name, entry in output.detectors.items()
             },
             policy=policy_of(record) if policy_of else DEFAULT_POLICY,
+            p_hallucination=output.p_hallucination,
         )
         for record, output in zip(records, outputs, strict=True)
         if record.hallucinated is not None
@@ -477,6 +490,11 @@ def thresholds_document(
             **_metrics(agreement.fit),
             **(_metrics(agreement.heldout, "heldout_") if agreement.heldout else {}),
         },
+        **(
+            {"alert_probability": {m.route: m.to_dict() for m in calibration.alert_probability}}
+            if calibration.alert_probability
+            else {}
+        ),
         "models": dict(models or {}),
         **({"policies": dict(policies)} if policies else {}),
     }

@@ -4,7 +4,9 @@ Records use the normalized format of ``shared/data`` (``id, task, question, cont
 answer, hallucinated, spans``).  Each becomes the :class:`~detectors.llm_call.LLMCall` a RAG
 app's span would normalize to (question as the user turn, each context passage a
 source), and goes through the very :class:`~detectors.suite.DetectorSuite` the worker
-builds from the same settings — so offline numbers are production numbers.
+builds from the same settings, the same verdict model and the same alert rules — so each
+output line says what the worker would have done (``p_hallucination``, the alert's rule and
+route), and the metrics are computed from those lines.
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from detectors.learned import ScaledLogistic
+from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall, Message, Source
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from detectors.verdict import (
     NOT_HALLUCINATION_EVIDENCE,
+    VerdictModel,
     answer_spans,
     combined_verdict,
     load_verdict_model,
     verdict_features,
 )
 from pipeline.agreement.rules import AgreementRule
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import BinaryMetrics, all_positive_f1, auroc, binary_metrics, span_overlap
 from pipeline.spans.suite import suite_from_settings
@@ -54,6 +58,14 @@ class EvalRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class EvalAlert:
+    """The alert the worker's rules would raise on a record: which rule, on which route."""
+
+    rule: str
+    route: str
+
+
+@dataclass(frozen=True, slots=True)
 class EvalOutput:
     """The pipeline's verdict on one record, as written to the output JSONL."""
 
@@ -63,12 +75,16 @@ class EvalOutput:
     detectors: dict[str, dict[str, Any]]
     spans: list[dict[str, Any]] = field(default_factory=list)
     verdict_features: tuple[float, ...] = ()  # the verdict model's inputs (``halluwatch train``), not written
+    p_hallucination: float | None = None  # None when scored without the verdict model
+    alert: EvalAlert | None = None
 
     def to_json(self) -> str:
         """One output line."""
+        p = None if self.p_hallucination is None else round(self.p_hallucination, 6)
+        alert = None if self.alert is None else {"rule": self.alert.rule, "route": self.alert.route}
         return json.dumps(
-            {"id": self.id, "score": round(self.score, 6), "hallucinated": self.hallucinated,
-             "detectors": self.detectors, "spans": self.spans},
+            {"id": self.id, "score": round(self.score, 6), "hallucinated": self.hallucinated, "p_hallucination": p,
+             "alert": alert, "detectors": self.detectors, "spans": self.spans},
             ensure_ascii=False,
         )  # fmt: skip
 
@@ -119,14 +135,22 @@ def record_to_call(record: EvalRecord) -> LLMCall:
 
 
 def score_batch(
-    suite: DetectorSuite, records: Sequence[EvalRecord], verdict: ScaledLogistic | None = None
+    suite: DetectorSuite,
+    records: Sequence[EvalRecord],
+    verdict: VerdictModel | None = None,
+    agreement: AgreementRule | None = None,
 ) -> list[EvalOutput]:
-    """Run the suite on a batch of records (batched exactly as the worker batches spans)."""
+    """Run the suite on a batch of records (batched exactly as the worker batches spans).
+
+    With ``agreement``, each output names the alert its rules would raise, if any.
+    """
     runs = suite.run([record_to_call(record) for record in records])
     outputs = []
     for index, record in enumerate(records):
         results = [run.results[index] for run in runs]
         score, hallucinated = combined_verdict(results, verdict)
+        call_verdict = verdict.verdict(results) if verdict else None
+        probability = call_verdict.probability if call_verdict else None
         outputs.append(
             EvalOutput(
                 id=record.id,
@@ -144,24 +168,35 @@ def score_batch(
                 },
                 spans=answer_spans(results, hallucinated),
                 verdict_features=tuple(float(v) for v in verdict_features(results)),
+                p_hallucination=probability,
+                alert=_alert(agreement, results, probability) if agreement else None,
             )
         )
     return outputs
 
 
+def _alert(agreement: AgreementRule, results: Sequence[DetectorResult], probability: float | None) -> EvalAlert | None:
+    flags = {r.detector: r.severity for r in results if r.flagged and r.detector not in NOT_HALLUCINATION_EVIDENCE}
+    rule = agreement.first_match(flags, probability)
+    return EvalAlert(rule.name, agreement.route_of(rule)) if rule else None
+
+
 _process_suite: DetectorSuite | None = None
-_process_verdict: ScaledLogistic | None = None
+_process_verdict: VerdictModel | None = None
+_process_agreement: AgreementRule | None = None
 
 
 def _init_process(settings: Settings, learned_verdict: bool) -> None:
-    global _process_suite, _process_verdict
-    _process_suite = suite_from_settings(settings, load_thresholds(settings.thresholds_file))
+    global _process_suite, _process_verdict, _process_agreement
+    thresholds = load_thresholds(settings.thresholds_file)
+    _process_suite = suite_from_settings(settings, thresholds)
     _process_verdict = load_verdict_model(settings.detectors.verdict_model) if learned_verdict else None
+    _process_agreement = AgreementRule.from_settings(settings.alerting, PolicyBook(settings, thresholds))
 
 
 def _score_in_process(records: Sequence[EvalRecord]) -> list[EvalOutput]:
     assert _process_suite is not None, "worker process not initialised"  # noqa: S101 - set by the pool initializer
-    return score_batch(_process_suite, records, _process_verdict)
+    return score_batch(_process_suite, records, _process_verdict, _process_agreement)
 
 
 def evaluate(
@@ -199,10 +234,10 @@ def _batched(records: Iterable[EvalRecord], size: int) -> Iterator[list[EvalReco
         yield batch
 
 
-def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], agreement: AgreementRule | None = None) -> str:
+def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
     """Per-detector and combined precision/recall/F1/AUROC next to the all-positive baseline.
 
-    With ``agreement``, also what that rule would have alerted on against "any detector".
+    Then what "alert when any detector flags" and the alert rules (the outputs' ``alert``) would have done.
     """
     labelled = [(r, o) for r, o in zip(records, outputs, strict=True) if r.hallucinated is not None]
     if not labelled:
@@ -226,8 +261,7 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput], agreeme
             statuses = f"  ({counts['ok']} / {counts['skipped']} / {counts['error']})"
         rows.append(_row(name, verdicts, scores, actual) + statuses)
     rows.append(f"{'all-positive':<18} {len(actual):>6} {'':>6} {'':>6} {all_positive_f1(actual):>6.3f}")
-    if agreement is not None:
-        rows.extend(agreement_report([o for _, o in labelled], actual, agreement))
+    rows.extend(agreement_report([o for _, o in labelled], actual))
     spans = span_scores([r for r, _ in labelled], [o for _, o in labelled])
     if spans is not None:
         rows.append(
@@ -250,61 +284,73 @@ def span_scores(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) ->
 
 
 @dataclass(frozen=True, slots=True)
-class AlertingComparison:
-    """What "alert when any detector flags" and the agreement rule would have done on labelled records."""
+class Alerting:
+    """What one way of alerting did on labelled records."""
 
-    any_detector: BinaryMetrics
-    agreement: BinaryMetrics
-    any_alerts: int
-    agreement_alerts: int
-    clean: int
-    any_false_alarms: int
-    agreement_false_alarms: int
-    # Per-detector false-positive rate on clean records, and SPEC §5's arithmetic from them.
+    metrics: BinaryMetrics
+    alerts: int
+    false_alarms: int
+    faithful: int
+
+    @property
+    def false_alarm_rate(self) -> float:
+        """Faithful records alerted on, as a share of the faithful records."""
+        return self.false_alarms / self.faithful if self.faithful else 0.0
+
+    @classmethod
+    def of(cls, alerted: Sequence[bool], actual: Sequence[bool]) -> Alerting:
+        """Tally ``alerted`` against the labels."""
+        false_alarms = sum(a and not h for a, h in zip(alerted, actual, strict=True))
+        return cls(binary_metrics(list(alerted), list(actual)), sum(alerted), false_alarms, actual.count(False))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertingComparison:
+    """What "alert when any detector flags" and the alert rules would have done on labelled records."""
+
+    any_detector: Alerting
+    rules: Alerting
+    by_route: dict[str, Alerting]
+    # Per-detector false-positive rate on faithful records, and the independence arithmetic from them.
     false_positive_rates: dict[str, float]
     predicted_any_rate: float  # 1 - prod(1 - f_i)
     predicted_pair_rate: float  # sum over pairs f_i * f_j
 
 
-def compare_alerting(
-    outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule
-) -> AlertingComparison:
-    """Alerts of "any detector" vs the agreement rule on the same records."""
-    flags = [_hallucination_flags(o) for o in outputs]
-    any_detector = [bool(f) for f in flags]
-    agreed = [agreement.agrees(f) for f in flags]
-    clean = [f for f, hallucinated in zip(flags, actual, strict=True) if not hallucinated]
+def compare_alerting(outputs: Sequence[EvalOutput], actual: Sequence[bool]) -> AlertingComparison:
+    """Alerts of "any detector" vs the outputs' alerts (all, and by route) on the same records."""
+    flags = [hallucination_flags(o) for o in outputs]
+    faithful = [f for f, hallucinated in zip(flags, actual, strict=True) if not hallucinated]
     names = sorted({name for o in outputs for name in o.detectors} - NOT_HALLUCINATION_EVIDENCE)
-    rates = {name: sum(name in f for f in clean) / len(clean) for name in names} if clean else {}
+    rates = {name: sum(name in f for f in faithful) / len(faithful) for name in names} if faithful else {}
+    routes = sorted({o.alert.route for o in outputs if o.alert})
     return AlertingComparison(
-        any_detector=binary_metrics(any_detector, list(actual)),
-        agreement=binary_metrics(agreed, list(actual)),
-        any_alerts=sum(any_detector),
-        agreement_alerts=sum(agreed),
-        clean=len(clean),
-        any_false_alarms=sum(bool(f) for f in clean),
-        agreement_false_alarms=sum(agreement.agrees(f) for f in clean),
+        any_detector=Alerting.of([bool(f) for f in flags], actual),
+        rules=Alerting.of([o.alert is not None for o in outputs], actual),
+        by_route={
+            route: Alerting.of([o.alert is not None and o.alert.route == route for o in outputs], actual)
+            for route in routes
+        },
         false_positive_rates=rates,
         predicted_any_rate=1 - math.prod(1 - rate for rate in rates.values()),
         predicted_pair_rate=sum(a * b for a, b in itertools.combinations(rates.values(), 2)),
     )
 
 
-def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule) -> list[str]:
-    """Alerts of "any detector" vs the agreement rule, and the SPEC §5 arithmetic on clean records."""
-    c = compare_alerting(outputs, actual, agreement)
-    lines = ["", f"alerting on {len(actual)} records ({c.clean} clean):"]
-    for name, metrics, alerts, false_alarms in (
-        ("any detector", c.any_detector, c.any_alerts, c.any_false_alarms),
-        ("agreement rule", c.agreement, c.agreement_alerts, c.agreement_false_alarms),
-    ):
+def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool]) -> list[str]:
+    """Alerts of "any detector" vs the alert rules (and per route), and the independence arithmetic."""
+    c = compare_alerting(outputs, actual)
+    lines = ["", f"alerting on {len(actual)} records ({c.any_detector.faithful} faithful):"]
+    rows = [("any detector", c.any_detector), ("alert rules", c.rules)]
+    rows += [(f"  route {route}", alerting) for route, alerting in c.by_route.items()]
+    for name, a in rows:
         lines.append(
-            f"  {name:<16} alerts {alerts:>6}  P {metrics.precision:.3f}  R {metrics.recall:.3f}  F1 {metrics.f1:.3f}  "
-            f"false alarms {false_alarms} ({false_alarms / c.clean if c.clean else 0.0:.1%} of clean)"
+            f"  {name:<16} alerts {a.alerts:>6}  P {a.metrics.precision:.3f}  R {a.metrics.recall:.3f}  "
+            f"F1 {a.metrics.f1:.3f}  false alarms {a.false_alarms} ({a.false_alarm_rate:.1%} of faithful)"
         )
     if c.false_positive_rates:
         listed = ", ".join(f"{name} {rate:.1%}" for name, rate in c.false_positive_rates.items())
-        lines.append(f"  per-detector false-positive rate f_i on clean records: {listed}")
+        lines.append(f"  per-detector false-positive rate f_i on faithful records: {listed}")
         lines.append(
             f"  if independent: any detector 1-\u03a0(1-f_i) = {c.predicted_any_rate:.1%}, "
             f"two agreeing \u03a3 f_i f_j = {c.predicted_pair_rate:.1%}"
@@ -312,7 +358,7 @@ def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agre
     return lines
 
 
-def _hallucination_flags(output: EvalOutput) -> dict[str, int]:
+def hallucination_flags(output: EvalOutput) -> dict[str, int]:
     """Detectors that flagged a record as hallucinated (name -> severity), as the agreement stage counts them."""
     return {
         name: int(entry.get("severity", 0))

@@ -176,7 +176,7 @@ def labelled_scores_from_clickhouse(
     findings' retention ran out) are skipped, and their number logged.
     """
     query = f"""
-        SELECT labelled.trace_id, labelled.span_id, labelled.hallucinated,
+        SELECT labelled.trace_id, labelled.span_id, labelled.hallucinated, judged.p_hallucination,
                found.detector, found.score, found.status, found.severity, found.detector_version, found.policy
         FROM
         (
@@ -187,6 +187,12 @@ def labelled_scores_from_clickhouse(
             WHERE labelled_at >= {{since:DateTime64(3, 'UTC')}}
             GROUP BY trace_id, span_id
         ) AS labelled
+        LEFT JOIN
+        (
+            SELECT trace_id, span_id, p_hallucination FROM {database}.llm_calls FINAL
+            WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM {database}.labels)
+        ) AS judged
+        USING (trace_id, span_id)
         LEFT JOIN
         (
             SELECT trace_id, span_id, detector, {_SCORE} AS score, status, severity, detector_version, policy
@@ -200,16 +206,17 @@ def labelled_scores_from_clickhouse(
     rows = client.query(query, parameters={"since": since or _EPOCH}).result_rows
     labelled = []
     without_findings = 0
-    for (trace_id, span_id, hallucinated), group in itertools.groupby(rows, key=lambda row: tuple(row[:3])):
+    for (trace_id, span_id, hallucinated, p), group in itertools.groupby(rows, key=lambda row: tuple(row[:4])):
         # LEFT JOIN fills an unmatched span's finding columns with defaults: detector ''.
-        found = [row for row in group if row[3]]
+        found = [row for row in group if row[4]]
         detectors = {
             detector: DetectorScore(score, status, severity, version)
             for *_, detector, score, status, severity, version, _ in found
         }
         if detectors:
             policy = found[0][-1]  # the spans stage judged the call under one policy: every finding names it
-            labelled.append(LabelledScores(f"{trace_id}:{span_id}", bool(hallucinated), detectors, policy))
+            labelled.append(LabelledScores(f"{trace_id}:{span_id}", bool(hallucinated), detectors, policy,
+                                           None if p is None else float(p)))  # fmt: skip
         else:
             without_findings += 1
     if without_findings:

@@ -30,3 +30,4 @@ class LabelledScores:
     hallucinated: bool
     detectors: dict[str, DetectorScore] = field(default_factory=dict)
     policy: str = DEFAULT_POLICY  # the application policy the call falls under (calibrated per policy)
+    p_hallucination: float | None = None  # the verdict's probability, where the call has one

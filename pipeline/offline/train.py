@@ -42,10 +42,12 @@ from detectors.support_features import (
     flagged_runs,
 )
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
-from detectors.verdict import VERDICT_FEATURES
+from detectors.verdict import VERDICT_DETECTORS, VERDICT_FEATURES, PlattScaling, VerdictModel
 from pipeline.config.settings import Settings
+from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.offline.eval_metrics import auroc, span_overlap
-from pipeline.offline.evaluate import EvalOutput, EvalRecord, read_records, record_to_call
+from pipeline.offline.evaluate import EvalOutput, EvalRecord, hallucination_flags, read_records, record_to_call
+from pipeline.offline.reliability import expected_calibration_error, reliability_table
 
 logger = logging.getLogger(__name__)
 
@@ -306,27 +308,96 @@ def labelled_records(files: dict[str, Path], limit: int | None = None) -> list[t
     return [(name, r) for name, r in records if r.context and r.answer.strip() and r.hallucinated is not None]
 
 
+# The verdict's probabilities are calibrated on RAGTruth's training documents: real LLM answers to
+# real retrieval prompts, with the share of hallucinated answers (38 %) nearest to production. The
+# other sets are built to be mostly hallucinated (63-69 %); their reliability is reported, not fitted.
+CALIBRATION_SET = "ragtruth"
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictTraining:
+    """The trained, calibrated verdict, and what it does on each set and side of the split."""
+
+    verdict: VerdictModel
+    metrics: dict[str, Any]
+    probabilities: Matrix  # p_hallucination of every record, in input order
+
+
 def train_verdict(
-    records: Sequence[tuple[str, EvalRecord]], outputs: Sequence[EvalOutput]
-) -> tuple[ScaledLogistic, dict[str, Any]]:
-    """The verdict model over the training side of every set (each set weighing the same), and its AUROCs."""
+    records: Sequence[tuple[str, EvalRecord]], outputs: Sequence[EvalOutput], thresholds: Mapping[str, float]
+) -> VerdictTraining:
+    """The verdict over the training side of every set (each set weighing the same), calibrated on RAGTruth's.
+
+    ``thresholds`` are the detector thresholds the features were made relative to; the model keeps them.
+    """
     x = np.array([o.verdict_features for o in outputs])
     y = np.array([float(bool(r.hallucinated)) for _, r in records])
     names = [name for name, _ in records]
     fit = np.array([not held_out(r) for _, r in records])
     model = fit_scaled(x[fit], y[fit], [n for n, f in zip(names, fit, strict=True) if f], VERDICT_FEATURES, _VERDICT_L2)
-    scores = model.predict(x)
+    raw = model.predict(x)
+    calibrating = fit & np.array([name == CALIBRATION_SET for name in names])
+    if not calibrating.any():
+        raise TrainingDataError(f"no {CALIBRATION_SET} training records to calibrate the verdict on")
+    calibration = fit_platt(raw[calibrating], y[calibrating])
+    recipe = json.dumps([sorted(set(names)), VERDICT_FEATURES, SEED, dict(thresholds)], sort_keys=True).encode()
+    verdict = VerdictModel(
+        f"2-{hashlib.sha256(recipe + x.tobytes()).hexdigest()[:12]}", model, calibration,
+        {name: thresholds[name] for name in VERDICT_DETECTORS if name in thresholds},
+    )  # fmt: skip
+    probabilities = calibration.apply(raw)
     metrics: dict[str, Any] = {}
     for name in sorted(set(names)):
         for side, is_fit in (("train", True), ("held_out", False)):
             part = [i for i, n in enumerate(names) if n == name and fit[i] == is_fit]
-            area = auroc([float(scores[i]) for i in part], [bool(y[i]) for i in part])
-            metrics.setdefault(name, {})[side] = {"records": len(part), "auroc": _rounded(area)}
-    return model, metrics
+            p, actual = [float(probabilities[i]) for i in part], [bool(y[i]) for i in part]
+            metrics.setdefault(name, {})[side] = {
+                "records": len(part),
+                "auroc": _rounded(auroc(p, actual)),
+                "ece": round(expected_calibration_error(p, actual), 4),
+                "reliability": [b.to_dict() for b in reliability_table(p, actual)],
+            }
+    return VerdictTraining(verdict, metrics, probabilities)
 
 
-def verdict_file(model: ScaledLogistic, metrics: dict[str, Any], data: dict[str, Any]) -> dict[str, Any]:
-    """The verdict model file: the model, then how it was made."""
-    recipe = json.dumps([data, VERDICT_FEATURES, SEED], sort_keys=True).encode()
-    return {"version": f"1-{hashlib.sha256(recipe).hexdigest()[:12]}", "model": model.to_dict(),
-            "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": data, "metrics": metrics}}  # fmt: skip
+def fit_platt(scores: Matrix, labels: Matrix) -> PlattScaling:
+    """The Platt map (a logistic regression on the scores' logit) that best fits ``labels``."""
+    clipped = np.clip(scores, 1e-6, 1 - 1e-6)
+    logit = np.log(clipped / (1 - clipped))
+    coef, intercept = fit_logistic(logit[:, None], labels, np.ones(len(labels)), 0.0)
+    return PlattScaling(float(coef[0]), intercept)
+
+
+def verdict_file(
+    training: VerdictTraining, data: dict[str, Any], alert_probability: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The verdict model file: the model, its calibration, the route minimums it implies, then how it was made."""
+    verdict = training.verdict
+    return {
+        "version": verdict.version,
+        "model": verdict.model.to_dict(),
+        "thresholds": dict(verdict.thresholds),
+        "calibration": {"map": verdict.calibration.to_dict(), "fitted_on": f"{CALIBRATION_SET} training documents"},
+        "alert_probability": dict(alert_probability),
+        "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": data, "metrics": training.metrics},
+    }
+
+
+def route_minimums(
+    records: Sequence[tuple[str, EvalRecord]],
+    outputs: Sequence[EvalOutput],
+    training: VerdictTraining,
+    routing: RouteTargets,
+) -> list[RouteMinimum]:
+    """Each gated route's minimum probability on the training documents, the target holding in every set."""
+    calls = [
+        GatedCall(
+            flags=hallucination_flags(output),
+            probability=float(p) if any(output.verdict_features[1::2]) else None,
+            hallucinated=bool(record.hallucinated),
+            group=name,
+            held_out=held_out(record),
+        )
+        for (name, record), output, p in zip(records, outputs, training.probabilities, strict=True)
+    ]
+    return choose_route_minimums(calls, routing)

@@ -69,6 +69,9 @@ def evaluation_attributes(finding: Mapping[str, Any]) -> dict[str, AttributeValu
         "halluwatch.call.model": finding["model"],
         "halluwatch.call.operation": finding["operation"],
     }
+    if finding.get("p_hallucination") is not None:  # the call's, the same on each of its findings
+        attributes["halluwatch.p_hallucination"] = float(finding["p_hallucination"])
+        attributes["halluwatch.verdict.version"] = str(finding["verdict_version"])
     if status == DetectorStatus.OK:
         attributes[gen_ai.GEN_AI_EVALUATION_SCORE_VALUE] = float(finding["score"])
     elif status == DetectorStatus.ERROR:

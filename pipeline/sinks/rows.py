@@ -14,6 +14,7 @@ from typing import Any
 
 from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall, TokenLogprob
+from detectors.verdict import CallJudgement, CallVerdict
 from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
@@ -23,7 +24,7 @@ LLM_CALL_COLUMNS = [
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
     "sources_from", "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding",
-    "logprobs_json", "attributes", "ingested_at",
+    "logprobs_json", "attributes", "p_hallucination", "verdict_version", "flagged", "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -60,8 +61,14 @@ def from_unix_nano(nanos: int) -> datetime:
     return datetime.fromtimestamp(nanos / 1e9, tz=UTC)
 
 
-def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[Any]:
-    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order, its content as ``content`` allows."""
+def llm_call_row(
+    call: LLMCall, content: ContentPolicy, now: datetime, judgement: CallJudgement | None = None
+) -> list[Any]:
+    """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order, its content as ``content`` allows.
+
+    ``judgement`` is the call's as a whole (None: not judged yet, e.g. no detector ran).
+    """
+    verdict = judgement.verdict if judgement else None
     return [
         call.trace_id,
         call.span_id,
@@ -92,17 +99,26 @@ def llm_call_row(call: LLMCall, content: ContentPolicy, now: datetime) -> list[A
         content.text(call.grounding_text),
         _logprobs_json(call, with_tokens=content.mode == "store"),
         {key: content.attribute(str(value)) for key, value in call.attributes.items()},
+        verdict.probability if verdict else None,
+        verdict.model_version if verdict else "",
+        bool(judgement and judgement.flagged),
         now,
     ]
 
 
 def finding_record(
-    call: LLMCall, result: DetectorResult, thresholds_version: str, content: ContentPolicy, policy: str = DEFAULT_POLICY
+    call: LLMCall,
+    result: DetectorResult,
+    thresholds_version: str,
+    content: ContentPolicy,
+    policy: str = DEFAULT_POLICY,
+    verdict: CallVerdict | None = None,
 ) -> dict[str, Any]:
     """The finding as written to ClickHouse and published on ``halluwatch.findings`` (JSON, key = trace id).
 
     Its summary and evidence are as ``content`` allows; a call cut to the content cap
-    says which fields were cut in ``evidence["truncated"]``.
+    says which fields were cut in ``evidence["truncated"]``.  It carries its call's
+    ``p_hallucination`` (None: nothing checked the call) for the agreement stage and the trace UI.
     """
     evidence = {**result.evidence, "truncated": list(call.truncated)} if call.truncated else result.evidence
     return {
@@ -123,6 +139,8 @@ def finding_record(
         "summary": content.summary(result.summary),
         "evidence": content.evidence(evidence),
         "span_start_time_unix_nano": call.start_time_unix_nano,
+        "p_hallucination": verdict.probability if verdict else None,
+        "verdict_version": verdict.model_version if verdict else "",
     }
 
 

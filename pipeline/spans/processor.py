@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
+from detectors.config import DEFAULT_FLAG_PROBABILITY
+from detectors.verdict import CallJudgement, VerdictModel, judge_call
 from pipeline import metrics
-from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits, ContentPolicy
+from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
@@ -74,6 +75,7 @@ class BatchResult:
     spans: int = 0
     llm_calls: list[LLMCall] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    judgements: dict[tuple[str, str], CallJudgement] = field(default_factory=dict)  # by (trace id, span id)
     rekeyed: list[tuple[bytes, bytes]] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     # Trace-level facts of the batch (pipeline/ingest/trace_facts.py), for calls in other messages,
@@ -93,6 +95,7 @@ class SpanBatchProcessor:
         max_message_bytes: int = 16 * 1024 * 1024,
         limits: ContentLimits = DEFAULT_LIMITS,
         policies: PolicyBook | None = None,
+        verdict: VerdictModel | None = None,
     ) -> None:
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
@@ -102,6 +105,7 @@ class SpanBatchProcessor:
         self._max_message_bytes = max_message_bytes
         self._limits = limits  # bounds the detectors' work per call, so per message
         self._policies = policies  # None: every call judged and stored as the suite and STORE_ALL say
+        self._verdict = verdict  # None: no p_hallucination, a call is flagged by any detector
 
     def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
         """Normalize and detect a batch; never raises on input, whatever the bytes are."""
@@ -184,25 +188,28 @@ class SpanBatchProcessor:
         """Run the detectors on the batch's LLM calls, adding their finding records.
 
         Each call is judged under its application's policy: the detectors it turns off do not
-        run, its thresholds decide the flags, its content mode shapes the records.
+        run, its thresholds decide the flags, its list threshold whether the call is flagged,
+        its content mode shapes the records.  The verdict model reads the detectors' scores
+        against its own training thresholds, so a policy's thresholds never move the probability.
         """
         calls = result.llm_calls
-        if self._policies is None:
-            for run in self._suite.run(calls):
-                for call, outcome in zip(calls, run.results, strict=True):
-                    self._add_finding(result, call, outcome, DEFAULT_POLICY, STORE_ALL.findings)
-            return
-        policies = [self._policies.for_call(call) for call in calls]
-        for run in self._suite.run(calls, [policy.disabled_detectors for policy in policies]):
-            for call, outcome, policy in zip(calls, run.results, policies, strict=True):
-                judged = outcome.with_threshold(policy.thresholds.get(outcome.detector, outcome.threshold))
-                self._add_finding(result, call, judged, policy.name, policy.content.findings)
-
-    def _add_finding(
-        self, result: BatchResult, call: LLMCall, outcome: DetectorResult, policy: str, content: ContentPolicy
-    ) -> None:
-        result.findings.append(finding_record(call, outcome, self._thresholds_version, content, policy))
-        metrics.count_finding(outcome)
+        policies = [self._policies.for_call(call) for call in calls] if self._policies else []
+        disabled = [policy.disabled_detectors for policy in policies] if policies else ()
+        runs = self._suite.run(calls, disabled)
+        for index, call in enumerate(calls):
+            outcomes = [run.results[index] for run in runs]
+            if policies:
+                policy = policies[index]
+                outcomes = [o.with_threshold(policy.thresholds.get(o.detector, o.threshold)) for o in outcomes]
+                name, content, flag_at = policy.name, policy.content.findings, policy.flag_probability
+            else:
+                name, content, flag_at = DEFAULT_POLICY, STORE_ALL.findings, DEFAULT_FLAG_PROBABILITY
+            judgement = judge_call(outcomes, self._verdict, flag_at)
+            result.judgements[(call.trace_id, call.span_id)] = judgement
+            for outcome in outcomes:
+                record = finding_record(call, outcome, self._thresholds_version, content, name, judgement.verdict)
+                result.findings.append(record)
+                metrics.count_finding(outcome)
 
     @staticmethod
     def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:

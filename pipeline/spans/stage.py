@@ -135,7 +135,11 @@ class SpansStage:
     async def write(self, result: BatchResult) -> None:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
         now = datetime.now(UTC)
-        calls = [llm_call_row(call, self._policies.for_call(call).content.llm_calls, now) for call in result.llm_calls]
+        calls = [
+            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now,
+                         result.judgements.get((call.trace_id, call.span_id)))
+            for call in result.llm_calls
+        ]  # fmt: skip
         findings = [finding_row(record, now) for record in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 

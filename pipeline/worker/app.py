@@ -22,6 +22,7 @@ import faust
 from faust.types import Message
 
 from detectors.thresholds import load_thresholds
+from detectors.verdict import load_verdict_model
 from pipeline import metrics
 from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.destinations import Destination
@@ -72,6 +73,8 @@ class PipelineWorker:
                 ", ".join(thresholds.inherited),
             )
         self.policies = PolicyBook(settings, thresholds)
+        verdict = load_verdict_model(settings.detectors.verdict_model)
+        logger.info("verdict model %s: p_hallucination for every call a detector it weighs checked", verdict.version)
         if settings.policies:
             logger.info("application policies: %s", "; ".join(
                 f"{name} ({policy.match.describe()})" for name, policy in settings.policies.items()))  # fmt: skip
@@ -82,6 +85,7 @@ class PipelineWorker:
             settings.max_message_bytes,
             settings.content_limits(),
             self.policies,
+            verdict,
         )
         # The silences the alert router reads: none without ClickHouse (a sink given by a test).
         self._silence_store: SilenceStore | None = None

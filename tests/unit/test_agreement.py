@@ -1,4 +1,4 @@
-"""The agreement rule: two distinct detectors make one alert per trace per rule (SPEC §5)."""
+"""The agreement rule: two distinct detectors make one alert per trace per rule, gated by the call's probability."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from detectors.thresholds import Thresholds
 from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings, AlertRule, default_rules
+from pipeline.config.policy_book import PolicyBook
+from pipeline.config.settings import Settings
 
 TRACE = "ab" * 16
 
@@ -28,6 +31,7 @@ def finding(detector: str, *, flagged: bool = True, severity: int = 2, score: fl
         "severity": severity if flagged else 0,
         "summary": f"{detector} says so",
         "evidence": {"spans": []},
+        "p_hallucination": 0.95,
         **extra,
     }
 
@@ -43,7 +47,14 @@ def run(rule: AgreementRule, findings: list[dict], start: float = 1000.0) -> tup
     return state, alerts
 
 
-DEFAULT = AgreementRule(default_rules(), window_seconds=600)
+MINIMUMS = {"page": 0.9, "slack": 0.8}
+GATED = [rule.resolved(MINIMUMS) for rule in default_rules()]
+DEFAULT = AgreementRule(GATED, window_seconds=600)
+
+
+def book(**alerting: Any) -> PolicyBook:
+    thresholds = Thresholds("t", {"grounding": 0.5}, alert_probability=MINIMUMS)
+    return PolicyBook(Settings(alerting=AlertingSettings(**alerting)), thresholds)
 
 
 def test_one_detector_alone_never_alerts():
@@ -111,7 +122,7 @@ def test_findings_that_are_not_flags_do_not_count(other):
 
 
 def test_findings_outside_the_window_do_not_agree():
-    rule = AgreementRule(default_rules(), window_seconds=10)
+    rule = AgreementRule(GATED, window_seconds=10)
     state = rule.apply(None, [finding("grounding")], 1000.0).state
     decision = rule.apply(state, [finding("contradiction")], 1011.0)
     assert decision.alert is None
@@ -137,7 +148,7 @@ def test_custom_rules_from_yaml_shape():
         {"rules": [{"name": "any-single-flag", "route": "log", "min_detectors": 1}]}
     )
     rule = AgreementRule(config.rules, config.window_seconds)
-    _, alerts = run(rule, [finding("grounding")])
+    _, alerts = run(rule, [finding("grounding", p_hallucination=None)])
     assert [(a.rule, a.route) for a in alerts] == [("any-single-flag", "log")]
 
 
@@ -156,11 +167,38 @@ def test_rule_matching():
 
 
 def test_detectors_reading_one_signal_count_once():
-    rule = AgreementRule.from_settings(AlertingSettings())
+    rule = AgreementRule.from_settings(AlertingSettings(), book())
     _, alerts = run(rule, [finding("grounding"), finding("unsupported_spans")])
     assert alerts == []  # both compare the answer with the sources through one embedding model
     _, alerts = run(rule, [finding("unsupported_spans"), finding("contradiction")])
     assert [a.rule for a in alerts] == ["two-detectors"]
-    ungrouped = AgreementRule.from_settings(AlertingSettings(same_signal=[]))
+    ungrouped = AgreementRule.from_settings(AlertingSettings(same_signal=[]), book(same_signal=[]))
     _, alerts = run(ungrouped, [finding("grounding"), finding("unsupported_spans")])
     assert [a.rule for a in alerts] == ["two-detectors"]
+
+
+def test_rules_on_guesses_need_the_probability_of_their_route_and_rules_on_facts_do_not():
+    def call(p: float | None, first: str = "contradiction", severity: int = 4) -> list[dict]:
+        return [finding(first, severity=severity, p_hallucination=p), finding("grounding", p_hallucination=p)]
+
+    assert [a.rule for a in run(DEFAULT, call(0.95))[1]] == ["severe-contradiction"]
+    assert [a.rule for a in run(DEFAULT, call(0.85))[1]] == ["two-detectors"]  # under page's 0.9, over slack's 0.8
+    assert run(DEFAULT, call(0.7))[1] == []
+    assert run(DEFAULT, call(None))[1] == []  # a call nothing weighed has no probability to pass
+    assert [a.rule for a in run(DEFAULT, call(None, "tool_outcome"))[1]] == ["claimed-failed-tool"]
+
+
+def test_a_trace_keeps_its_highest_probability_and_the_alert_carries_it():
+    first = finding("contradiction", severity=4, p_hallucination=0.5)
+    state, alerts = run(DEFAULT, [first, {**finding("grounding", p_hallucination=0.93), "span_id": "ef" * 8}])
+    assert state is not None and state.probability == 0.93
+    assert [(a.rule, a.p_hallucination) for a in alerts] == [("severe-contradiction", 0.93)]
+
+
+def test_route_minimums_come_from_the_thresholds_file_and_must_be_there():
+    rule = AgreementRule.from_settings(AlertingSettings(), book())
+    assert [r.min_probability for r in rule.rules] == [None, 0.9, None, 0.8]
+    with pytest.raises(ValueError, match="resolve their route"):
+        AgreementRule(default_rules(), window_seconds=600)
+    with pytest.raises(ValueError, match="route page's calibrated probability"):
+        PolicyBook(Settings(), Thresholds("t", {"grounding": 0.5}))

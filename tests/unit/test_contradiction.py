@@ -129,6 +129,19 @@ def test_date_conflict_and_partial_dates() -> None:
     assert verdicts(detect("The deal closed in 1999.", "The deal closed on March 3, 1999.")) == {"1999": "supported"}
 
 
+@pytest.mark.parametrize(
+    ("answer", "verdict"),
+    [
+        ("It was released on November 2, 2004.", "supported"),  # the day in the text, the year in its date line
+        ("It was released on November 2, 2005.", "unsupported"),  # a year the text never states
+        ("It was released on November 9, 2004.", "unsupported"),
+    ],
+)
+def test_a_full_date_is_stated_by_its_day_and_a_year_stated_elsewhere(answer: str, verdict: str) -> None:
+    context = "Posted 2004-10-19. The album hits stores on Election Day, November 2, with a tour to follow."
+    assert list(verdicts(detect(answer, context)).values()) == [verdict]
+
+
 def test_times_of_day() -> None:
     context = '{"hours": {"Monday": "8:0-14:0", "Tuesday": "16:30-21:0"}}'
     assert verdicts(detect("On Monday it is open 8:00 am to 2:00 pm.", context))["8:00 am to 2:00 pm"] == "supported"

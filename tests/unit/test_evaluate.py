@@ -13,6 +13,7 @@ from detectors.suite import DetectorSuite
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.alerting import AlertRule
 from pipeline.offline.evaluate import (
+    EvalAlert,
     EvalInputError,
     EvalOutput,
     agreement_report,
@@ -94,13 +95,27 @@ def _output(flagged: set[str], names: tuple[str, ...] = ("a", "b", "c", "sentine
     return EvalOutput(id="x", score=0.0, hallucinated=bool(flagged), detectors=detectors)
 
 
-def test_agreement_report_against_any_detector():
+def test_agreement_report_against_any_detector_and_by_route():
     outputs = [_output({"a", "b"}), _output({"a"}), _output({"a", "sentinel"}), _output({"b", "c"})]
+    outputs[0] = replace(outputs[0], alert=EvalAlert("r1", "page"))
+    outputs[3] = replace(outputs[3], alert=EvalAlert("r2", "slack"))
     actual = [True, True, False, False]
-    rule = AgreementRule([AlertRule(name="two", route="log")], window_seconds=60)
-    text = "\n".join(agreement_report(outputs, actual, rule))
-    assert "any detector     alerts      4  P 0.500  R 1.000  F1 0.667  false alarms 2 (100.0% of clean)" in text
-    assert "agreement rule   alerts      2  P 0.500  R 0.500  F1 0.500  false alarms 1 (50.0% of clean)" in text
-    # f = 0.5 each for a, b, c on the two clean records; the sentinel never counts.
+    text = "\n".join(agreement_report(outputs, actual))
+    assert "any detector     alerts      4  P 0.500  R 1.000  F1 0.667  false alarms 2 (100.0% of faithful)" in text
+    assert "alert rules      alerts      2  P 0.500  R 0.500  F1 0.500  false alarms 1 (50.0% of faithful)" in text
+    assert "  route page     alerts      1  P 1.000  R 0.500  F1 0.667  false alarms 0 (0.0% of faithful)" in text
+    assert "  route slack    alerts      1  P 0.000  R 0.000  F1 0.000  false alarms 1 (50.0% of faithful)" in text
+    # f = 0.5 each for a, b, c on the two faithful records; the sentinel never counts.
     assert "a 50.0%, b 50.0%, c 50.0%" in text and "sentinel" not in text
     assert "1-\u03a0(1-f_i) = 87.5%" in text and "\u03a3 f_i f_j = 75.0%" in text
+
+
+def test_each_output_says_what_the_worker_would_do(tmp_path: Path):
+    records = list(read_records(_write(tmp_path, RECORDS)))
+    rule = AgreementRule([AlertRule(name="any-word", route="log", min_detectors=1)], window_seconds=60)
+    outputs = score_batch(DetectorSuite([AnswerHas()]), records, agreement=rule)
+    lines = [json.loads(o.to_json()) for o in outputs]
+    assert [(line["alert"], line["p_hallucination"]) for line in lines] == [
+        ({"rule": "any-word", "route": "log"}, None),  # no verdict model: no probability
+        (None, None),
+    ]

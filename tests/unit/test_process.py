@@ -41,7 +41,7 @@ def test_keyed_messages_yield_calls_and_one_finding_per_detector_and_call():
     result = processor.process([_keyed(t) for t in traces])
     assert result.spans == sum(len(list(iter_spans(t))) for t in traces)
     assert len(result.llm_calls) == 4
-    assert [f["detector"] for f in result.findings] == ["fixed"] * 4 + ["exploding"] * 4
+    assert [f["detector"] for f in result.findings] == ["fixed", "exploding"] * 4  # call by call
     exploded = [f for f in result.findings if f["detector"] == "exploding"]
     assert {f["status"] for f in exploded} == {str(DetectorStatus.ERROR)}
     assert "model file vanished" in exploded[0]["summary"]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import SupportModel
-from detectors.verdict import VERDICT_FEATURES
+from detectors.verdict import VERDICT_FEATURES, load_verdict_model
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.train import (
     RecordFeatures,
@@ -92,7 +94,7 @@ def test_missing_sets_are_named(tmp_path):
         data_files(tmp_path, ["ragtruth"])
 
 
-def test_the_verdict_learns_which_detector_to_trust_per_set():
+def test_the_verdict_learns_which_detector_to_trust_per_set(tmp_path: Path):
     rng = np.random.default_rng(3)
     records, outputs = [], []
     for i in range(400):
@@ -104,11 +106,26 @@ def test_the_verdict_learns_which_detector_to_trust_per_set():
         record = EvalRecord(str(i), "", (f"document {i}",), "x", "qa", label)
         records.append(("summedits" if i % 3 else "ragtruth", record))
         outputs.append(EvalOutput(str(i), 0.0, False, {}, verdict_features=tuple(features)))
-    model, metrics = train_verdict(records, outputs)
-    weights = dict(zip(model.features, model.coef, strict=True))
+    trained = train_verdict(records, outputs, {"contradiction": 0.25, "grounding": 0.4, "tool_facts": 0.5})
+    weights = dict(zip(trained.verdict.model.features, trained.verdict.model.coef, strict=True))
     assert weights["contradiction.score"] > 1.0 and abs(weights["grounding.score"]) < 0.3
-    assert metrics["summedits"]["held_out"]["auroc"] > 0.9
-    assert verdict_file(model, metrics, {"x": 1})["version"] == verdict_file(model, metrics, {"x": 1})["version"]
+    held = trained.metrics["summedits"]["held_out"]
+    assert held["auroc"] > 0.9 and sum(b["records"] for b in held["reliability"]) == held["records"]
+    # Calibrated on RAGTruth's training documents, where it is near what it says.
+    assert trained.metrics["ragtruth"]["train"]["ece"] < 0.1
+    document = verdict_file(trained, {"x": 1}, {"page": {"min_probability": 0.9}})
+    assert document["thresholds"] == {"contradiction": 0.25, "grounding": 0.4}  # the verdict's detectors only
+    assert document["version"] == verdict_file(trained, {"x": 1}, {})["version"]
+    written = tmp_path / "verdict.json"
+    written.write_text(json.dumps(document))
+    assert load_verdict_model(written) == trained.verdict
+
+
+def test_the_verdict_needs_ragtruth_training_documents_to_calibrate_on():
+    record = EvalRecord("1", "", ("document",), "x", "qa", True)
+    output = EvalOutput("1", 0.0, False, {}, verdict_features=(0.0,) * len(VERDICT_FEATURES))
+    with pytest.raises(TrainingDataError, match="ragtruth"):
+        train_verdict([("wice", record), ("wice", replace(record, hallucinated=False))], [output, output], {})
 
 
 def test_each_kind_of_support_needs_span_labels_to_learn_from():

@@ -1,4 +1,4 @@
-"""The combined verdict: the learned model over every detector, and the maximum without one."""
+"""The combined verdict: the learned, calibrated model over every detector, and the maximum without one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.learned import ScaledLogistic
-from detectors.verdict import VERDICT_FEATURES, combined_verdict, load_verdict_model, verdict_features
+from detectors.verdict import (
+    VERDICT_DETECTORS,
+    VERDICT_FEATURES,
+    PlattScaling,
+    VerdictModel,
+    combined_verdict,
+    judge_call,
+    load_verdict_model,
+    verdict_features,
+)
 
 
 def result(detector: str, score: float, threshold: float = 0.5, status: DetectorStatus = DetectorStatus.OK):
@@ -25,22 +34,59 @@ def test_features_are_threshold_relative_scores_of_detectors_that_checked():
     assert named["grounding.score"] == 0.0 and named["grounding.checked"] == 0.0
 
 
-def test_the_model_decides_where_one_is_given_and_the_maximum_otherwise():
-    trusts_contradiction = ScaledLogistic(
+def trusting(detector: str, **fields) -> VerdictModel:
+    model = ScaledLogistic(
         VERDICT_FEATURES, (0.0,) * len(VERDICT_FEATURES), (1.0,) * len(VERDICT_FEATURES),
-        tuple(8.0 if f == "contradiction.score" else 0.0 for f in VERDICT_FEATURES), -4.0,
+        tuple(8.0 if f == f"{detector}.score" else 0.0 for f in VERDICT_FEATURES), -4.0,
     )  # fmt: skip
+    return VerdictModel("test-1", model, **fields)
+
+
+def test_the_model_decides_where_one_is_given_and_the_maximum_otherwise():
     results = [result("contradiction", 0.1), result("grounding", 0.95), result("sentinel", 1.0)]
-    score, flagged = combined_verdict(results, trusts_contradiction)
+    score, flagged = combined_verdict(results, trusting("contradiction"))
     assert score < 0.5 and not flagged  # grounding alone does not convince this model
     assert combined_verdict(results) == (pytest.approx(0.95), True)  # the maximum: grounding decides
 
 
-def test_the_shipped_model_loads_and_a_foreign_one_is_refused(tmp_path: Path):
-    model = load_verdict_model()
-    assert model.features == VERDICT_FEATURES
-    assert 0.0 < float(model.predict(np.zeros((1, len(VERDICT_FEATURES))))[0]) < 1.0
+def test_a_call_nothing_weighed_has_no_probability():
+    model = trusting("contradiction")
+    assert model.verdict([result("sentinel", 1.0), result("grounding", 0.9, status=DetectorStatus.SKIPPED)]) is None
+    verdict = model.verdict([result("contradiction", 1.0)])
+    assert verdict is not None and verdict.probability > 0.98 and verdict.model_version == "test-1"
+
+
+def test_features_are_relative_to_the_thresholds_the_model_was_trained_with():
+    model = trusting("contradiction", thresholds={"contradiction": 0.25})
+    policy_strict = result("contradiction", 0.25, threshold=0.9)  # a policy moved the detector's own threshold
+    assert model.features([policy_strict])[0] == 0.5
+    verdict = model.verdict([policy_strict])
+    assert verdict is not None and verdict.probability == pytest.approx(0.5)
+
+
+def test_calibration_moves_probabilities_keeping_their_order():
+    raw = np.array([0.1, 0.5, 0.9])
+    calibrated = PlattScaling(slope=1.5, intercept=-0.7).apply(raw)
+    assert list(np.argsort(calibrated)) == [0, 1, 2] and calibrated[1] < 0.5
+    assert np.allclose(PlattScaling().apply(raw), raw)
+
+
+def test_a_call_is_flagged_by_its_probability_or_by_a_fact():
+    model = trusting("contradiction")
+    assert judge_call([result("contradiction", 1.0)], model, 0.5).flagged
+    assert not judge_call([result("contradiction", 0.0), result("grounding", 0.9)], model, 0.5).flagged
+    fact = judge_call([result("contradiction", 0.0), result("tool_outcome", 1.0)], model, 0.5)
+    assert fact.flagged and fact.verdict is not None and fact.verdict.probability < 0.5
+    assert judge_call([result("grounding", 0.9)], None, 0.5).flagged  # no model: any flag
+    assert not judge_call([result("sentinel", 1.0)], None, 0.5).flagged
+
+
+def test_the_shipped_model_loads_calibrated_and_a_foreign_one_is_refused(tmp_path: Path):
+    verdict = load_verdict_model()
+    assert verdict.model.features == VERDICT_FEATURES and verdict.calibration != PlattScaling()
+    assert verdict.thresholds and set(verdict.thresholds) <= set(VERDICT_DETECTORS)
+    assert 0.0 < float(verdict.calibrated(np.zeros((1, len(VERDICT_FEATURES))))[0]) < 1.0
     other = tmp_path / "verdict.json"
-    other.write_text(json.dumps({"model": {**model.to_dict(), "features": ["x"] * len(VERDICT_FEATURES)}}))
+    other.write_text(json.dumps({"model": {**verdict.model.to_dict(), "features": ["x"] * len(VERDICT_FEATURES)}}))
     with pytest.raises(ValueError, match=re.escape(str(other))):
         load_verdict_model(other)
