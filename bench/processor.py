@@ -17,6 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.thresholds import load_thresholds
+from detectors.verdict import load_verdict_model
 from pipeline.config.settings import Settings
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
@@ -34,7 +35,9 @@ def main() -> None:
         for t in mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace)
     ]
     thresholds = load_thresholds()
-    processor = SpanBatchProcessor(suite_from_settings(Settings(), thresholds), thresholds.version)
+    processor = SpanBatchProcessor(
+        suite_from_settings(Settings(), thresholds), thresholds.version, verdict=load_verdict_model()
+    )  # the call-level verdict, as the worker judges
     rates = []
     for _ in range(args.runs):
         started = time.perf_counter()

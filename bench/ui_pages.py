@@ -17,8 +17,7 @@ rule, alerted only, a deep page (page=20) and a 24-hour window; the trace page o
 alerted, flagged and only clean calls.  After a warm-up, ``--requests`` per kind, interleaved;
 p50/p95 ms per kind, and the time spent in each TriageStore query.  ``--http`` repeats it
 through waitress (4 threads, as ``halluwatch ui``) and ``requests``.  ``--without-trace-indexes``
-drops the trace_id skip indexes (the state before migration 009); ``--list-query compare`` also
-times a two-phase list query (summaries read for the listed calls only) under /two-phase.
+drops the trace_id skip indexes (the state before migration 009).
 
     .venv/bin/python bench/ui_pages.py [--findings 1000000] [--requests 30] [--optimize] [--http]
 """
@@ -44,12 +43,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pydantic import SecretStr
-from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.test import Client
 
 from pipeline.config.ui import UISettings
 from pipeline.sinks.clickhouse import connect, migrate
-from pipeline.ui.queries import FlaggedCall, ListFilters, TriageStore, _flagged_call
+from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
 
 DB = "halluwatch"
@@ -125,7 +123,7 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 provider, model, operation, start_time, end_time, duration_ms, input_tokens, output_tokens,
                 finish_reason, input_messages, output_messages, tool_calls, tool_definitions, sources,
                 sources_from, logprob_tokens, content_mode, content_source, prompt, grounding, answer,
-                attributes, ingested_at)
+                attributes, p_hallucination, verdict_version, flagged, ingested_at)
             {head}
             SELECT trace_id, span_id, substring(lower(hex(MD5(concat('parent', toString(trace_no))))), 1, 16),
                 service, concat(operation, ' ', model), 'gen_ai', 'openai', model, operation,
@@ -134,9 +132,10 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 {words("prompt", "number", 150, 300)}, {words("ground", "number", 150, 300)},
                 {words("answer", "number", 170, 300)},
                 map('gen_ai.system', 'openai', 'server.address', 'api.example.com'),
-                start_time + toIntervalSecond(2)
+                p, '2-bench', suspect AND p >= 0.6, start_time + toIntervalSecond(2)
             FROM (SELECT number, {call_columns(end_us, calls, "number")},
-                         200 + cityHash64('dur', number) % 4000 AS dur
+                         200 + cityHash64('dur', number) % 4000 AS dur,
+                         (if(suspect, 500, 0) + cityHash64('p', number) % 500) / 1000 AS p
                   FROM numbers({lo}, {hi - lo}))
             """)  # noqa: S608 - bench-made SQL, no outside input
     timings["llm_calls"] = time.perf_counter() - started
@@ -267,6 +266,7 @@ def page_kinds(client: Any, traces: dict[str, list[str]]) -> dict[str, list[str]
         "list: rule": ["/?rule=two-detectors"],
         "list: alerted only": ["/?alerted=1"],
         "list: page 20": ["/?page=20"],
+        "list: most likely first": ["/?order=probability"],
         "list: last 24 h": [f"/?since={since}&until={until}"],
     }
     return kinds | {kind: [f"/trace/{t}" for t in ids] for kind, ids in traces.items()}
@@ -365,14 +365,8 @@ def report(title: str, results: dict[str, dict[str, Any]]) -> None:
         )
     over = [kind for kind, result in results.items() if percentile(result["ms"], 0.95) > 300]
     print(f"\nover 300 ms at p95: {', '.join(over) or 'none'}")
-    proposal = [kind for kind in results if kind.endswith(", two-phase")]
-    shipped = [kind for kind in results if kind not in proposal]
-    trace_pages = [kind for kind in shipped if kind.startswith("trace")]
-    groups = {"current": shipped} | ({"with the two-phase list query": proposal + trace_pages} if proposal else {})
-    for name, group in groups.items():
-        if group:
-            every = [ms for kind in group for ms in results[kind]["ms"]]
-            print(f"all pages, {name}: p50 {statistics.median(every):.0f} ms, p95 {percentile(every, 0.95):.0f} ms")
+    every = [ms for result in results.values() for ms in result["ms"]]
+    print(f"all pages: p50 {statistics.median(every):.0f} ms, p95 {percentile(every, 0.95):.0f} ms")
 
 
 def explain(client: Any, trace_id: str) -> None:
@@ -408,52 +402,6 @@ def http_server(app: Any) -> str:
     return f"http://127.0.0.1:{server.effective_port}"
 
 
-class TwoPhaseStore(TriageStore):
-    """TriageStore with the proposed ``flagged_calls``: the page's calls first, their summaries second.
-
-    One query grouping every flagged row reads the summary column of the whole table (flagged
-    rows lie in every granule), though the page shows 50 of them; here the grouping query
-    leaves the summary out and a second query reads it for the page's calls only.
-    """
-
-    def flagged_calls(self, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
-        return two_phase_flagged_calls(self, filters, limit, offset)
-
-
-def two_phase_flagged_calls(store: TriageStore, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
-    where, having, params = store._conditions(filters)
-    conditions = " AND ".join(where)
-    rows = store._rows(
-        f"""
-        SELECT trace_id, span_id, any(service), any(operation), any(model), max(span_start_time),
-               arraySort(groupUniqArray(detector)) AS detectors, max(severity)
-        FROM {store._db}.findings
-        WHERE {conditions}
-        GROUP BY trace_id, span_id
-        {having}
-        ORDER BY max(span_start_time) DESC, trace_id, span_id
-        LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
-        """,  # noqa: S608 - identifiers validated, values bound
-        {**params, "limit": limit, "offset": offset},
-    )
-    summaries: dict[tuple[str, str], str] = {}
-    if rows:
-        summaries = {
-            (trace, span): summary
-            for trace, span, summary in store._rows(
-                f"""
-                SELECT trace_id, span_id, argMax(summary, severity) FROM {store._db}.findings
-                WHERE {conditions}
-                  AND trace_id IN {{page_traces:Array(String)}} AND span_id IN {{page_spans:Array(String)}}
-                GROUP BY trace_id, span_id
-                """,  # noqa: S608 - identifiers validated, values bound
-                {**params, "page_traces": sorted({r[0] for r in rows}), "page_spans": sorted({r[1] for r in rows})},
-            )
-        }
-    rules = store._rules_of(sorted({row[0] for row in rows}))
-    return [_flagged_call((*row, summaries.get((row[0], row[1]), "")), rules.get(row[0], ())) for row in rows]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--findings", type=int, default=1_000_000, help="findings rows (8 per call)")
@@ -467,10 +415,6 @@ def main() -> None:
     parser.add_argument("--http", action="store_true", help="also through waitress and requests")
     parser.add_argument("--data-dir", type=Path, help="chDB directory (default: a temporary one)")
     parser.add_argument("--explain", action="store_true", help="print index use of the trace page's reads")
-    parser.add_argument(
-        "--list-query", choices=["current", "two-phase", "compare"], default="current",
-        help="two-phase: the proposed flagged_calls (summaries read for the listed calls only); compare: both",
-    )  # fmt: skip
     parser.add_argument(
         "--without-trace-indexes", action="store_true", help="drop the trace_id skip indexes first (before 009)"
     )
@@ -518,23 +462,6 @@ def main() -> None:
         settings = UISettings(token=SecretStr(TOKEN))
         store = TriageStore(client, DB)
         app: Any = create_app(store, settings)
-        variant = "two-phase list query" if args.list_query == "two-phase" else "current queries"
-        if args.list_query != "current":
-            check = ListFilters()
-            assert [
-                (c.trace_id, c.span_id, c.detectors, c.severity)
-                for c in TwoPhaseStore(client, DB).flagged_calls(check, 200)
-            ] == [(c.trace_id, c.span_id, c.detectors, c.severity) for c in store.flagged_calls(check, 200)]
-        if args.list_query == "two-phase":
-            app = create_app(TwoPhaseStore(client, DB), settings)
-        elif args.list_query == "compare":  # both, interleaved: the proposal's list pages under /two-phase/
-            app = DispatcherMiddleware(app, {"/two-phase": create_app(TwoPhaseStore(client, DB), settings)})
-            kinds |= {
-                f"{kind}, two-phase": [f"/two-phase{p}" for p in paths]
-                for kind, paths in kinds.items()
-                if "list" in kind
-            }
-            variant = "current queries and (under /two-phase) the two-phase list query"
         headers = {"Authorization": f"Bearer {TOKEN}"}
         clock = QueryClock()
         clock.install()
@@ -545,7 +472,7 @@ def main() -> None:
             return response.status_code, len(response.data)
 
         parts = counts(client)["findings"][1]
-        state = f"findings in {parts} active parts{' after OPTIMIZE FINAL' if args.optimize else ''}, {variant}"
+        state = f"findings in {parts} active parts{' after OPTIMIZE FINAL' if args.optimize else ''}"
         results = measure(in_process, kinds, args.requests, args.warmup, clock, rng)
         report(f"Flask app in process (werkzeug test client), {args.requests} requests per kind, {state}:", results)
 

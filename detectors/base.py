@@ -20,6 +20,10 @@ from typing import Any, ClassVar
 
 from detectors.llm_call import LLMCall
 
+# Detectors whose flag is a fact about the call (a schema it breaks, a tool result it misreports,
+# an endpoint that does not exist), checked rather than guessed: never a probability.
+FACT_DETECTORS = frozenset({"schema_violation", "tool_facts", "tool_outcome"})
+
 logger = logging.getLogger(__name__)
 
 

@@ -29,6 +29,8 @@ class Thresholds:
     by_policy: dict[str, dict[str, float]] = field(default_factory=dict)
     # By alert route: the lowest p_hallucination its rules need to keep false alarms under the route's target.
     alert_probability: dict[str, float] = field(default_factory=dict)
+    # By policy: (slope, intercept) of the Platt map its human verdicts fitted over the global p_hallucination.
+    recalibration: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def own(self) -> dict[str, float]:
@@ -63,7 +65,7 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
     merged = {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}
     # Routes a file does not calibrate keep the built-in minimum, as detectors keep their threshold.
     probability = {**builtin.alert_probability, **own.alert_probability}
-    return Thresholds(own.version, merged, inherited, own.by_policy, probability)
+    return Thresholds(own.version, merged, inherited, own.by_policy, probability, own.recalibration)
 
 
 def _parse(document: Any, origin: str) -> Thresholds:
@@ -82,7 +84,20 @@ def _parse(document: Any, origin: str) -> Thresholds:
         by_detector=by_detector,
         by_policy=by_policy,
         alert_probability=_route_probabilities(document.get("alert_probability"), origin),
+        recalibration={
+            str(name): _platt(group["calibration"], origin, f"policies.{name}.calibration")
+            for name, group in policies.items()
+            if isinstance(group, dict) and group.get("calibration") is not None
+        },
     )
+
+
+def _platt(entry: Any, origin: str, where: str) -> tuple[float, float]:
+    slope = entry.get("slope") if isinstance(entry, dict) else None
+    intercept = entry.get("intercept") if isinstance(entry, dict) else None
+    if not isinstance(slope, int | float) or not isinstance(intercept, int | float) or slope <= 0:
+        raise ThresholdsError(f"{origin}: {where} needs a positive slope and an intercept")
+    return float(slope), float(intercept)
 
 
 def _route_probabilities(routes: Any, origin: str) -> dict[str, float]:

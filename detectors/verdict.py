@@ -17,6 +17,7 @@ and keep their own meaning: :data:`FACT_DETECTORS`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,10 @@ from typing import Any, Final
 
 import numpy as np
 
-from detectors.base import DetectorResult, DetectorStatus
+from detectors.base import FACT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
-# Their flag is a fact about the call (checked against schemas, registries, tool results), not a guess.
-FACT_DETECTORS: Final = frozenset({"schema_violation", "tool_facts", "tool_outcome"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
 _NOT_SPAN_SOURCES = NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS
 # The span-level hallucination detectors the verdict model weighs (sampled ones judge too few calls).
@@ -51,13 +50,13 @@ def threshold_relative(score: float, threshold: float) -> float:
     return 0.5 + 0.5 * (score - threshold) / (1.0 - threshold)
 
 
-def verdict_features(results: Iterable[DetectorResult], thresholds: Mapping[str, float] | None = None) -> Matrix:
+def verdict_features(results: Iterable[DetectorResult], thresholds: Mapping[str, float] | None = None) -> list[float]:
     """One row (``VERDICT_FEATURES`` order): each detector's threshold-relative score and whether it checked.
 
     ``thresholds`` (by detector) replace the results' own: a model's features are relative to
     the thresholds it was trained with, whatever a policy or a later thresholds file sets.
     """
-    row = np.zeros(len(VERDICT_FEATURES))
+    row = [0.0] * len(VERDICT_FEATURES)
     for r in results:
         if r.status is DetectorStatus.OK and r.detector in VERDICT_DETECTORS:
             at = 2 * VERDICT_DETECTORS.index(r.detector)
@@ -77,6 +76,15 @@ class PlattScaling:
         """Calibrated probabilities for raw model scores."""
         clipped = np.clip(scores, _EPSILON, 1 - _EPSILON)
         return sigmoid(self.slope * np.log(clipped / (1 - clipped)) + self.intercept)
+
+    def apply_one(self, score: float) -> float:
+        """:meth:`apply` of one score in plain Python."""
+        clipped = min(max(score, _EPSILON), 1 - _EPSILON)
+        return 0.5 * (1.0 + math.tanh(0.5 * (self.slope * math.log(clipped / (1 - clipped)) + self.intercept)))
+
+    def then(self, other: PlattScaling) -> PlattScaling:
+        """The map that applies ``self`` and then ``other``: one map, both being linear in the logit."""
+        return PlattScaling(other.slope * self.slope, other.slope * self.intercept + other.intercept)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form."""
@@ -98,7 +106,7 @@ class VerdictModel:
     # Detector thresholds the features were made relative to when the model was trained.
     thresholds: Mapping[str, float] = field(default_factory=dict)
 
-    def features(self, results: Iterable[DetectorResult]) -> Matrix:
+    def features(self, results: Iterable[DetectorResult]) -> list[float]:
         """The model's input row for one call's results."""
         return verdict_features(results, self.thresholds)
 
@@ -113,9 +121,10 @@ class VerdictModel:
         probability: the model's prior is not a judgement of that answer.
         """
         row = self.features(results)
-        if not row[1::2].any():  # the "checked" columns
+        if not any(row[1::2]):  # the "checked" columns
             return None
-        return CallVerdict(float(self.calibrated(row[None, :])[0]), self.version)
+        # Per call in the spans stage: plain Python, the same arithmetic as the batched :meth:`calibrated`.
+        return CallVerdict(self.calibration.apply_one(self.model.predict_row(row)), self.version)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,16 +144,22 @@ class CallJudgement:
 
 
 def judge_call(
-    results: Sequence[DetectorResult], verdict_model: VerdictModel | None, flag_probability: float
+    results: Sequence[DetectorResult],
+    verdict_model: VerdictModel | None,
+    flag_probability: float,
+    recalibration: PlattScaling = PlattScaling(),
 ) -> CallJudgement:
     """A call is flagged when its probability reaches ``flag_probability`` or a fact detector flagged it.
 
+    ``recalibration`` is the call's application's own map (fitted on its people's verdicts).
     Without a verdict model, any hallucination flag flags the call.
     """
     facts = any(r.flagged and r.detector in FACT_DETECTORS for r in results)
     if verdict_model is None:
         return CallJudgement(None, any(r.flagged and r.detector not in NOT_HALLUCINATION_EVIDENCE for r in results))
     verdict = verdict_model.verdict(results)
+    if verdict is not None and recalibration != PlattScaling():
+        verdict = CallVerdict(recalibration.apply_one(verdict.probability), verdict.model_version)
     return CallJudgement(verdict, facts or (verdict is not None and verdict.probability >= flag_probability))
 
 

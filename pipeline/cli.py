@@ -225,14 +225,15 @@ def evaluate(
     """Score labelled records offline with the worker's detectors; print P/R/F1/AUROC.
 
     INPUT.jsonl holds records {id, task, question, context, answer, hallucinated?, spans?}
-    (the format of shared/data). OUTPUT gets one line per record: {id, score, hallucinated,
+    (the format of shared/data). OUTPUT gets one line per record, what the worker would do:
+    {id, score, hallucinated, p_hallucination, alert: {rule, route} or null,
     detectors: {name: {score, flagged, status, severity, version}}, spans: [{start, end, text, detector}]}.
+    The summary counts false alarms per route as a share of the faithful records.
     """
     import itertools
 
     from tqdm import tqdm
 
-    from pipeline.agreement.rules import AgreementRule
     from pipeline.offline.evaluate import evaluate, read_records, report
 
     settings = _settings(config_path)
@@ -243,8 +244,7 @@ def evaluate(
         for output in tqdm(evaluate(records, settings, batch_size, workers), total=len(records), unit="rec"):
             out.write(output.to_json() + "\n")
             outputs.append(output)
-    alerting = settings.alerting
-    click.echo(report(records, outputs, AgreementRule.from_settings(alerting)))
+    click.echo(report(records, outputs))
 
 
 @main.command()
@@ -298,6 +298,7 @@ def calibrate(
     from detectors.thresholds import load_thresholds
     from pipeline.agreement.rules import AgreementRule
     from pipeline.config.policy_book import PolicyBook
+    from detectors.verdict import PlattScaling
     from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots
@@ -321,7 +322,8 @@ def calibrate(
     except CalibrationError as exc:
         raise click.ClickException(str(exc)) from exc
     targets = {name: p.target_precision for name, p in settings.policies.items() if p.target_precision}
-    groups = calibrate_policies(labelled, result, rule, shrinkage, targets)
+    maps = {name: PlattScaling(*fitted) for name, fitted in current.recalibration.items()}
+    groups = calibrate_policies(labelled, result, rule, shrinkage, targets, maps)
     writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
     models = {"embeddings": settings.detectors.embeddings.model}

@@ -1,7 +1,7 @@
 -- title: Flag and alert rate by app
 -- chart: timeseries
 -- unit: percentunit
--- description: Per application policy and interval, the share of its LLM calls that at least one hallucination detector flagged ("APP / flagged") and the share whose trace raised an alert ("APP / alerted"). A wide gap is agreement doing its job; an app whose flag rate jumps alone is what the rate monitors open incidents for. The sentinel's "unverified factual" flag does not count.
+-- description: Per application policy and interval, the share of its LLM calls flagged ("APP / flagged": p_hallucination at the policy's list threshold, or a fact detector's flag) and the share whose trace raised an alert ("APP / alerted"). A wide gap is agreement and the alert probability doing their job; an app whose flag rate jumps alone is what the rate monitors open incidents for.
 SELECT
     time,
     concat(app, ' / ', share.1) AS series,
@@ -18,7 +18,7 @@ FROM
         SELECT
             any(span_start_time) AS call_start,
             any(policy) AS call_policy,
-            max(flagged AND status = 'ok' AND detector NOT IN ('sentinel')) AS hallucinated,
+            (trace_id, span_id) IN (SELECT trace_id, span_id FROM halluwatch.llm_calls WHERE flagged AND $__timeFilter(start_time)) AS hallucinated,
             trace_id IN (SELECT trace_id FROM halluwatch.alerts WHERE created_at >= $__fromTime) AS alerted
         FROM halluwatch.findings FINAL
         WHERE $__timeFilter(span_start_time) AND $__conditionalAll(service IN (${service:singlequote}), $service)

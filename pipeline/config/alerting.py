@@ -8,12 +8,14 @@ setup shows its alerts without any Slack or PagerDuty account.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from detectors.base import FACT_DETECTORS
+
 # A rule's ``min_probability`` that means "the value calibrated for the rule's route".
-ROUTE_PROBABILITY = "route"
+ROUTE_PROBABILITY: Final = "route"
 
 
 class AlertRule(BaseModel):
@@ -26,7 +28,8 @@ class AlertRule(BaseModel):
     call's ``p_hallucination`` to reach a value: a number, or ``route`` for the value
     ``halluwatch calibrate`` chose for the rule's route (the thresholds file's
     ``alert_probability``), the lowest that keeps the route's false alarms under its target.
-    The probability makes agreement stricter; it never replaces it.
+    The probability makes agreement stricter; it never replaces it.  Where a detector that
+    reports a fact is among those agreeing, the fact decides and no probability is asked for.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -48,9 +51,11 @@ class AlertRule(BaseModel):
         signals = {(signal_of or {}).get(name, name) for name in flagged}
         if len(signals) < self.min_detectors or any(name not in flagged for name in self.all_of):
             return False
-        if self.min_probability == ROUTE_PROBABILITY:
+        minimum = self.min_probability
+        if minimum == ROUTE_PROBABILITY:
             raise ValueError(f"rule {self.name}: its route's minimum probability was never resolved")
-        if self.min_probability is not None and (probability is None or probability < self.min_probability):
+        fact = bool(FACT_DETECTORS & flagged.keys())  # a fact needs no probability
+        if isinstance(minimum, float) and not fact and (probability is None or probability < minimum):
             return False
         considered = [flagged[name] for name in self.all_of] if self.all_of else list(flagged.values())
         return max(considered, default=0) >= self.min_severity
@@ -100,8 +105,9 @@ class RouteConfig(BaseModel):
     pagerduty_routing_key: SecretStr | None = None
     # More alerts than this in a minute are sent as one digest message, never dropped.
     max_per_minute: int = Field(default=20, ge=1)
-    # The share of faithful calls this route may alert on: `halluwatch calibrate` chooses the
-    # lowest probability minimum of its rules that stays under it on labelled calls.
+    # The share of faithful calls that may alert on this route or on a gated route whose rules come
+    # before it (so `slack: 3 %` bounds every alert, pages included): `halluwatch train` and
+    # `calibrate` choose the lowest p_hallucination minimum of its rules that stays under it.
     false_alarm_target: float = Field(default=0.03, gt=0.0, lt=1.0)
 
 

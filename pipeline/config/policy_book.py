@@ -16,6 +16,7 @@ from typing import Any
 
 from detectors.llm_call import LLMCall
 from detectors.thresholds import Thresholds
+from detectors.verdict import PlattScaling
 from pipeline.config.alerting import AlertRule
 from pipeline.config.content_policy import ContentPolicies
 from pipeline.config.policy import DEFAULT_POLICY, AppPolicy, call_identity
@@ -35,6 +36,8 @@ class EffectivePolicy:
     content: ContentPolicies = field(repr=False)
     sample_rate: float
     flag_probability: float  # a call whose p_hallucination reaches this is flagged
+    # Maps the verdict's p_hallucination onto what this app's human verdicts observed (identity: none fitted).
+    recalibration: PlattScaling
     origin: Mapping[str, str]  # "thresholds.grounding" -> "policy medbot", "thresholds file v3"...
 
 
@@ -112,6 +115,7 @@ def _effective(name: str, policy: AppPolicy | None, settings: Settings, threshol
         sample_rate=pick(
             "sample_rate", policy and policy.sample_rate, settings.consistency.sample_rate, "consistency.sample_rate"
         ),
+        recalibration=PlattScaling(*thresholds.recalibration.get(name, (1.0, 0.0))),
         flag_probability=pick(
             "flag_probability",
             policy and policy.flag_probability,

@@ -6,8 +6,9 @@ late without moving them into the current window, and ``findings`` is partitione
 The price: a call's late findings (sampled detectors report seconds to minutes later) are
 missing from the newest minutes of the window until they arrive.
 
-A call counts once however many detectors reported on it, and as flagged when any
-detector that counts toward agreement flagged it (status ``ok``, not the sentinel).
+A call counts once however many detectors reported on it, and as flagged when its
+``llm_calls`` row says so: its p_hallucination reached its policy's list threshold, or a
+detector reporting a fact flagged it (one meaning of "flagged" with the triage list).
 Duplicate finding rows of a replay collapse in that per-call step, so no ``FINAL`` is needed.
 Methods block (clickhouse-connect is synchronous): the worker runs them in its sink thread.
 """
@@ -20,7 +21,6 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
-from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.config.monitors import MonitorConfig
 from pipeline.monitors.evaluate import Counts, GroupKey, GroupRates, Incident, IncidentStatus
 from pipeline.sinks.rows import INCIDENT_COLUMNS
@@ -112,8 +112,10 @@ class IncidentStore:
             (
                 SELECT {groups}, trace_id, span_id, min(span_start_time) AS start,
                        dateDiff('second', start, {{now:DateTime64(6, 'UTC')}}) AS age,
-                       max(status = 'ok' AND flagged AND NOT has({{not_evidence:Array(String)}}, detector))
-                           AS is_flagged
+                       (trace_id, span_id) IN (
+                           SELECT trace_id, span_id FROM {self._database}.llm_calls
+                           WHERE flagged AND start_time >= {{scan_start:DateTime64(6, 'UTC')}}
+                       ) AS is_flagged
                 FROM {self._database}.findings
                 WHERE span_start_time >= {{scan_start:DateTime64(6, 'UTC')}}
                   AND span_start_time < {{now:DateTime64(6, 'UTC')}}
@@ -128,7 +130,6 @@ class IncidentStore:
             "period_start": period_start,
             "scan_start": period_start - timedelta(seconds=band),
             "band": band,
-            "not_evidence": sorted(NOT_HALLUCINATION_EVIDENCE),
         }
         width = len(config.group_by)
         return [

@@ -3,9 +3,10 @@
 A rule with ``min_probability: route`` fires only when its detectors agree *and* the call's
 calibrated probability reaches its route's minimum.  The minimum is chosen on labelled calls:
 walking routes in rule order (a call the page rules no longer take may fall to a Slack rule),
-each gets the lowest candidate at which the share of faithful calls alerted on it stays under
-the route's target in every group of calls (each labelled data set, or one group), on the
-fitting side.  The same records' held-out side shows what the choice keeps.
+each gets the lowest candidate at which the share of faithful calls alerted on it, or on a
+route before it, stays under the route's target in every group of calls (each labelled data
+set, or one group), on the fitting side.  The same records' held-out side shows what the
+choice keeps.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
 
-# Groups with fewer faithful fitting calls than this say too little about a rate of 1-3 %.
+# Groups with fewer faithful fitting calls than this say nothing about a rate of 1-3 %; when no
+# group has as many, all of them are judged.
 MIN_FAITHFUL_PER_GROUP = 50
 _CLOSED = 1.0 + 1e-9  # a minimum no probability reaches: the route's gated rules never fire
 
@@ -45,7 +47,10 @@ class RouteRates:
 
 @dataclass(frozen=True, slots=True)
 class RouteMinimum:
-    """The chosen minimum of one route, its target, and what it does on each side of the split."""
+    """The chosen minimum of one route, its target, and what it does on each side of the split.
+
+    The rates count alerts on this route and on the gated routes before it, as the target does.
+    """
 
     route: str
     min_probability: float
@@ -93,22 +98,26 @@ def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
 
 
 def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets) -> list[RouteMinimum]:
-    """The lowest minimum per gated route whose false-alarm rate stays under its target in every group."""
+    """The lowest minimum per gated route whose false alarms stay under its target in every group.
+
+    A route's false alarms are cumulative: faithful calls alerted on it or on any gated route
+    before it, so ``slack: 3 %`` bounds every alert a faithful call can raise, pages included.
+    """
     rules, signal_of, targets = routing.rules, routing.signal_of, routing.targets
     fitting = [c for c in calls if not c.held_out]
     held_out = [c for c in calls if c.held_out]
     routes = gated_routes(rules)
     minimums = dict.fromkeys(routes, _CLOSED)
     chosen = []
-    for route in routes:
+    for index, route in enumerate(routes):
+        so_far = routes[: index + 1]
         best, worst_group = _CLOSED, ""
-        candidates = _candidates(fitting, _agreement(rules, signal_of, {**minimums, route: 0.0}), route)
-        for candidate in candidates:
+        for candidate in _candidates(fitting, _agreement(rules, signal_of, {**minimums, route: 0.0}), route):
             agreement = _agreement(rules, signal_of, {**minimums, route: candidate})
-            rates = {g: rates_on(agreement, [c for c in fitting if c.group == g], route) for g in _groups(fitting)}
+            rates = {g: rates_on(agreement, [c for c in fitting if c.group == g], so_far) for g in _groups(fitting)}
             judged = {g: r for g, r in rates.items() if r.faithful >= MIN_FAITHFUL_PER_GROUP} or rates
-            worst = max(judged, key=lambda g: judged[g].false_alarm_rate, default="")
-            if not judged or judged[worst].false_alarm_rate <= targets[route]:
+            worst = max(judged, key=lambda g: _excess(judged[g], targets[route]))
+            if _excess(judged[worst], targets[route]) <= 0:
                 best, worst_group = candidate, worst
                 break
         minimums[route] = best
@@ -118,20 +127,21 @@ def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets) -> 
                 route=route,
                 min_probability=min(best, 1.0),
                 target=targets[route],
-                fitting=rates_on(agreement, fitting, route),
-                held_out=rates_on(agreement, held_out, route) if held_out else None,
+                fitting=rates_on(agreement, fitting, so_far),
+                held_out=rates_on(agreement, held_out, so_far) if held_out else None,
                 worst_group=worst_group,
             )
         )
     return chosen
 
 
-def rates_on(agreement: AgreementRule, calls: Sequence[GatedCall], route: str | None = None) -> RouteRates:
-    """False-alarm rate and recall of the alerts ``agreement`` raises on ``route`` (None: any route)."""
+def rates_on(agreement: AgreementRule, calls: Sequence[GatedCall], routes: Iterable[str] | None = None) -> RouteRates:
+    """False-alarm rate and recall of the alerts ``agreement`` raises on ``routes`` (None: on any route)."""
+    wanted = None if routes is None else set(routes)
     faithful = hallucinated = false_alarms = caught = 0
     for call in calls:
         on = _route_of(agreement, call)
-        alerted = on is not None and (route is None or on == route)
+        alerted = on is not None and (wanted is None or on in wanted)
         if call.hallucinated:
             hallucinated += 1
             caught += alerted
@@ -142,6 +152,15 @@ def rates_on(agreement: AgreementRule, calls: Sequence[GatedCall], route: str | 
         false_alarms / faithful if faithful else 0.0, caught / hallucinated if hallucinated else 0.0,
         faithful, hallucinated,
     )  # fmt: skip
+
+
+def _excess(rates: RouteRates, target: float) -> float:
+    """False alarms beyond the target's share of a group's faithful calls, less one.
+
+    A rate over n calls is only known to about one call in n: a group whose count exceeds
+    its target by a single call (one record of 111 is 0.9 %) is not evidence of a worse rate.
+    """
+    return rates.false_alarm_rate * rates.faithful - target * rates.faithful - 1
 
 
 def _candidates(calls: Sequence[GatedCall], open_gate: AgreementRule, route: str) -> list[float]:

@@ -10,6 +10,11 @@ no threshold reaching the target precision) keeps the global thresholds, and say
 Calls no policy selects (``default``) always take the global fit.  A policy may aim at its
 own precision (``target_precision`` in its settings): an app whose calls are mostly
 hallucinated reaches the global target at almost any threshold.
+
+The same labels recalibrate the app's ``p_hallucination``: a Platt map from the probability
+its calls were stored with to what its people found, shrunk toward "no change" by the same
+weight, and composed with the map the app had, so the worker applies one map to the
+verdict's global probability.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from detectors.thresholds import Thresholds
+from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.offline.calibrate import (
@@ -30,6 +38,7 @@ from pipeline.offline.calibrate import (
     calibrate,
     is_held_out,
 )
+from pipeline.offline.fitting import fit_platt
 from pipeline.offline.scored_calls import LabelledScores
 
 DEFAULT_SHRINKAGE = 100.0
@@ -49,6 +58,7 @@ class PolicyCalibration:
     alone: dict[str, float]  # the group's own thresholds, for the detectors it could fit
     thresholds: dict[str, float]  # what is written: shrunk toward the global fit
     heldout_alerts: dict[str, OperatingPoint]  # GLOBAL / ALONE / SHRUNK; empty without held-out records
+    recalibration: PlattScaling | None = None  # of the app's p_hallucination; None: too few judged labels
 
 
 def calibrate_policies(
@@ -57,17 +67,28 @@ def calibrate_policies(
     rule: AgreementRule,
     shrinkage: float = DEFAULT_SHRINKAGE,
     targets: Mapping[str, float] | None = None,
+    current: Mapping[str, PlattScaling] | None = None,
 ) -> list[PolicyCalibration]:
     """Each policy group's calibration, by the choice rules of ``overall`` (the global fit).
 
-    ``targets`` gives a policy its own target precision (it then wins over a cost ratio too).
+    ``targets`` gives a policy its own target precision (it then wins over a cost ratio too);
+    ``current`` is each policy's recalibration the stored probabilities already went through.
     """
     if shrinkage < 0:
         raise ValueError(f"shrinkage must be >= 0, got {shrinkage}")
     pooled = {name: detector.threshold for name, detector in overall.detectors.items()}
     by_policy = itertools.groupby(sorted(records, key=lambda r: r.policy), key=lambda r: r.policy)
     return [
-        _calibrate_group(policy, list(group), overall, pooled, rule, shrinkage, (targets or {}).get(policy))
+        _calibrate_group(
+            policy,
+            list(group),
+            overall,
+            pooled,
+            rule,
+            shrinkage,
+            (targets or {}).get(policy),
+            (current or {}).get(policy, PlattScaling()),
+        )
         for policy, group in by_policy
         if policy != DEFAULT_POLICY
     ]
@@ -81,6 +102,7 @@ def _calibrate_group(
     rule: AgreementRule,
     shrinkage: float,
     target: float | None,
+    current: PlattScaling,
 ) -> PolicyCalibration:
     positives = sum(r.hallucinated for r in records)
     # The policy's own target, else the global choice (target_precision goes unused under a cost ratio).
@@ -111,7 +133,21 @@ def _calibrate_group(
         if heldout
         else {}
     )
-    return PolicyCalibration(policy, len(records), positives, weight, note, alone, shrunk, alerts)
+    return PolicyCalibration(policy, len(records), positives, weight, note, alone, shrunk, alerts,
+                             _recalibration(records, overall.min_positives, shrinkage, current))  # fmt: skip
+
+
+def _recalibration(
+    records: Sequence[LabelledScores], min_positives: int, shrinkage: float, current: PlattScaling
+) -> PlattScaling | None:
+    """The app's new map: its labels' Platt fit over the stored probabilities, shrunk, after its current map."""
+    judged = [r for r in records if r.p_hallucination is not None]
+    positives = sum(r.hallucinated for r in judged)
+    if positives < min_positives or len(judged) - positives < min_positives:
+        return None
+    fit = fit_platt(np.array([r.p_hallucination for r in judged]), np.array([float(r.hallucinated) for r in judged]))
+    weight = len(judged) / (len(judged) + shrinkage)
+    return current.then(PlattScaling(1.0 + weight * (fit.slope - 1.0), weight * fit.intercept))
 
 
 def policies_document(groups: Sequence[PolicyCalibration]) -> dict[str, Any]:
@@ -127,6 +163,16 @@ def policies_document(groups: Sequence[PolicyCalibration]) -> dict[str, Any]:
                 for name, value in sorted(group.thresholds.items())
             },
             "heldout_alerts": {choice: _rounded(point) for choice, point in group.heldout_alerts.items()},
+            **(
+                {
+                    "calibration": {
+                        "slope": round(group.recalibration.slope, 6),
+                        "intercept": round(group.recalibration.intercept, 6),
+                    }
+                }
+                if group.recalibration
+                else {}
+            ),
         }
         for group in groups
     }
@@ -143,6 +189,9 @@ def describe(groups: Sequence[PolicyCalibration]) -> list[str]:
         if group.heldout_alerts:
             points = ", ".join(f"{choice} {_pr(point)}" for choice, point in group.heldout_alerts.items())
             lines.append(f"    held-out alerts P/R: {points}")
+        if group.recalibration:
+            r = group.recalibration
+            lines.append(f"    p_hallucination recalibrated: logit * {r.slope:.3f} {r.intercept:+.3f}")
     return lines
 
 

@@ -42,11 +42,12 @@ from detectors.support_features import (
     flagged_runs,
 )
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
-from detectors.verdict import VERDICT_DETECTORS, VERDICT_FEATURES, PlattScaling, VerdictModel
+from detectors.verdict import VERDICT_DETECTORS, VERDICT_FEATURES, VerdictModel
 from pipeline.config.settings import Settings
 from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.offline.eval_metrics import auroc, span_overlap
 from pipeline.offline.evaluate import EvalOutput, EvalRecord, hallucination_flags, read_records, record_to_call
+from pipeline.offline.fitting import fit_logistic, fit_platt
 from pipeline.offline.reliability import expected_calibration_error, reliability_table
 
 logger = logging.getLogger(__name__)
@@ -136,23 +137,6 @@ def extract(
         out.append(RecordFeatures(name, record, support.features, labels, support.support_tokens, held_out(record),
                                   tuple((w.start, w.end) for w in support.words), support.kind))  # fmt: skip
     return out
-
-
-def fit_logistic(x: Matrix, y: Matrix, weights: Matrix, l2: float, iterations: int = 50) -> tuple[Matrix, float]:
-    """L2-regularised logistic regression (intercept not penalised) by Newton's method."""
-    design = np.hstack([x, np.ones((len(x), 1))])
-    w = np.zeros(design.shape[1])
-    penalty = np.full(design.shape[1], l2)
-    penalty[-1] = 0.0
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w, -30, 30)))
-        gradient = design.T @ (weights * (p - y)) + penalty * w
-        hessian = (design * (weights * p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
-        step = np.linalg.solve(hessian, gradient)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w[:-1], float(w[-1])
 
 
 def train_word_model(rows: Sequence[RecordFeatures]) -> BinnedLogistic:
@@ -358,14 +342,6 @@ def train_verdict(
                 "reliability": [b.to_dict() for b in reliability_table(p, actual)],
             }
     return VerdictTraining(verdict, metrics, probabilities)
-
-
-def fit_platt(scores: Matrix, labels: Matrix) -> PlattScaling:
-    """The Platt map (a logistic regression on the scores' logit) that best fits ``labels``."""
-    clipped = np.clip(scores, 1e-6, 1 - 1e-6)
-    logit = np.log(clipped / (1 - clipped))
-    coef, intercept = fit_logistic(logit[:, None], labels, np.ones(len(labels)), 0.0)
-    return PlattScaling(float(coef[0]), intercept)
 
 
 def verdict_file(

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from detectors.config import DEFAULT_FLAG_PROBABILITY
 from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
-from detectors.config import DEFAULT_FLAG_PROBABILITY
 from detectors.verdict import CallJudgement, VerdictModel, judge_call
 from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits
@@ -82,6 +82,10 @@ class BatchResult:
     # and the traces whose root span was not in their message (more of them may come later).
     facts: list[Fact] = field(default_factory=list)
     incomplete_traces: set[str] = field(default_factory=set)
+
+    def judgement_of(self, call: LLMCall) -> CallJudgement | None:
+        """The call's judgement as a whole (None: not detected in this batch)."""
+        return self.judgements.get((call.trace_id, call.span_id))
 
 
 class SpanBatchProcessor:
@@ -201,10 +205,11 @@ class SpanBatchProcessor:
             if policies:
                 policy = policies[index]
                 outcomes = [o.with_threshold(policy.thresholds.get(o.detector, o.threshold)) for o in outcomes]
-                name, content, flag_at = policy.name, policy.content.findings, policy.flag_probability
+                name, content = policy.name, policy.content.findings
+                judgement = judge_call(outcomes, self._verdict, policy.flag_probability, policy.recalibration)
             else:
-                name, content, flag_at = DEFAULT_POLICY, STORE_ALL.findings, DEFAULT_FLAG_PROBABILITY
-            judgement = judge_call(outcomes, self._verdict, flag_at)
+                name, content = DEFAULT_POLICY, STORE_ALL.findings
+                judgement = judge_call(outcomes, self._verdict, DEFAULT_FLAG_PROBABILITY)
             result.judgements[(call.trace_id, call.span_id)] = judgement
             for outcome in outcomes:
                 record = finding_record(call, outcome, self._thresholds_version, content, name, judgement.verdict)

@@ -136,8 +136,7 @@ class SpansStage:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
         now = datetime.now(UTC)
         calls = [
-            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now,
-                         result.judgements.get((call.trace_id, call.span_id)))
+            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call))
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(record, now) for record in result.findings]

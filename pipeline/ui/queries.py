@@ -1,9 +1,11 @@
 """What the triage pages read from ClickHouse, and what they write: verdicts, and PagerDuty's word on alerts.
 
-Reads need only read-only credentials.  Lists group the raw ``findings`` rows by call rather
-than reading ``FINAL``: a replayed finding is a duplicate row until a merge, and grouping
-folds it away at a fraction of FINAL's cost on a large table.  The trace page reads its
-few rows with ``FINAL`` (exact, and cheap with the trace-id skip indexes).
+Reads need only read-only credentials.  The list is of flagged *calls*: ``llm_calls.flagged``
+(the call's p_hallucination reached its policy's list threshold, or a detector reporting a
+fact flagged it), with the detectors that flagged it read for the listed page only.  Lists
+group raw rows by call rather than reading ``FINAL``: a replayed row is a duplicate until a
+merge, and grouping folds it away at a fraction of FINAL's cost on a large table.  The trace
+page reads its few rows with ``FINAL`` (exact, and cheap with the trace-id skip indexes).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pipeline.sinks.alert_lifecycle import IncidentChange, Recorded, record_inci
 from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
-_NEEDED = {"llm_calls": "sources_from", "findings": "evidence", "alerts": "resolved_by", "labels": "detector"}
+_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "detector"}
+ORDERS = ("newest", "probability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +37,13 @@ class ListFilters:
     since: datetime | None = None
     until: datetime | None = None
     alerted_only: bool = False
+    min_probability: float | None = None
+    order: str = "newest"  # or "probability": most likely hallucinated first
 
 
 @dataclass(frozen=True, slots=True)
 class FlaggedCall:
-    """One call some detector flagged, for the list."""
+    """One flagged call, for the list: its probability and the detectors that moved it."""
 
     trace_id: str
     span_id: str
@@ -46,7 +51,8 @@ class FlaggedCall:
     operation: str
     model: str
     started: datetime
-    detectors: tuple[str, ...]
+    p_hallucination: float | None
+    detectors: tuple[str, ...]  # those that flagged it
     severity: int
     summary: str
     rules: tuple[str, ...]  # alerts of its trace (one per rule)
@@ -141,23 +147,41 @@ class TriageStore:
         self._db = database
 
     def flagged_calls(self, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
-        """Flagged calls matching ``filters``, newest first: ``limit`` of them from ``offset``."""
+        """Flagged calls matching ``filters`` in ``filters.order``: ``limit`` of them from ``offset``."""
         where, having, params = self._conditions(filters)
-        rows = self._rows(
+        order = "p DESC, started DESC" if filters.order == "probability" else "started DESC"
+        calls = self._rows(
             f"""
-            SELECT trace_id, span_id, any(service), any(operation), any(model), max(span_start_time),
-                   arraySort(groupUniqArray(detector)) AS detectors, max(severity), argMax(summary, severity)
-            FROM {self._db}.findings
+            SELECT trace_id, span_id, any(service), any(operation), any(model), max(start_time) AS started,
+                   max(p_hallucination) AS p
+            FROM {self._db}.llm_calls
             WHERE {" AND ".join(where)}
             GROUP BY trace_id, span_id
-            {having}
-            ORDER BY max(span_start_time) DESC, trace_id, span_id
+            HAVING {" AND ".join(having)}
+            ORDER BY {order}, trace_id, span_id
             LIMIT {{limit:UInt32}} OFFSET {{offset:UInt32}}
-            """,  # noqa: S608 - identifiers validated, values bound
+            """,  # noqa: S608 - identifiers validated, values bound, order from ORDERS
             {**params, "limit": limit, "offset": offset},
         )
-        rules = self._rules_of(sorted({row[0] for row in rows}))
-        return [_flagged_call(row, rules.get(row[0], ())) for row in rows]
+        flags = self._flags_of(calls)
+        rules = self._rules_of(sorted({row[0] for row in calls}))
+        return [_flagged_call(row, flags.get((row[0], row[1]), ((), 0, "")), rules.get(row[0], ())) for row in calls]
+
+    def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], int, str]]:
+        """The listed calls' flagging detectors, highest severity and strongest summary (read for the page only)."""
+        if not calls:
+            return {}
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, arraySort(groupUniqArray(detector)), max(severity), argMax(summary, severity)
+            FROM {self._db}.findings
+            WHERE flagged AND trace_id IN {{traces:Array(String)}} AND span_id IN {{spans:Array(String)}}
+            GROUP BY trace_id, span_id
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"traces": sorted({c[0] for c in calls}), "spans": sorted({c[1] for c in calls})},
+        )
+        return {(trace, span): (tuple(detectors), int(severity), summary) for trace, span, detectors, severity, summary
+                in rows}  # fmt: skip
 
     def choices(self) -> dict[str, list[str]]:
         """The values each filter can take: services, operations, detectors, rules seen (empty ones filter nothing)."""
@@ -239,27 +263,36 @@ class TriageStore:
         """Store PagerDuty's word that an alert's incident was acknowledged, resolved or re-opened."""
         return record_incident_change(self._client, self._db, change)
 
-    def _conditions(self, filters: ListFilters) -> tuple[list[str], str, dict[str, Any]]:
-        where = ["flagged"]
+    def _conditions(self, filters: ListFilters) -> tuple[list[str], list[str], dict[str, Any]]:
+        """WHERE and HAVING conditions of the list query over ``llm_calls``, and their parameters."""
+        if filters.order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {filters.order!r}")
+        where = ["1"]
+        having = ["max(flagged)"]
         params: dict[str, Any] = {}
         for column in ("service", "operation"):
             if value := getattr(filters, column):
                 where.append(f"{column} = {{{column}:String}}")
                 params[column] = value
         if filters.since is not None:
-            where.append("span_start_time >= {since:DateTime64(6, 'UTC')}")
+            where.append("start_time >= {since:DateTime64(6, 'UTC')}")
             params["since"] = filters.since
         if filters.until is not None:
-            where.append("span_start_time < {until:DateTime64(6, 'UTC')}")
+            where.append("start_time < {until:DateTime64(6, 'UTC')}")
             params["until"] = filters.until
         if filters.rule or filters.alerted_only:
             rule = "WHERE rule = {rule:String}" if filters.rule else ""
             where.append(f"trace_id IN (SELECT trace_id FROM {self._db}.alerts {rule})")  # noqa: S608 - identifiers validated, values bound
             params |= {"rule": filters.rule} if filters.rule else {}
-        having = ""
         if filters.detector:
-            having = "HAVING has(detectors, {detector:String})"
+            where.append(
+                f"(trace_id, span_id) IN (SELECT trace_id, span_id FROM {self._db}.findings "  # noqa: S608 - identifiers validated, values bound
+                "WHERE flagged AND detector = {detector:String})"
+            )
             params["detector"] = filters.detector
+        if filters.min_probability is not None:
+            having.append("p >= {min_probability:Float64}")
+            params["min_probability"] = filters.min_probability
         return where, having, params
 
     def _rules_of(self, trace_ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
@@ -291,10 +324,12 @@ def _json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _flagged_call(row: Sequence[Any], rules: tuple[str, ...]) -> FlaggedCall:
-    trace_id, span_id, service, operation, model, started, detectors, severity, summary = row
+def _flagged_call(row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], rules: tuple[str, ...]) -> FlaggedCall:
+    trace_id, span_id, service, operation, model, started, p = row
+    detectors, severity, summary = flags
+    probability = None if p is None else float(p)
     return FlaggedCall(
-        trace_id, span_id, service, operation, model, started, tuple(detectors), int(severity), summary, rules
+        trace_id, span_id, service, operation, model, started, probability, detectors, severity, summary, rules
     )
 
 

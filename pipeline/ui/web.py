@@ -26,7 +26,7 @@ from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.highlight import marks, segments
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
-from pipeline.ui.queries import CallView, ListFilters, TriageStore
+from pipeline.ui.queries import ORDERS, CallView, ListFilters, TriageStore
 from pipeline.ui.slack_actions import slack_blueprint
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
@@ -193,7 +193,29 @@ def _filters() -> ListFilters:
         since=_time_arg("since"),
         until=_time_arg("until"),
         alerted_only=args.get("alerted") == "1",
+        min_probability=_probability_arg("min_p"),
+        order=_choice_arg("order", ORDERS),
     )
+
+
+def _probability_arg(name: str) -> float | None:
+    value = request.args.get(name, "")
+    if not value:
+        return None
+    try:
+        probability = float(value)
+    except ValueError:
+        probability = -1.0
+    if not 0.0 <= probability <= 1.0:
+        abort(400, description=f"{name}: not a probability in [0, 1]: {value!r}")
+    return probability
+
+
+def _choice_arg(name: str, choices: tuple[str, ...]) -> str:
+    value = request.args.get(name, "") or choices[0]
+    if value not in choices:
+        abort(400, description=f"{name}: one of {', '.join(choices)}, not {value!r}")
+    return value
 
 
 def _time_arg(name: str) -> datetime | None:

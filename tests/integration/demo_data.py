@@ -20,6 +20,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from detectors.thresholds import load_thresholds
+from detectors.verdict import load_verdict_model
 from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.alert import DeliveryStatus
 from pipeline.config.policy import AppPolicy
@@ -48,6 +49,7 @@ def fill_with_demo_data(
     try:
         processor = SpanBatchProcessor(
             suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(), book,
+            load_verdict_model(settings.detectors.verdict_model),
         )  # fmt: skip
         messages = [
             InboundMessage(key, value, "otlp_spans", 0, offset) for offset, (key, value) in enumerate(demo_messages())
@@ -58,7 +60,8 @@ def fill_with_demo_data(
     now = datetime.now(UTC)
     policies = settings.content_policies()
     sink = ClickHouseSink(client, database)
-    sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now) for call in result.llm_calls])
+    sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now, result.judgement_of(call))
+                           for call in result.llm_calls])  # fmt: skip
     sink.add("findings", [finding_row(record, now) for record in result.findings])
     rule = AgreementRule.from_settings(settings.alerting, book)
     by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -22,6 +22,7 @@ from clickhouse_connect.driver.client import Client
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult
+from detectors.verdict import CallJudgement, CallVerdict
 from pipeline.alerting.alert import DeliveryStatus
 from pipeline.alerting.dispatch import Dispatcher
 from pipeline.alerting.routes import build_destinations
@@ -35,7 +36,7 @@ from pipeline.monitors.grouping import OpenIncidents
 from pipeline.monitors.runner import MonitorRunner
 from pipeline.monitors.store import IncidentStore
 from pipeline.sinks.clickhouse import migrate
-from pipeline.sinks.rows import FINDING_COLUMNS, finding_record, finding_row
+from pipeline.sinks.rows import FINDING_COLUMNS, LLM_CALL_COLUMNS, finding_record, finding_row, llm_call_row
 from tests.calls import make_llm_call
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Request
 from tests.unit.test_alert_render import make_alert
@@ -63,12 +64,12 @@ def server() -> Iterator[AlertingServer]:
 def insert_calls(
     client: Client, database: str, service: str, start: datetime, count: int, flagged_every: int, tag: str
 ) -> None:
-    """``count`` calls a minute-slice apart from ``start``; every ``flagged_every``-th flagged by grounding.
+    """``count`` calls a minute-slice apart from ``start``; every ``flagged_every``-th flagged (its p 0.9).
 
-    Every call also carries an ok schema finding and a flagged sentinel finding: the sentinel's
-    "unverified" is no hallucination flag, and a call counts once however many detectors saw it.
+    Every call also carries an ok schema finding and a flagged sentinel finding: a call counts
+    once however many detectors saw it, and as flagged only by its ``llm_calls`` row.
     """
-    rows = []
+    rows, calls = [], []
     step = timedelta(seconds=10)
     for index in range(count):
         at = start + index * step
@@ -88,7 +89,10 @@ def insert_calls(
             DetectorResult("sentinel", "1", 1.0, True, 0.5, severity=2),
         ]
         rows += [finding_row(finding_record(call, r, "t1", STORE_ALL.findings), at) for r in results]
+        judgement = CallJudgement(CallVerdict(0.9 if flagged else 0.1, "v-test"), flagged)
+        calls.append(llm_call_row(call, STORE_ALL.llm_calls, at, judgement))
     client.insert(f"{database}.findings", rows, column_names=FINDING_COLUMNS)
+    client.insert(f"{database}.llm_calls", calls, column_names=LLM_CALL_COLUMNS)
 
 
 def insert_baseline(client: Client, database: str, service: str, end: datetime = START) -> None:

@@ -65,15 +65,14 @@ def _labels(database: tuple[Client, str]) -> list[tuple]:
 
 def test_list_shows_every_flagged_call_newest_first_with_filters_and_pages(demo_database):
     client, name = demo_database
-    flagged = client.query(f"SELECT uniqExact(trace_id, span_id) FROM {name}.findings FINAL WHERE flagged").result_rows[
-        0
-    ][0]
+    query = f"SELECT uniqExact(trace_id, span_id) FROM {name}.llm_calls FINAL WHERE flagged"
+    flagged = client.query(query).result_rows[0][0]
     web = _client(demo_database)
 
     unfiltered = _html(web.get("/", headers=BEARER))
     everything = _listed_traces(unfiltered)
-    assert len(everything) == flagged > 10
-    assert "selected>" not in unfiltered  # every filter shows "any"
+    assert len(everything) == flagged > 5
+    assert unfiltered.count("selected>") == 1 and 'value="newest" selected>' in unfiltered  # filters show "any"
 
     travel = _html(web.get("/?service=travel-guide", headers=BEARER))
     assert '<option value="travel-guide" selected>' in travel
@@ -100,6 +99,23 @@ def test_list_shows_every_flagged_call_newest_first_with_filters_and_pages(demo_
 
     assert web.get("/?since=yesterday", headers=BEARER).status_code == 400
     assert web.get("/?page=0", headers=BEARER).status_code == 400
+
+
+def test_the_list_sorts_and_filters_by_probability(demo_database):
+    client, name = demo_database
+    rows = client.query(
+        f"SELECT trace_id, p_hallucination FROM {name}.llm_calls FINAL WHERE flagged AND p_hallucination IS NOT NULL"
+    ).result_rows
+    web = _client(demo_database)
+    likely_first = _listed_traces(_html(web.get("/?order=probability", headers=BEARER)))
+    by_trace = dict(rows)
+    judged = [by_trace[trace] for trace in likely_first if trace in by_trace]
+    assert len(judged) >= 3 and judged == sorted(judged, reverse=True)
+    assert likely_first[: len(judged)] == [t for t in likely_first if t in by_trace]  # unjudged (facts) last
+    confident = _listed_traces(_html(web.get("/?min_p=0.9", headers=BEARER)))
+    assert set(confident) == {trace for trace, p in rows if p >= 0.9}
+    assert web.get("/?min_p=2", headers=BEARER).status_code == 400
+    assert web.get("/?order=random", headers=BEARER).status_code == 400
 
 
 def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_compared_with(demo_database):
@@ -211,7 +227,7 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
     client, name = clickhouse
     client.command(f"CREATE DATABASE IF NOT EXISTS {name}")
     assert TriageStore(client, name).schema_gaps() == [
-        "llm_calls.sources_from",
+        "llm_calls.flagged",
         "findings.evidence",
         "alerts.resolved_by",
         "labels.detector",

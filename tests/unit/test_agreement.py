@@ -202,3 +202,8 @@ def test_route_minimums_come_from_the_thresholds_file_and_must_be_there():
         AgreementRule(default_rules(), window_seconds=600)
     with pytest.raises(ValueError, match="route page's calibrated probability"):
         PolicyBook(Settings(), Thresholds("t", {"grounding": 0.5}))
+
+
+def test_a_fact_among_the_agreeing_detectors_needs_no_probability():
+    pair = [finding("schema_violation", p_hallucination=0.2), finding("contradiction", p_hallucination=0.2)]
+    assert [a.rule for a in run(DEFAULT, pair)[1]] == ["two-detectors"]

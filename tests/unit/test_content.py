@@ -181,7 +181,10 @@ def test_no_content_reaches_rows_or_records(mode):
     outputs = [json.dumps(record), repr(finding_row(record, NOW)), repr(llm_call_row(CALL, policy, NOW))]
     assert not any("Canary" in output or "jane@" in output for output in outputs)
     row = llm_call_row(CALL, policy, NOW)
-    assert row[LLM_CALL_COLUMNS.index("attributes")] == {"app.domain": "medical", "enduser.email": "[email]"}  # routing attributes kept, PII masked
+    assert row[LLM_CALL_COLUMNS.index("attributes")] == {
+        "app.domain": "medical",
+        "enduser.email": "[email]",
+    }  # routing attributes kept, PII masked
     assert record["score"] == 0.9 and record["flagged"] is True
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from detectors.thresholds import Thresholds, load_thresholds
+from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.alerting import AlertRule
 from pipeline.offline.calibrate import calibrate, load_thresholds_schema, thresholds_document, write_thresholds
@@ -84,3 +86,30 @@ def test_a_policy_may_aim_at_its_own_precision():
     assert strict["extraction"].alone["a"] > default_aim.alone["a"]
     assert strict["extraction"].note.endswith("at precision 0.95")
     assert strict["search"].note == {g.policy: g for g in calibrate_policies(RECORDS, overall, RULE)}["search"].note
+
+
+def test_an_app_whose_probabilities_run_low_gets_its_own_map_shrunk_and_composed():
+    rng = random.Random(5)
+    # Its calls were stored with p 0.2-0.4 by the global verdict, yet people confirmed most of them.
+    judged = [
+        replace(record, p_hallucination=0.2 + 0.3 * rng.random() + (0.05 if record.hallucinated else 0.0))
+        for record in app_records("extraction", 400, 0.8, 0.55, seed=4)
+    ]
+    records = judged + app_records("default", 600, 0.3, 0.3, seed=3)
+    overall = calibrate(records, CURRENT, RULE, min_positives=30, min_flagged=30)
+    current = {"extraction": PlattScaling(1.0, 0.5)}
+    (group,) = calibrate_policies(records, overall, RULE, shrinkage=100, current=current)
+    assert group.recalibration is not None
+    own = group.recalibration
+    before = current["extraction"].apply_one(0.3)
+    assert own.apply_one(0.3) > before  # composed after the current map, and raised further
+    document = policies_document([group])["extraction"]["calibration"]
+    assert document == {"slope": round(own.slope, 6), "intercept": round(own.intercept, 6)}
+    unjudged = calibrate_policies(app_records("extraction", 400, 0.8, 0.55, seed=4), overall, RULE)
+    assert unjudged[0].recalibration is None  # no stored probabilities: nothing to fit
+
+
+def test_the_composed_map_is_the_two_maps_one_after_the_other():
+    first, second = PlattScaling(1.3, -0.2), PlattScaling(0.8, 0.4)
+    for p in (0.05, 0.5, 0.93):
+        assert first.then(second).apply_one(p) == pytest.approx(second.apply_one(first.apply_one(p)))

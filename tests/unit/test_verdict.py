@@ -66,9 +66,19 @@ def test_features_are_relative_to_the_thresholds_the_model_was_trained_with():
 
 def test_calibration_moves_probabilities_keeping_their_order():
     raw = np.array([0.1, 0.5, 0.9])
-    calibrated = PlattScaling(slope=1.5, intercept=-0.7).apply(raw)
+    platt = PlattScaling(slope=1.5, intercept=-0.7)
+    calibrated = platt.apply(raw)
     assert list(np.argsort(calibrated)) == [0, 1, 2] and calibrated[1] < 0.5
     assert np.allclose(PlattScaling().apply(raw), raw)
+    assert [platt.apply_one(p) for p in raw] == pytest.approx(list(calibrated))
+
+
+def test_one_call_at_a_time_gives_what_the_batch_gives():
+    verdict = load_verdict_model()
+    rows = [[0.7, 1.0, 0.2, 1.0, 0.9, 1.0, 0.0, 0.0, 0.0, 0.0], [0.1, 1.0, 0.0, 0.0, 0.3, 1.0, 0.0, 0.0, 0.0, 0.0]]
+    batched = verdict.calibrated(np.array(rows))
+    one_by_one = [verdict.calibration.apply_one(verdict.model.predict_row(row)) for row in rows]
+    assert one_by_one == pytest.approx(list(batched))
 
 
 def test_a_call_is_flagged_by_its_probability_or_by_a_fact():
