@@ -187,12 +187,15 @@ def summarize(settings: Settings) -> str:
         f"countIf(status = 'error') FROM {db}.findings FINAL GROUP BY detector ORDER BY detector"
     ).result_rows:
         lines.append(f"  {detector:<18} {flagged} / {ok} / {skipped} / {errors}")
-    lines.append("Flagged:")
-    for service, operation, trace_id, detector, summary in client.query(
-        f"SELECT service, operation, trace_id, detector, summary FROM {db}.findings FINAL "  # noqa: S608 - identifiers validated, values bound
-        "WHERE flagged ORDER BY service, trace_id, detector"
+    lines.append("Flagged calls (p_hallucination at the list threshold, or a detector reporting a fact), and why:")
+    for service, operation, trace_id, p, detector, summary in client.query(
+        f"SELECT c.service, c.operation, c.trace_id, c.p_hallucination, f.detector, f.summary "  # noqa: S608 - identifiers validated, values bound
+        f"FROM {db}.llm_calls AS c FINAL LEFT JOIN (SELECT trace_id, span_id, detector, summary FROM {db}.findings "
+        f"FINAL WHERE flagged AND detector NOT IN {_not_evidence_sql()}) AS f USING (trace_id, span_id) "
+        "WHERE c.flagged ORDER BY c.service, c.trace_id, f.detector"
     ).result_rows:
-        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
+        probability = "p  -  " if p is None else f"p {p:.2f}"
+        lines.append(f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {probability}  {detector}: {summary}")
     lines.append("Application policies (`halluwatch policy explain --service NAME` shows one in full):")
     for name, policy in settings.policies.items():
         routes = ", ".join(f"{rule_route} -> {route}" for rule_route, route in policy.routes.items())
@@ -203,7 +206,7 @@ def summarize(settings: Settings) -> str:
         "ORDER BY service, trace_id, rule"
     ).result_rows:
         lines.append(
-            f"  [{service} {operation}] trace {trace_id[:12]}…  {rule} -> {route} ({status}) policy {policy}: "
+            f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {rule} -> {route} ({status}) policy {policy}: "
             + " + ".join(detectors)
         )
     lines.append("Flagged by one detector only (recorded, not alerted):")
@@ -212,8 +215,12 @@ def summarize(settings: Settings) -> str:
         f"WHERE flagged AND status = 'ok' AND detector NOT IN {_not_evidence_sql()} "
         "GROUP BY service, operation, trace_id HAVING uniqExact(detector) = 1 ORDER BY service, trace_id"
     ).result_rows:
-        lines.append(f"  [{service} {operation}] trace {trace_id[:12]}…  {detector}: {summary}")
+        lines.append(f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {detector}: {summary}")
     return "\n".join(lines)
+
+
+def _where(service: str, operation: str) -> str:
+    return f"{service} {operation}" if operation else service
 
 
 def _not_evidence_sql() -> str:

@@ -88,6 +88,8 @@ class CallView:
     grounding: str
     answer: str
     findings: tuple[FindingView, ...] = ()
+    p_hallucination: float | None = None
+    flagged: bool = False  # as a call: its probability reached its policy's list threshold, or a fact
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +213,7 @@ class TriageStore:
             for span, *values in self._rows(
                 f"""
                 SELECT span_id, service, operation, model, start_time, content_mode, sources_from,
-                       prompt, grounding, answer
+                       prompt, grounding, answer, p_hallucination, flagged
                 FROM {self._db}.llm_calls FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY start_time, span_id
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -334,10 +336,10 @@ def _flagged_call(row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], r
 
 
 def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:
-    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer = values
+    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer, p, flagged = values
     return CallView(
         trace_id, span_id, service, operation, model, started, content_mode, sources_from, prompt, grounding, answer,
-        tuple(findings),
+        tuple(findings), None if p is None else float(p), bool(flagged),
     )  # fmt: skip
 
 

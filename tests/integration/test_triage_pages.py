@@ -121,6 +121,7 @@ def test_the_list_sorts_and_filters_by_probability(demo_database):
 def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_compared_with(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
+    assert re.search(r"p_hallucination <strong>0\.9\d</strong> · flagged", html)  # the call as a whole
 
     (answer,) = re.findall(r'<div class="answer">(.*?)</div>', html, re.S)
     marked = [unescape(text) for text in re.findall(r"<mark[^>]*>(.*?)</mark>", answer, re.S)]
