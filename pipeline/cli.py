@@ -296,9 +296,9 @@ def calibrate(
     and stamp its version.
     """
     from detectors.thresholds import load_thresholds
+    from detectors.verdict import PlattScaling
     from pipeline.agreement.rules import AgreementRule
     from pipeline.config.policy_book import PolicyBook
-    from detectors.verdict import PlattScaling
     from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots

@@ -24,6 +24,7 @@ def explain(
         ("disabled_detectors", ", ".join(sorted(policy.disabled_detectors)) or "(none)", "disabled_detectors"),
         ("content_mode", policy.content_mode, "content_mode"),
         ("sample_rate", f"{policy.sample_rate:g}", "sample_rate"),
+        ("flag_probability", f"{policy.flag_probability:g}", "flag_probability"),
         ("rules", "; ".join(_rule_line(policy, rule.name) for rule in policy.rules) or "(none: never alerts)", "rules"),
         ("routes", ", ".join(f"{a} -> {b}" for a, b in sorted(policy.routes.items())) or "(as named)", "routes"),
         *(
@@ -41,4 +42,5 @@ def _rule_line(policy: EffectivePolicy, name: str) -> str:
     rule = next(rule for rule in policy.rules if rule.name == name)
     route = policy.routes.get(rule.route, rule.route)
     via = f" (route {rule.route} -> {route})" if route != rule.route else f" (route {route})"
-    return name + via
+    gate = f", p_hallucination >= {rule.min_probability:g}" if isinstance(rule.min_probability, float) else ""
+    return name + via + gate

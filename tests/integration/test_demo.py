@@ -32,7 +32,9 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert completed.returncode == 0, completed.stdout + completed.stderr
     out = completed.stdout
     expected_flags = sum(1 for example in EXAMPLES if example.schema_violation)
-    flagged_lines = out.split("or a detector reporting a fact), and why:\n", 1)[1].split("Application policies", 1)[0].splitlines()
+    flagged_lines = (
+        out.split("or a detector reporting a fact), and why:\n", 1)[1].split("Application policies", 1)[0].splitlines()
+    )
     assert sum("schema_violation:" in line for line in flagged_lines) == expected_flags
     assert any("contradiction: answer says 1950" in line for line in flagged_lines)
     assert "did you mean 'search_docs'" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -217,5 +218,8 @@ def test_policy_explain_prints_the_effective_policy_and_its_origins(tmp_path: Pa
     assert "policy: medbot-staging" in result.output
     assert "(none: never alerts)  [policy medbot-staging]" in result.output
     assert "threshold grounding" in result.output and "content_mode" in result.output
+    assert re.search(r"flag_probability +0.5  \[detectors.flag_probability\]", result.output)
+    default = CliRunner().invoke(main, ["policy", "explain", "--config", str(config), "--service", "other"])
+    assert "severe-contradiction (route page), p_hallucination >= 0." in default.output  # the built-in minimum
     refused = CliRunner().invoke(main, ["policy", "explain", "--config", str(config), "--service", "a", "--attr", "x"])
     assert refused.exit_code != 0 and "KEY=VALUE" in refused.output

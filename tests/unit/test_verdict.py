@@ -100,3 +100,15 @@ def test_the_shipped_model_loads_calibrated_and_a_foreign_one_is_refused(tmp_pat
     other.write_text(json.dumps({"model": {**verdict.model.to_dict(), "features": ["x"] * len(VERDICT_FEATURES)}}))
     with pytest.raises(ValueError, match=re.escape(str(other))):
         load_verdict_model(other)
+
+
+def test_the_built_in_route_minimums_are_the_ones_train_chose_for_the_built_in_model():
+    from importlib import resources
+
+    from detectors.thresholds import load_thresholds
+
+    document = json.loads(resources.files("detectors.data").joinpath("verdict.json").read_text("utf-8"))
+    chosen = {route: entry["min_probability"] for route, entry in document["alert_probability"].items()}
+    assert load_thresholds().alert_probability == chosen
+    held = document["training"]["metrics"]["ragtruth"]["held_out"]
+    assert held["ece"] <= 0.08 and sum(b["records"] for b in held["reliability"]) == held["records"]
