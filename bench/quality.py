@@ -101,7 +101,7 @@ def seed000_row(name: str, records: list[EvalRecord], embedder: Embedder) -> str
 
 
 def alerting_row(name: str, records: list[EvalRecord], outputs: list[EvalOutput], rule: AgreementRule) -> str:
-    """Any-detector alerts vs the agreement rule's on one set (SPEC §5)."""
+    """Any-detector alerts vs the agreement rule's on one set (docs/detectors.md)."""
     c = compare_alerting(outputs, [bool(r.hallucinated) for r in records], rule)
     held = [i for i, r in enumerate(records) if held_out(r)]
     h = compare_alerting([outputs[i] for i in held], [bool(records[i].hallucinated) for i in held], rule)
@@ -174,7 +174,7 @@ def main() -> None:
                 "## Alerting: any detector vs the two-detector agreement rule (default rules)",
                 "",
                 "False alarms are alerts on clean records, as a share of the clean records. The last column is",
-                "SPEC §5's arithmetic from the per-detector false-positive rates f_i on the clean records, as if",
+                "docs/detectors.md's arithmetic from each detector's false-positive rate f_i on clean records, as if",
                 "the detectors were independent: any detector 1-\u03a0(1-f_i) / two agreeing \u03a3 f_i f_j.",
                 "",
                 "| set | clean | any: alerts | P | R | false alarms | agreement: alerts | P | R | false alarms "

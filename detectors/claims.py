@@ -1,4 +1,4 @@
-"""The claims scorer (SPEC §4.6, seed 004): an LLM judge checks each claim of the answer.
+"""The claims scorer (docs/detectors.md, seed 004): an LLM judge checks each claim of the answer.
 
 Two requests to an OpenAI-compatible endpoint: the first extracts the answer's factual
 claims, the second gives each claim a verdict against the call's context —

@@ -1,4 +1,4 @@
-"""Confidence anomaly detector (SPEC §4.3, seed 000).
+"""Confidence anomaly detector (docs/detectors.md, seed 000).
 
 When a model makes up what it has never seen, its token distribution often looks
 unusual: flatter than usual (unsure) or, for confidently wrong answers, sharper than

@@ -1,4 +1,4 @@
-"""Numeric & entity contradiction detector (SPEC §4.2).
+"""Numeric & entity contradiction detector (docs/detectors.md).
 
 HaluGate's example is the case this catches: the tool said the Eiffel Tower was built
 1887-1889 and is 330 m tall, the answer says 1950 and 500 m.  Numbers, years, dates,

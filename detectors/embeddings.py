@@ -3,7 +3,7 @@
 Any sentence-transformers model folder is exported once to ONNX with ``torch.onnx.export``
 (and, for ``int8``, quantized with ``quantize_dynamic(per_channel=True)``), then run with
 plain onnxruntime + ``tokenizers`` + numpy pooling.  Measured on this project's machines
-(SPEC §9) that route matches sentence-transformers exactly and is the fastest one; the
+(bench/README.md) that route matches sentence-transformers exactly and is the fastest one; the
 per-channel int8 model keeps a mean cosine of ~0.99 to fp32, where the per-tensor default
 loses several points.
 

@@ -1,4 +1,4 @@
-"""Citation grounding detector (SPEC §4.1, seed 000): is each answer sentence backed by a source.
+"""Citation grounding detector (docs/detectors.md, seed 000): is each answer sentence backed by a source.
 
 Every checkable answer sentence is compared, by embedding cosine, with the best-matching
 window of the sources it should rest on: the sources it cites (``[1]``, ``[1, 2]``,
@@ -11,7 +11,7 @@ Design choices, each a trade of recall, precision or cost:
 
 * **Windows, never whole sources.**  Sources are split into sentences and compared as
   windows of 1 and 3 sentences (``window_sizes``) around each sentence: a 3-sentence window
-  dilutes a one-sentence fact (cosine 0.46 vs 0.85 measured, SPEC §9), a 1-sentence window
+  dilutes a one-sentence fact (cosine 0.46 vs 0.85 measured, bench/README.md), a 1-sentence window
   misses a claim spread over neighbours.  The best over all windows and sizes counts.
 * **Lexical pre-selection.**  Embedding every window of every source on a cold cache is
   the detector's whole cost.  A BM25-style overlap score picks the ``candidates_per_sentence``

@@ -1,6 +1,6 @@
 """Checkable mentions in free text: numbers, years, dates, times, quantities, money, names.
 
-The contradiction detector (SPEC §4.2) compares what an answer states with what its
+The contradiction detector (docs/detectors.md) compares what an answer states with what its
 context states, so both sides go through the same extractor and compare normalized
 values.  Regexes and small tables, no parser library and no model: the detector must
 keep up with thousands of answers per second, and every verdict must be explainable

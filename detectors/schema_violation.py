@@ -1,4 +1,4 @@
-"""Schema & tool-call violation detector (SPEC §4.4).
+"""Schema & tool-call violation detector (docs/detectors.md).
 
 The cheapest detector and the one with the fewest false positives, so it always runs.
 It checks two contracts the application itself declared:

@@ -1,4 +1,4 @@
-"""Self-consistency (SPEC §4.5, seed 000): ask again, and see whether the answers agree.
+"""Self-consistency (docs/detectors.md, seed 000): ask again, and see whether the answers agree.
 
 The call's own conversation is sent to an OpenAI-compatible endpoint ``samples`` times at
 a temperature above zero; the answers are embedded with the grounding detector's model

@@ -1,4 +1,4 @@
-"""Fact-check sentinel (SPEC §4.7, after seed 001's HaluGate Sentinel): which prompts need checking.
+"""Fact-check sentinel (docs/detectors.md, after seed 001's HaluGate Sentinel): which prompts need checking.
 
 Token-level and claim-level detection is wasted on a poem or a code review, and produces
 false positives there ("your poem contains unsupported claims!").  The sentinel classifies

@@ -1,4 +1,4 @@
-"""Model-based span detection (SPEC §4.8): a token classifier marks unsupported answer spans.
+"""Model-based span detection (docs/detectors.md): a token classifier marks unsupported answer spans.
 
 "Spans" here are stretches of the answer text, not OpenTelemetry spans.  The detector keeps
 the name ``span_model`` in findings, thresholds and the ``detectors.span_model`` settings,

@@ -1,4 +1,4 @@
-"""Tool outcome detector (SPEC §5, trace-level facts): answers that claim what the tools did not do.
+"""Tool outcome detector (docs/architecture.md, trace-level facts): answers that claim what the tools did not do.
 
 The classic agent hallucination is "I've booked your flight" after the booking tool
 returned an error.  The call's own messages show the turn (:mod:`detectors.tool_runs`):

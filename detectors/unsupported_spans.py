@@ -1,4 +1,4 @@
-"""Unsupported-spans detector (SPEC §4.1): which words of the answer no source supports, and where.
+"""Unsupported-spans detector (docs/detectors.md): which words of the answer no source supports, and where.
 
 Each answer word gets support features from one forward pass of the embedding model over
 the answer's sentences (the pass grounding makes, kept by the embedder) and one over each

@@ -2,7 +2,7 @@
 
 One delivery attempt retries quickly inside itself (a 429 with a short ``Retry-After``, a
 5xx, a dropped connection); whatever is still failing after that is raised as a
-``DeliveryError`` and the caller schedules the alert on the retry topic (SPEC §5: never drop).
+``DeliveryError`` and the caller schedules the alert on the retry topic (docs/operations.md: never drop).
 """
 
 from __future__ import annotations

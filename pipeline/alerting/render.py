@@ -1,4 +1,4 @@
-"""How an alert reads: Slack Block Kit, PagerDuty Events v2, the log (SPEC §5).
+"""How an alert reads: Slack Block Kit, PagerDuty Events v2, the log (docs/operations.md).
 
 Pure functions, no I/O. Evidence arrived over Kafka as JSON, so it is untrusted: every
 reader here tolerates missing keys and wrong types, and every text is clipped to the

@@ -1,4 +1,4 @@
-"""The alert router: alerts in, Slack / PagerDuty / log out, each delivery once (SPEC §5).
+"""The alert router: alerts in, Slack / PagerDuty / log out, each delivery once (docs/operations.md).
 
 Every (alert, destination) pair is one delivery, remembered in a changelog-backed table
 keyed by trace id once it reached a final state, so a replayed alert or a restarted

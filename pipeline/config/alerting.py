@@ -1,4 +1,4 @@
-"""Alerting configuration (the settings file's ``alerting:`` section, SPEC §5).
+"""Alerting configuration (the settings file's ``alerting:`` section, docs/configuration.md).
 
 Rules decide *whether* a trace alerts and on which route; routes decide *where* it goes.
 A route with no usable credentials prints to the worker's log instead, so the embedded
@@ -39,7 +39,7 @@ class AlertRule(BaseModel):
 
 
 def default_rules() -> list[AlertRule]:
-    """SPEC §5: page when two high-precision detectors agree, Slack for any other pair."""
+    """Page when two high-precision detectors agree, Slack for any other pair (docs/detectors.md, Agreement)."""
     return [
         AlertRule(name="grounding-and-schema", route="page", all_of=["grounding", "schema_violation"]),
         AlertRule(name="severe-contradiction", route="page", all_of=["contradiction"], min_severity=4),
@@ -87,6 +87,8 @@ class AlertingSettings(BaseModel):
     same_signal: list[list[str]] = Field(default_factory=lambda: [["grounding", "unsupported_spans"]])
     routes: dict[str, RouteConfig] = Field(default_factory=default_routes)
 
+    # Credentials (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN, ..._PAGERDUTY_ROUTING_KEY) and
+    # API endpoints (a proxy, or a local test server).
     slack_bot_token: SecretStr | None = None
     slack_base_url: str = "https://slack.com/api/"
     pagerduty_routing_key: SecretStr | None = None
@@ -101,12 +103,12 @@ class AlertingSettings(BaseModel):
     # to the trace's page and Slack messages carry "confirmed" / "false alarm" buttons. Empty: neither.
     ui_base_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
 
-    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)  # per HTTP request to Slack or PagerDuty
     # Quick retries inside one delivery attempt (429 Retry-After, 5xx with backoff).
     request_retries: int = Field(default=2, ge=0)
     # Attempts through the retry topic before an alert is dead-lettered.
     delivery_attempts: int = Field(default=8, ge=1)
-    retry_initial_seconds: float = Field(default=5.0, gt=0)
+    retry_initial_seconds: float = Field(default=5.0, gt=0)  # backoff between attempts, doubling up to the max
     retry_max_seconds: float = Field(default=300.0, gt=0)
     # Alerts already delivered are remembered this long, so replays never re-send them.
     dedup_retention_hours: float = Field(default=168.0, gt=0)

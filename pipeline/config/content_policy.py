@@ -1,4 +1,4 @@
-"""What of the prompts, answers and context text leaves the worker, per sink (SPEC §6, §10).
+"""What of the prompts, answers and context text leaves the worker, per sink (docs/operations.md).
 
 ``content_mode`` (every table) and ``content_modes`` (per table) choose one of:
 

@@ -260,7 +260,7 @@ class AlertingComparison:
     clean: int
     any_false_alarms: int
     agreement_false_alarms: int
-    # Per-detector false-positive rate on clean records, and SPEC §5's arithmetic from them.
+    # Per-detector false-positive rate on clean records, and the arithmetic of docs/detectors.md from them.
     false_positive_rates: dict[str, float]
     predicted_any_rate: float  # 1 - prod(1 - f_i)
     predicted_pair_rate: float  # sum over pairs f_i * f_j
@@ -291,7 +291,7 @@ def compare_alerting(
 
 
 def agreement_report(outputs: Sequence[EvalOutput], actual: Sequence[bool], agreement: AgreementRule) -> list[str]:
-    """Alerts of "any detector" vs the agreement rule, and the SPEC §5 arithmetic on clean records."""
+    """Alerts of "any detector" vs the agreement rule, and the arithmetic of docs/detectors.md on clean records."""
     c = compare_alerting(outputs, actual, agreement)
     lines = ["", f"alerting on {len(actual)} records ({c.clean} clean):"]
     for name, metrics, alerts, false_alarms in (

@@ -1,4 +1,4 @@
-"""``halluwatch doctor``: checks that this configuration works here (SPEC §8).
+"""``halluwatch doctor``: checks that this configuration works here (docs/operations.md).
 
 Each check reaches the real thing with the worker's own settings and says what it found,
 or what to change: configuration, the broker (reach it, then create a scratch topic,

@@ -1,4 +1,4 @@
-"""The worker: one faust app that runs every stage of SPEC §2, and the services they share.
+"""The worker: one faust app that runs every stage of the path in docs/architecture.md, and the services they share.
 
 The spans stage (:mod:`pipeline.spans.stage`, with the log join it owns), the agreement
 stage (:mod:`pipeline.agreement.stage`), the alert router (:mod:`pipeline.alerting.stage`),

@@ -1,4 +1,4 @@
-"""The agreement rule: two distinct detectors make one alert per trace per rule (SPEC §5)."""
+"""The agreement rule: two distinct detectors make one alert per trace per rule (docs/detectors.md)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from pipeline.tools.example_traces.data import ExampleDataError, Row, read, type
 
 
 class Convention(StrEnum):
-    """The attribute layouts of SPEC §3 the examples are written in."""
+    """The attribute layouts (conventions, docs/architecture.md) the examples are written in."""
 
     GENAI = "genai"  # OpenTelemetry GenAI semantic conventions, current JSON-string form
     OPENLLMETRY = "openllmetry"  # Traceloop <= 0.52 flat gen_ai.prompt.N.* layout

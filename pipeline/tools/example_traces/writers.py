@@ -1,4 +1,4 @@
-"""One writer per instrumentation convention (SPEC §3): the spans and log records of an example's call.
+"""One writer per instrumentation convention (docs/architecture.md): the spans and log records of an example's call.
 
 Each convention's layout is written once here and the content once in examples.yaml, so
 a new example shows up in every layout and a layout fix reaches every example.
