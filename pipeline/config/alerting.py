@@ -133,15 +133,6 @@ class AlertingSettings(BaseModel):
         """The PagerDuty integration key ``route`` triggers with: its own, else the global one."""
         return self.routes[route].pagerduty_routing_key or self.pagerduty_routing_key
 
-    def describe_route(self, route: str) -> str:
-        """Where a route delivers, in words (``slack #ch, pagerduty (own service)``), for explanations."""
-        config = self.routes[route]
-        parts = [f"slack {config.slack_channel}"] if config.slack_channel else []
-        parts += ["slack webhook"] if config.slack_webhook_url is not None else []
-        if config.pagerduty:
-            parts.append("pagerduty (own service)" if config.pagerduty_routing_key else "pagerduty")
-        return ", ".join(parts) or "the worker's log"
-
     def pagerduty_severity_for(self, severity: int) -> str:
         """The PagerDuty severity for an alert severity."""
         eligible = [key for key in self.pagerduty_severity if key <= severity]
