@@ -60,16 +60,18 @@ import itertools
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
 
+from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ContradictionConfig
 from detectors.llm_call import LLMCall
 from detectors.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
+from detectors.spec import DetectorSpec
 from detectors.stated_flags import Flag, FlagStatement, flag_statements, source_flags
 from detectors.text import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
 
@@ -472,3 +474,27 @@ def _summary(claims: list[_Claim]) -> str:
         return f"all {len(claims)} checked values and names found in the context"
     others = len(conflicts) + len(unsupported) - 1
     return (line + (f" (+{others} more)" if others else ""))[:500]
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    conflicts: list[str] = []
+    unsupported: list[str] = []
+    for claim in shown.records(evidence.get("claims")):
+        said = shown.quoted(claim.get("text"))
+        if said and claim.get("verdict") == "conflict":
+            other = shown.quoted(claim.get("context_text"))
+            conflicts.append(f"answer says {said}, context says {other or 'something else'}")
+        elif said and claim.get("verdict") == "unsupported":
+            unsupported.append(f"answer says {said}, not found in the context")
+    lines = conflicts + unsupported  # conflicts first: they are the stronger evidence
+    return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
+
+
+SPEC = DetectorSpec(
+    name=ContradictionDetector.name,
+    kind="content",
+    build=lambda ing: ContradictionDetector(ing.settings.contradiction, ing.threshold),
+    render=render_evidence,
+    structural_keys=frozenset({"kind", "verdict", "family"}),
+)

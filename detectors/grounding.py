@@ -41,17 +41,19 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import GroundingConfig
 from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
+from detectors.spec import DetectorSpec, required
 from detectors.text import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
@@ -342,3 +344,35 @@ class _LexicalIndex:
         take = eligible if k == 0 else min(k, eligible)
         order = np.argsort(-scores, kind="stable")[:take]
         return [self._positions[i] for i in order]
+
+
+UNGROUNDED_SENTENCES = 2  # least-similar ungrounded sentences shown in alerts, each with its best window
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    lines: list[str] = []
+    missing = [word for word in map(shown.word, evidence.get("missing_source_ids") or []) if word]
+    if missing:
+        lines.append(f"cites source(s) the call does not have: {', '.join(missing[: shown.EVIDENCE_ITEMS])}")
+    sentences = shown.records(evidence.get("sentences"))
+    ungrounded = [s for s in sentences if s.get("grounded") is False and shown.quoted(s.get("text"))]
+    ungrounded.sort(key=lambda s: shown.number(s.get("similarity")) or 0.0)  # least similar first
+    for sentence in ungrounded[:UNGROUNDED_SENTENCES]:
+        similarity = shown.number(sentence.get("similarity"))
+        scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
+        lines.append(f"ungrounded sentence{scored}: {shown.quoted(sentence.get('text'))}")
+        window = shown.quoted(sentence.get("best_window"))
+        lines.append(f"best source window: {window}" if window else "no source window to compare with")
+    count = shown.number(evidence.get("ungrounded_count"))
+    total = max(int(count), len(ungrounded)) if count is not None else len(ungrounded)
+    return lines + shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
+
+
+SPEC = DetectorSpec(
+    name=GroundingDetector.name,
+    kind="content",
+    build=lambda ing: GroundingDetector(ing.settings.grounding, ing.threshold, required(ing.embedder, "the embedder")),
+    render=render_evidence,
+    structural_keys=frozenset({"source_id", "missing_source_ids"}),
+)

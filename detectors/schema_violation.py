@@ -46,10 +46,12 @@ from typing import Any
 from jsonschema.exceptions import ValidationError
 from rapidfuzz import fuzz, process, utils
 
+from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
 from detectors.schema_validators import SchemaValidators
+from detectors.spec import DetectorSpec
 from detectors.text import JSON_FENCE
 
 logger = logging.getLogger(__name__)
@@ -358,3 +360,29 @@ def _render(value: Any) -> str:
 
 def _truncate(text: str) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    messages = [message for message in map(_violation_line, shown.records(evidence.get("violations"))) if message]
+    return messages[: shown.EVIDENCE_ITEMS] + shown.more(len(messages), shown.EVIDENCE_ITEMS, "violation(s)")
+
+
+def _violation_line(violation: Mapping[str, Any]) -> str:
+    """The violation's message, or (when the content mode withheld it) what and where it was."""
+    message = shown.word(violation.get("message"))
+    if message:
+        return message
+    where = [
+        f"{name} {shown.word(violation.get(name))}" for name in ("tool", "path") if shown.word(violation.get(name))
+    ]
+    return " ".join([shown.word(violation.get("kind")), *where]).strip()
+
+
+SPEC = DetectorSpec(
+    name=SchemaViolationDetector.name,
+    kind="structural",
+    build=lambda ing: SchemaViolationDetector(ing.settings.schema_violation, ing.threshold),
+    render=render_evidence,
+    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion"}),
+)

@@ -56,6 +56,7 @@ import numpy.typing as npt
 from detectors.base import Detector, DetectorResult, DetectorStatus, SentinelVerdict, checked_threshold
 from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall
+from detectors.spec import DetectorSpec, no_evidence_lines
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
 FACTUAL = "factual"
@@ -305,3 +306,12 @@ class SentinelDetector(Detector):
             flaggable=not context and answered,  # a factual answer is unverified only without context
         )
         return replace(result, sentinel=verdict)
+
+
+SPEC = DetectorSpec(
+    name=SentinelDetector.name,
+    kind="gate",
+    build=lambda ing: SentinelDetector(ing.settings.sentinel, ing.threshold),
+    render=no_evidence_lines,  # its flag means "unverified": it never reaches an alert
+    structural_keys=frozenset({"label"}),
+)

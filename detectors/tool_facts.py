@@ -42,6 +42,8 @@ from detectors.registries import (
     read_location,
     read_permissions,
 )
+from detectors.schema_violation import render_evidence as violations_as_lines
+from detectors.spec import DetectorSpec
 
 MAX_FINDINGS = 20
 _SUGGESTION_MIN_SCORE = 60.0
@@ -282,3 +284,12 @@ def _hint(closest: str | None) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
+
+
+SPEC = DetectorSpec(
+    name=ToolFactsDetector.name,
+    kind="structural",
+    build=lambda ing: ToolFactsDetector(ing.settings.tool_facts, ing.threshold),
+    render=violations_as_lines,  # the same violations shape as schema_violation's
+    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion", "registries"}),
+)

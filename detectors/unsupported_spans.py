@@ -37,6 +37,7 @@ from detectors.contradiction import index_values, stated_values
 from detectors.embeddings import Embedder, TokenVectors
 from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
+from detectors.spec import DetectorSpec, Ingredients, no_evidence_lines, required
 from detectors.support_features import (
     CALL_FEATURES,
     SUPPORT_KINDS,
@@ -246,3 +247,19 @@ class UnsupportedSpansDetector(Detector):
                 "source_text": text[lo : match.end + _SNIPPET_CONTEXT_CHARS],
             }
         return span
+
+
+def _build(ing: Ingredients) -> UnsupportedSpansDetector:
+    embedder = required(ing.embedder, "the embedder")
+    return UnsupportedSpansDetector(
+        ing.settings.unsupported_spans, ing.threshold, embedder, language=ing.settings.grounding.language
+    )
+
+
+SPEC = DetectorSpec(
+    name=UnsupportedSpansDetector.name,
+    kind="content",
+    build=_build,
+    render=no_evidence_lines,  # its summary quotes the spans
+    structural_keys=frozenset({"source_id"}),
+)

@@ -32,10 +32,9 @@ from faust.types import Message, StreamT
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
 from detectors.chat import USAGE_KEY
-from detectors.claims import ClaimsDetector
 from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import LLMCall
-from detectors.self_consistency import SelfConsistencyDetector
+from detectors.registry import build_sampled
 from detectors.suite import TURNED_OFF
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
@@ -89,14 +88,7 @@ class ConsistencyStage:
         self._embedder = Embedder(settings.detectors.embeddings)
         self._embedder.load()
         self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
-        if config.self_consistency.enabled:
-            threshold = thresholds.for_detector(SelfConsistencyDetector.name)
-            self.detectors.append(
-                SelfConsistencyDetector(config.self_consistency, threshold, self._client, self._embed)
-            )
-        if config.claims.enabled:
-            threshold = thresholds.for_detector(ClaimsDetector.name)
-            self.detectors.append(ClaimsDetector(config.claims, threshold, self._client))
+        self.detectors = build_sampled(settings.detectors, config, thresholds, self._client, self._embed)
         app.agent(consistency_topic, name="halluwatch.consistency")(self._consume)
 
     def sample(self, calls: Sequence[LLMCall]) -> list[tuple[bytes, bytes]]:

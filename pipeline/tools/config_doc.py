@@ -191,7 +191,7 @@ def _rows(model: type[BaseModel], prefix: str) -> Iterator[str]:
 def _section(key: str, field: FieldInfo, model: type[BaseModel], joint: str) -> Iterator[str]:
     yield from ["", f"### `{key}`", "", " ".join(inspect.cleandoc(model.__doc__ or "").split()).replace("``", "`")]
     default = None if field.is_required() else field.get_default(call_default_factory=True)
-    if isinstance(default, list | dict) and default:
+    if isinstance(default, list | dict) and default and field.annotation is not None:
         shown = TypeAdapter(field.annotation).dump_python(default, mode="json", exclude_defaults=True)
         yield from ["", "Default:", "", "```yaml", yaml.safe_dump(shown, sort_keys=False).rstrip(), "```"]
     yield from ["", _HEADER, "|---|---|---|---|"]
