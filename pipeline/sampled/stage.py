@@ -44,6 +44,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
+from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
 
@@ -65,6 +66,7 @@ class ConsistencyStage:
         findings_topic: faust.TopicT,
         store: RowStore,
         dead_letter: DeadLetterSender,
+        finding_sinks: FindingSinks | None = None,
     ) -> None:
         config = settings.consistency
         self._settings = settings
@@ -73,6 +75,7 @@ class ConsistencyStage:
         self._policies = policies  # each call is sampled, judged and stored as its application's policy says
         self._content = settings.content_policies().findings  # of endpoint errors in the log
         self._store = store
+        self._finding_sinks = finding_sinks or FindingSinks()
         self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
@@ -142,6 +145,7 @@ class ConsistencyStage:
                     for record in records
                 )
             )
+            self._finding_sinks.emit(records)
             self.calls_judged += len(events)
             metrics.CONSISTENCY_DONE.inc(len(events))
 
