@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from detectors import evidence_text as shown
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall
+from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.text import evidence as shown
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _EVIDENCE_CHARS = 300

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
 
-from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ConfidenceConfig
 from detectors.llm_call import LLMCall, TokenLogprob
 from detectors.spec import DetectorSpec, Ingredients
+from detectors.text import evidence as shown
 
 MAX_SPANS = 10  # low-confidence spans listed in the evidence, lowest first
 _LOGPROB_ROUNDING = 1e-3  # providers round: log p a hair above 0 still means p = 1

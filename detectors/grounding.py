@@ -48,13 +48,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import GroundingConfig
-from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
+from detectors.models.embeddings import Embedder
 from detectors.spec import DetectorSpec, required
-from detectors.text import Sentence, is_structured_answer, parse_citations, split_sentences, words
+from detectors.text import evidence as shown
+from detectors.text.prose import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
 

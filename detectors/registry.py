@@ -24,9 +24,9 @@ from detectors import (
     unsupported_spans,
 )
 from detectors.base import Detector, SampledDetector
-from detectors.chat import ChatModel
 from detectors.config import DetectorSettings, ModelBaseline
-from detectors.embeddings import Embedder, Vectors
+from detectors.models.chat import ChatModel
+from detectors.models.embeddings import Embedder, Vectors
 from detectors.spec import DetectorSpec, Ingredients, SampledConfigs
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds

@@ -46,13 +46,13 @@ from typing import Any
 from jsonschema.exceptions import ValidationError
 from rapidfuzz import fuzz, process, utils
 
-from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
 from detectors.schema_validators import SchemaValidators
 from detectors.spec import DetectorSpec
-from detectors.text import JSON_FENCE
+from detectors.text import evidence as shown
+from detectors.text.prose import JSON_FENCE
 
 logger = logging.getLogger(__name__)
 

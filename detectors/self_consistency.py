@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from detectors import evidence_text as shown
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.config import SelfConsistencyConfig
-from detectors.embeddings import Vectors
 from detectors.llm_call import LLMCall
+from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
+from detectors.models.embeddings import Vectors
 from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.text import evidence as shown
 
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised rows, off the event loop
 

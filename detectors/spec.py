@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:  # the runtimes load numpy and onnxruntime; naming their types costs nothing
     from detectors.base import Detector, SampledDetector
-    from detectors.chat import ChatModel
     from detectors.config import ClaimsConfig, DetectorSettings, ModelBaseline, SelfConsistencyConfig
-    from detectors.embeddings import Embedder, Vectors
+    from detectors.models.chat import ChatModel
+    from detectors.models.embeddings import Embedder, Vectors
 
 # structural: reads the call's own structure (tools, schemas), runs on every call; gate: decides
 # whether content detectors run (the sentinel); content: compares the answer with its context;

@@ -46,12 +46,12 @@ from typing import Any
 import numpy as np
 from tokenizers import Encoding, Tokenizer
 
-from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall
-from detectors.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
+from detectors.models.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
 from detectors.spec import DetectorSpec
+from detectors.text import evidence as shown
 
 MAX_SPANS = 20  # per call in the evidence, so rows stay small
 TOKENIZER_FILE = "tokenizer.json"

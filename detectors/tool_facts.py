@@ -2,7 +2,7 @@
 
 The schema & tool-call detector checks a call's *shape* against the tool's schema; this one
 checks its *facts* against registries the operator declares (``detectors.tool_facts``,
-:mod:`detectors.registries`):
+:mod:`detectors.tool_registries`):
 
 * **OpenAPI**: an HTTP-style tool's ``method`` and ``path`` (or full URL) must be an
   operation of the document, and its query parameters ones that operation declares; the
@@ -32,7 +32,9 @@ from rapidfuzz import fuzz, process, utils
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
 from detectors.llm_call import LLMCall, ToolCall
-from detectors.registries import (
+from detectors.schema_violation import render_evidence as violations_as_lines
+from detectors.spec import DetectorSpec
+from detectors.tool_registries import (
     OpenAPIDocument,
     Permissions,
     Refreshing,
@@ -42,8 +44,6 @@ from detectors.registries import (
     read_location,
     read_permissions,
 )
-from detectors.schema_violation import render_evidence as violations_as_lines
-from detectors.spec import DetectorSpec
 
 MAX_FINDINGS = 20
 _SUGGESTION_MIN_SCORE = 60.0

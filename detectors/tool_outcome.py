@@ -39,12 +39,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from detectors import evidence_text as shown
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall
 from detectors.spec import DetectorSpec
-from detectors.text import Sentence, key_words, split_sentences, word_list
+from detectors.text import evidence as shown
+from detectors.text.prose import Sentence, key_words, split_sentences, word_list
 from detectors.tool_runs import FAILURE_STATUSES, Outcome, ToolRun, current_turn, tool_runs
 
 MAX_SPANS_LISTED = 5

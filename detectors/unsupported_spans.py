@@ -4,7 +4,7 @@ Each answer word gets support features from one forward pass of the embedding mo
 the answer's sentences (the pass grounding makes, kept by the embedder) and one over each
 source (plus the question), cached by content hash like grounding's windows
 (:mod:`detectors.support_features`).  Two small learned models, read
-from a JSON file that ``halluwatch train`` writes (:mod:`detectors.learned`), turn them
+from a JSON file that ``halluwatch train`` writes (:mod:`detectors.models.learned`), turn them
 into decisions:
 
 * the **word model** gives each word the probability that it is hallucinated (one model per
@@ -34,9 +34,9 @@ import numpy.typing as npt
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
 from detectors.contradiction import index_values, stated_values
-from detectors.embeddings import Embedder, TokenVectors
-from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
+from detectors.models.embeddings import Embedder, TokenVectors
+from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.spec import DetectorSpec, Ingredients, no_evidence_lines, required
 from detectors.support_features import (
     CALL_FEATURES,
@@ -50,7 +50,7 @@ from detectors.support_features import (
     text_vocabulary,
     word_support,
 )
-from detectors.text import citation_spans, is_json_document, is_structured_answer, split_sentences
+from detectors.text.prose import citation_spans, is_json_document, is_structured_answer, split_sentences
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence

@@ -19,7 +19,7 @@ from typing import Any, Final
 import numpy as np
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.learned import Matrix, ScaledLogistic, read_model_file
+from detectors.models.learned import Matrix, ScaledLogistic, read_model_file
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences

@@ -356,7 +356,7 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     """
     from tqdm import tqdm
 
-    from detectors.embeddings import Embedder
+    from detectors.models.embeddings import Embedder
     from detectors.unsupported_spans import UnsupportedSpansDetector
     from pipeline.offline import train as training
     from pipeline.offline.evaluate import evaluate

@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from detectors.evidence_text import clip, more
 from detectors.registry import DETECTORS
+from detectors.text.evidence import clip, more
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.incident import IncidentEvent, IncidentNote
 from pipeline.config.alerting import AlertingSettings

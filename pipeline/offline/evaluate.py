@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from detectors.learned import ScaledLogistic
 from detectors.llm_call import LLMCall, Message, Source
+from detectors.models.learned import ScaledLogistic
 from detectors.suite import DetectorSuite
 from detectors.thresholds import load_thresholds
 from detectors.verdict import (

@@ -371,7 +371,7 @@ def _pending_migrations(client: Any, database: str, versions: list[int]) -> int:
 
 
 def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from detectors.embeddings import EmbeddingError, resolve_model_dir
+    from detectors.models.embeddings import EmbeddingError, resolve_model_dir
 
     model = settings.detectors.embeddings.model
     try:

@@ -20,8 +20,8 @@ from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
 from detectors.config import ClaimsConfig, DetectorSettings, EmbeddingConfig, SelfConsistencyConfig, SpanModelConfig
-from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import Message, Source, TokenLogprob, ToolCall, ToolDefinition
+from detectors.models.embeddings import Embedder, Vectors
 from detectors.registry import DETECTORS, build_sampled, build_suite
 from detectors.thresholds import load_thresholds
 from pipeline.alerting.alert import DetectorEvidence

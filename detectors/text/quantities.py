@@ -50,7 +50,7 @@ from typing import Final
 
 import yaml
 
-from detectors.text import RECORD_KEY, key_words
+from detectors.text.prose import RECORD_KEY, key_words
 
 
 class Kind(StrEnum):
@@ -64,7 +64,7 @@ class Kind(StrEnum):
     MONEY = "money"
     QUANTITY = "quantity"
     NAME = "name"
-    FLAG = "flag"  # a yes/no field of a structured source (detectors.stated_flags)
+    FLAG = "flag"  # a yes/no field of a structured source (detectors.text.stated_flags)
 
 
 @dataclass(frozen=True, slots=True)
