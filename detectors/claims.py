@@ -231,7 +231,7 @@ def _build(ing: Ingredients) -> ClaimsDetector | None:
     return ClaimsDetector(config, ing.threshold, required(ing.chat, "an LLM endpoint")) if config.enabled else None
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=ClaimsDetector.name,
     kind="sampled",
     build=_build,

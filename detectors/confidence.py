@@ -221,7 +221,7 @@ def _build(ing: Ingredients) -> ConfidenceDetector:
     return ConfidenceDetector(config.model_copy(update={"baselines": baselines}), ing.threshold)
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=ConfidenceDetector.name,
     kind="content",
     build=_build,

@@ -491,7 +491,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=ContradictionDetector.name,
     kind="content",
     build=lambda ing: ContradictionDetector(ing.settings.contradiction, ing.threshold),

@@ -369,7 +369,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines + shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=GroundingDetector.name,
     kind="content",
     build=lambda ing: GroundingDetector(ing.settings.grounding, ing.threshold, required(ing.embedder, "the embedder")),

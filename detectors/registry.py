@@ -2,7 +2,7 @@
 
 The worker and ``halluwatch eval`` both build their suite here (through
 :mod:`pipeline.spans.suite`), so offline scores are the scores production would give. A
-new detector is its module (with its ``SPEC``), its test, and one line in :data:`DETECTORS`.
+new detector is its module (with its ``DETECTOR``), its test, and one line in :data:`DETECTORS`.
 """
 
 from __future__ import annotations
@@ -34,17 +34,17 @@ from detectors.thresholds import Thresholds
 # Structural detectors first, then the sentinel that gates the content detectors, these
 # cheapest first, then those the sampled stage runs.
 DETECTORS: tuple[DetectorSpec, ...] = (
-    schema_violation.SPEC,
-    tool_facts.SPEC,
-    tool_outcome.SPEC,
-    sentinel.SPEC,
-    contradiction.SPEC,
-    confidence.SPEC,
-    grounding.SPEC,
-    unsupported_spans.SPEC,
-    token_classifier.SPEC,
-    self_consistency.SPEC,
-    claims.SPEC,
+    schema_violation.DETECTOR,
+    tool_facts.DETECTOR,
+    tool_outcome.DETECTOR,
+    sentinel.DETECTOR,
+    contradiction.DETECTOR,
+    confidence.DETECTOR,
+    grounding.DETECTOR,
+    unsupported_spans.DETECTOR,
+    token_classifier.DETECTOR,
+    self_consistency.DETECTOR,
+    claims.DETECTOR,
 )
 
 

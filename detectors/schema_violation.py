@@ -379,7 +379,7 @@ def _violation_line(violation: Mapping[str, Any]) -> str:
     return " ".join([shown.word(violation.get("kind")), *where]).strip()
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=SchemaViolationDetector.name,
     kind="structural",
     build=lambda ing: SchemaViolationDetector(ing.settings.schema_violation, ing.threshold),

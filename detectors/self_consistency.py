@@ -143,7 +143,7 @@ def _build(ing: Ingredients) -> SelfConsistencyDetector | None:
     )
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=SelfConsistencyDetector.name,
     kind="sampled",
     build=_build,

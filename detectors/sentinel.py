@@ -308,7 +308,7 @@ class SentinelDetector(Detector):
         return replace(result, sentinel=verdict)
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=SentinelDetector.name,
     kind="gate",
     build=lambda ing: SentinelDetector(ing.settings.sentinel, ing.threshold),

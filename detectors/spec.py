@@ -1,4 +1,4 @@
-"""What one detector is, in one place: the descriptor each detector module declares as ``SPEC``.
+"""What one detector is, in one place: the descriptor each detector module declares as ``DETECTOR``.
 
 :data:`detectors.registry.DETECTORS` lists them in order; the suite, the sampled detectors,
 the alert renderings of evidence and the content policy's structural keys are derived from

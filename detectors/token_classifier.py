@@ -413,7 +413,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "span(s)")
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name="span_model",
     kind="content",
     build=lambda ing: build_token_classifier_detector(ing.settings.span_model, ing.threshold),

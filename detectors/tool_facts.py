@@ -286,7 +286,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=ToolFactsDetector.name,
     kind="structural",
     build=lambda ing: ToolFactsDetector(ing.settings.tool_facts, ing.threshold),

@@ -237,7 +237,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "line(s)")
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=ToolOutcomeDetector.name,
     kind="structural",
     build=lambda ing: ToolOutcomeDetector(

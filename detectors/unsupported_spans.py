@@ -256,7 +256,7 @@ def _build(ing: Ingredients) -> UnsupportedSpansDetector:
     )
 
 
-SPEC = DetectorSpec(
+DETECTOR = DetectorSpec(
     name=UnsupportedSpansDetector.name,
     kind="content",
     build=_build,

@@ -1,7 +1,7 @@
 """Evidence as people read it: untrusted JSON values turned into short, clipped, quoted text.
 
 Evidence reaches alerts over Kafka as JSON, so every reader tolerates missing keys and wrong
-types. Each detector's ``SPEC.render`` (its evidence lines in alerts) is built from these.
+types. Each detector's ``DETECTOR.render`` (its evidence lines in alerts) is built from these.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ CONFIRM_ACTION = "halluwatch_confirm"
 FALSE_ALARM_ACTION = "halluwatch_false_alarm"
 
 
-# Each detector's own rendering of its evidence (detectors/<name>.py, ``SPEC.render``).
+# Each detector's own rendering of its evidence (detectors/<name>.py, ``DETECTOR.render``).
 _EVIDENCE = {spec.name: spec.render for spec in DETECTORS}
 
 

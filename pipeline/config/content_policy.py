@@ -77,7 +77,7 @@ _CALL_EVIDENCE_KEYS = frozenset({"truncated", "detector"})
 
 @functools.cache
 def structural_keys() -> frozenset[str]:
-    """Evidence keys that hold no content: the call's own and each detector's (its ``SPEC.structural_keys``)."""
+    """Evidence keys that hold no content: the call's own and each detector's (its ``DETECTOR.structural_keys``)."""
     # The registry imports every detector's runtime (numpy, the model sessions): imported on first
     # use, in the processes that write evidence, so that reading the settings stays light.
     from detectors.registry import structural_evidence_keys

@@ -1,6 +1,6 @@
 """Every detector of the registry, real: start, a batch with one poisoned call, render, close.
 
-And what is written about each detector elsewhere agrees with its ``SPEC``: its settings
+And what is written about each detector elsewhere agrees with its ``DETECTOR``: its settings
 section, its built-in threshold, its rendering in alerts, its structural evidence keys.
 """
 
