@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-if TYPE_CHECKING:  # the runtimes load numpy and onnxruntime; naming their types costs nothing
+if TYPE_CHECKING:  # for annotations only: this module stays free of the runtimes (numpy, onnxruntime)
     from detectors.base import Detector, SampledDetector
     from detectors.config import ClaimsConfig, DetectorSettings, ModelBaseline, SelfConsistencyConfig
     from detectors.models.chat import ChatModel
