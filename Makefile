@@ -39,7 +39,7 @@ demo: install
 	$(BIN)/halluwatch demo
 
 # ruff includes the bandit (S) rules; every exception is a `# noqa: S... - why` where it occurs.
-# lint-imports keeps the layering of README's map (pyproject's [tool.importlinter]).
+# lint-imports keeps the layering of docs/architecture.md (pyproject's [tool.importlinter]).
 check: install audit
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import faust
 
-from detectors.chat import USAGE_KEY
 from detectors.claims import EXTRACT_INSTRUCTIONS
 from detectors.llm_call import LLMCall
+from detectors.models.chat import USAGE_KEY
 from detectors.thresholds import load_thresholds
 from pipeline.config.settings import Settings
 from pipeline.sampled.stage import ConsistencyStage

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from detectors.embeddings import Embedder, EmbeddingConfig
 from detectors.grounding import GroundingConfig, GroundingDetector
 from detectors.llm_call import LLMCall
-from detectors.text import split_sentences
+from detectors.models.embeddings import Embedder, EmbeddingConfig
+from detectors.text.prose import split_sentences
 from pipeline.config.settings import Settings
 from pipeline.offline.eval_metrics import auroc, best_f1_threshold
 from pipeline.offline.evaluate import read_records, record_to_call

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grounding import baseline as seed000_scores  # bench/grounding.py: seed 000's grounding, the reference
 from tqdm import tqdm
 
-from detectors.embeddings import Embedder
+from detectors.models.embeddings import Embedder
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.config.settings import load_settings
 from pipeline.offline.eval_metrics import all_positive_f1, auroc, binary_metrics

@@ -1,4 +1,4 @@
-"""Dashboard panels, one file per panel query, shared by Grafana and ``halluwatch report`` (SPEC §8).
+"""Dashboard panels, one file per panel query, shared by Grafana and ``halluwatch report`` (docs/operations.md).
 
 ``clickhouse/NN_name.sql`` hold ClickHouse queries over the halluwatch tables and
 ``prometheus/NN_name.promql`` PromQL over the worker's metrics.  Each file starts with

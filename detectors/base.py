@@ -1,4 +1,4 @@
-"""The detector contract (SPEC §4).
+"""The detector contract (docs/detectors.md).
 
 A detector is a small, pure unit: a batch of :class:`~detectors.llm_call.LLMCall` in, one
 :class:`DetectorResult` per call out.  It must never raise into the stream and must
@@ -140,7 +140,7 @@ class DetectorIdentity:
 
 
 class SampledDetector(DetectorIdentity, ABC):
-    """A detector that asks an LLM endpoint, run only on sampled calls (SPEC §4.5-4.6).
+    """A detector that asks an LLM endpoint, run only on sampled calls (docs/detectors.md).
 
     Its work is network I/O, so it is a coroutine on the event loop, one call at a time;
     an unusable answer from the endpoint is an error result, not an exception.

@@ -1,4 +1,4 @@
-"""The per-model entropy baselines file of the confidence detector (SPEC §4.3, §7).
+"""The per-model entropy baselines file of the confidence detector (docs/detectors.md).
 
 Written by ``halluwatch baseline`` (:mod:`pipeline.offline.baseline`), read by every
 process that runs the confidence detector::

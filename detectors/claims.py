@@ -1,4 +1,4 @@
-"""The claims scorer (SPEC §4.6, seed 004): an LLM judge checks each claim of the answer.
+"""The claims scorer (docs/detectors.md, seed 004): an LLM judge checks each claim of the answer.
 
 Two requests to an OpenAI-compatible endpoint: the first extracts the answer's factual
 claims, the second gives each claim a verdict against the call's context —
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -25,9 +25,11 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, field_validator
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall
+from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
+from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.text import evidence as shown
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _EVIDENCE_CHARS = 300
@@ -209,3 +211,30 @@ def _reason(judged: Sequence[JudgedClaim], wrong: Sequence[JudgedClaim]) -> str:
     return f"{len(wrong)} of {len(judged)} claims not supported by the context; {worst.verdict}: " + (
         f'"{worst.claim[:_EVIDENCE_CHARS]}"{why}'
     )
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    judged = [c for c in shown.records(evidence.get("claims")) if c.get("verdict") in ("contradicted", "unsupported")]
+    judged.sort(key=lambda c: c.get("verdict") != "contradicted")  # contradictions first: the stronger evidence
+    lines = []
+    for claim in judged:
+        reason = shown.snippet(claim.get("reason"))
+        lines.append(
+            f"{claim['verdict']} claim: {shown.quoted(claim.get('claim'))}" + (f" ({reason})" if reason else "")
+        )
+    return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
+
+
+def _build(ing: Ingredients) -> ClaimsDetector | None:
+    config = required(ing.sampled, "the sampled detectors' settings").claims
+    return ClaimsDetector(config, ing.threshold, required(ing.chat, "an LLM endpoint")) if config.enabled else None
+
+
+DETECTOR = DetectorSpec(
+    name=ClaimsDetector.name,
+    kind="sampled",
+    build=_build,
+    render=render_evidence,
+    structural_keys=frozenset({"verdict"}),
+)

@@ -1,4 +1,4 @@
-"""Confidence anomaly detector (SPEC §4.3, seed 000).
+"""Confidence anomaly detector (docs/detectors.md, seed 000).
 
 When a model makes up what it has never seen, its token distribution often looks
 unusual: flatter than usual (unsure) or, for confidently wrong answers, sharper than
@@ -29,7 +29,7 @@ Design choices, stated because each one shapes what the number means:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean
 from typing import Any
@@ -37,6 +37,8 @@ from typing import Any
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ConfidenceConfig
 from detectors.llm_call import LLMCall, TokenLogprob
+from detectors.spec import DetectorSpec, Ingredients
+from detectors.text import evidence as shown
 
 MAX_SPANS = 10  # low-confidence spans listed in the evidence, lowest first
 _LOGPROB_ROUNDING = 1e-3  # providers round: log p a hair above 0 still means p = 1
@@ -198,3 +200,31 @@ def _span(run: _Run, tokens: Sequence[str], starts: Sequence[int] | None) -> dic
         return {"text": text}
     start = starts[run.first]
     return {"start": start, "end": start + len(text), "text": text}
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    span = evidence.get("lowest_span")
+    text = shown.quoted(span.get("text")) if isinstance(span, Mapping) else ""
+    if text:
+        prob = shown.number(span.get("mean_prob")) if isinstance(span, Mapping) else None
+        scored = f" (mean token probability {prob:.3f})" if prob is not None else ""
+        return [f"lowest-confidence span{scored}: {text}"]
+    lowest = shown.number(evidence.get("min_token_prob"))
+    return [f"lowest token probability {lowest:.3f}"] if lowest is not None else []
+
+
+def _build(ing: Ingredients) -> ConfidenceDetector:
+    # Baselines written in the settings win over a baselines file's.
+    config = ing.settings.confidence
+    baselines = {**ing.baselines, **config.baselines}
+    return ConfidenceDetector(config.model_copy(update={"baselines": baselines}), ing.threshold)
+
+
+DETECTOR = DetectorSpec(
+    name=ConfidenceDetector.name,
+    kind="content",
+    build=_build,
+    render=render_evidence,
+    structural_keys=frozenset({"baseline_model", "baseline_version"}),
+)

@@ -1,8 +1,8 @@
-"""Numeric & entity contradiction detector (SPEC §4.2).
+"""Numeric & entity contradiction detector (docs/detectors.md).
 
 HaluGate's example is the case this catches: the tool said the Eiffel Tower was built
 1887-1889 and is 330 m tall, the answer says 1950 and 500 m.  Numbers, years, dates,
-times, percentages, money, quantities with units (see :mod:`detectors.quantities`) and
+times, percentages, money, quantities with units (see :mod:`detectors.text.quantities`) and
 capitalised names are pulled out of the answer and looked up in the grounding text.
 No model: regexes and arithmetic, so it runs on every call and explains every verdict.
 
@@ -19,7 +19,7 @@ Each answer mention gets one verdict:
   A name is supported when each of its words occurs in the context or the question
   (compared without case or accents: ``Zurich`` is ``Zürich``, ``Strasse`` is ``Straße``),
   or the words it lacks are written there as an acronym, its expansion or a postal code
-  (``EU`` for ``European Union``, ``CA`` for ``California``: :mod:`detectors.name_forms`).
+  (``EU`` for ``European Union``, ``CA`` for ``California``: :mod:`detectors.text.name_forms`).
 * **conflict** (severity 4) — not supported, and the grounding text has a value of the
   same family (kind plus dimension, currency or written date parts) whose surrounding
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
@@ -31,7 +31,7 @@ Each answer mention gets one verdict:
 * **unsupported** (severity 2) — neither.
 
 Yes/no fields of structured sources (``"OutdoorSeating": false``, ``"in_stock": true``;
-:mod:`detectors.stated_flags`) are claims too: where the answer speaks of one, keeping its
+:mod:`detectors.text.stated_flags`) are claims too: where the answer speaks of one, keeping its
 value is supported and turning it round ("offers outdoor seating") a conflict with the field.
 A record's number takes its unit or currency from its key (``"price_eur": 420``), so "380
 euros" conflicts with it rather than finding nothing of its family to compare with.
@@ -60,7 +60,7 @@ import itertools
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final
@@ -68,10 +68,12 @@ from typing import Any, Final
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ContradictionConfig
 from detectors.llm_call import LLMCall
-from detectors.name_forms import NameForms, initials, name_forms, region_codes, region_names
-from detectors.quantities import Kind, Mention, extract_claims, extract_names, extract_values
-from detectors.stated_flags import Flag, FlagStatement, flag_statements, source_flags
-from detectors.text import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
+from detectors.spec import DetectorSpec
+from detectors.text import evidence as shown
+from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
+from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
+from detectors.text.quantities import Kind, Mention, extract_claims, extract_names, extract_values
+from detectors.text.stated_flags import Flag, FlagStatement, flag_statements, source_flags
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
 MAX_SPANS_LISTED = 20
@@ -379,7 +381,7 @@ def _window_stems(text: str, mention: Mention, words: int) -> frozenset[str]:
 
 
 def _known(word: str, context: _Context) -> bool:
-    """A name word occurs in the context, or another form of it does (:func:`detectors.text.same_word`)."""
+    """A name word occurs in the context, or another form of it does (:func:`detectors.text.prose.same_word`)."""
     if word in context.words:
         return True
     stem = word[: max(MIN_STEM_CHARS, len(word) - INFLECTION_CHARS)]
@@ -494,3 +496,27 @@ def _summary(claims: list[_Claim]) -> str:
         return f"all {len(claims)} checked values and names found in the context"
     others = len(conflicts) + len(unsupported) - 1
     return (line + (f" (+{others} more)" if others else ""))[:500]
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    conflicts: list[str] = []
+    unsupported: list[str] = []
+    for claim in shown.records(evidence.get("claims")):
+        said = shown.quoted(claim.get("text"))
+        if said and claim.get("verdict") == "conflict":
+            other = shown.quoted(claim.get("context_text"))
+            conflicts.append(f"answer says {said}, context says {other or 'something else'}")
+        elif said and claim.get("verdict") == "unsupported":
+            unsupported.append(f"answer says {said}, not found in the context")
+    lines = conflicts + unsupported  # conflicts first: they are the stronger evidence
+    return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
+
+
+DETECTOR = DetectorSpec(
+    name=ContradictionDetector.name,
+    kind="content",
+    build=lambda ing: ContradictionDetector(ing.settings.contradiction, ing.threshold),
+    render=render_evidence,
+    structural_keys=frozenset({"kind", "verdict", "family"}),
+)

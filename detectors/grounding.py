@@ -1,4 +1,4 @@
-"""Citation grounding detector (SPEC §4.1, seed 000): is each answer sentence backed by a source.
+"""Citation grounding detector (docs/detectors.md, seed 000): is each answer sentence backed by a source.
 
 Every checkable answer sentence is compared, by embedding cosine, with the best-matching
 window of the sources it should rest on: the sources it cites (``[1]``, ``[1, 2]``,
@@ -11,7 +11,7 @@ Design choices, each a trade of recall, precision or cost:
 
 * **Windows, never whole sources.**  Sources are split into sentences and compared as
   windows of 1 and 3 sentences (``window_sizes``) around each sentence: a 3-sentence window
-  dilutes a one-sentence fact (cosine 0.46 vs 0.85 measured, SPEC §9), a 1-sentence window
+  dilutes a one-sentence fact (cosine 0.46 vs 0.85 measured, bench/README.md), a 1-sentence window
   misses a claim spread over neighbours.  The best over all windows and sizes counts.
 * **Lexical pre-selection.**  Embedding every window of every source on a cold cache is
   the detector's whole cost.  A BM25-style overlap score picks the ``candidates_per_sentence``
@@ -41,7 +41,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,9 +50,11 @@ import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import GroundingConfig
-from detectors.embeddings import Embedder
 from detectors.llm_call import LLMCall, Source
-from detectors.text import Sentence, is_structured_answer, parse_citations, split_sentences, words
+from detectors.models.embeddings import Embedder
+from detectors.spec import DetectorSpec, required
+from detectors.text import evidence as shown
+from detectors.text.prose import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
 
@@ -342,3 +344,35 @@ class _LexicalIndex:
         take = eligible if k == 0 else min(k, eligible)
         order = np.argsort(-scores, kind="stable")[:take]
         return [self._positions[i] for i in order]
+
+
+UNGROUNDED_SENTENCES = 2  # least-similar ungrounded sentences shown in alerts, each with its best window
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    lines: list[str] = []
+    missing = [word for word in map(shown.word, evidence.get("missing_source_ids") or []) if word]
+    if missing:
+        lines.append(f"cites source(s) the call does not have: {', '.join(missing[: shown.EVIDENCE_ITEMS])}")
+    sentences = shown.records(evidence.get("sentences"))
+    ungrounded = [s for s in sentences if s.get("grounded") is False and shown.quoted(s.get("text"))]
+    ungrounded.sort(key=lambda s: shown.number(s.get("similarity")) or 0.0)  # least similar first
+    for sentence in ungrounded[:UNGROUNDED_SENTENCES]:
+        similarity = shown.number(sentence.get("similarity"))
+        scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
+        lines.append(f"ungrounded sentence{scored}: {shown.quoted(sentence.get('text'))}")
+        window = shown.quoted(sentence.get("best_window"))
+        lines.append(f"best source window: {window}" if window else "no source window to compare with")
+    count = shown.number(evidence.get("ungrounded_count"))
+    total = max(int(count), len(ungrounded)) if count is not None else len(ungrounded)
+    return lines + shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
+
+
+DETECTOR = DetectorSpec(
+    name=GroundingDetector.name,
+    kind="content",
+    build=lambda ing: GroundingDetector(ing.settings.grounding, ing.threshold, required(ing.embedder, "the embedder")),
+    render=render_evidence,
+    structural_keys=frozenset({"source_id", "missing_source_ids"}),
+)

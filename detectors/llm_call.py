@@ -1,4 +1,4 @@
-"""The normalized, convention-independent view of one LLM span (SPEC §3).
+"""The normalized, convention-independent view of one LLM span (docs/architecture.md).
 
 Every instrumentation convention is mapped onto these frozen records, so detectors,
 storage and alerting never look at raw span attributes again.  Records are immutable

@@ -1,27 +1,57 @@
-"""Which detectors a process runs, built from its detector settings and the thresholds file.
+"""Every detector, in one ordered list, and the suites built from it.
 
 The worker and ``halluwatch eval`` both build their suite here (through
-:mod:`pipeline.spans.suite`), so offline scores are the scores production would give.
+:mod:`pipeline.spans.suite`), so offline scores are the scores production would give. A
+new detector is its module (with its ``DETECTOR``), its test, and one line in :data:`DETECTORS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import cache
 
-from detectors.base import Detector
-from detectors.confidence import ConfidenceDetector
+from detectors import (
+    claims,
+    confidence,
+    contradiction,
+    grounding,
+    schema_violation,
+    self_consistency,
+    sentinel,
+    token_classifier,
+    tool_facts,
+    tool_outcome,
+    unsupported_spans,
+)
+from detectors.base import Detector, SampledDetector
 from detectors.config import DetectorSettings, ModelBaseline
-from detectors.contradiction import ContradictionDetector
-from detectors.embeddings import Embedder
-from detectors.grounding import GroundingDetector
-from detectors.schema_violation import SchemaViolationDetector
-from detectors.sentinel import SentinelDetector
+from detectors.models.chat import ChatModel
+from detectors.models.embeddings import Embedder, Vectors
+from detectors.spec import DetectorSpec, Ingredients, SampledConfigs
 from detectors.suite import DetectorSuite, TimingObserver
 from detectors.thresholds import Thresholds
-from detectors.token_classifier import build_token_classifier_detector
-from detectors.tool_facts import ToolFactsDetector
-from detectors.tool_outcome import ToolOutcomeDetector
-from detectors.unsupported_spans import UnsupportedSpansDetector
+
+# Structural detectors first, then the sentinel that gates the content detectors, these
+# cheapest first, then those the sampled stage runs.
+DETECTORS: tuple[DetectorSpec, ...] = (
+    schema_violation.DETECTOR,
+    tool_facts.DETECTOR,
+    tool_outcome.DETECTOR,
+    sentinel.DETECTOR,
+    contradiction.DETECTOR,
+    confidence.DETECTOR,
+    grounding.DETECTOR,
+    unsupported_spans.DETECTOR,
+    token_classifier.DETECTOR,
+    self_consistency.DETECTOR,
+    claims.DETECTOR,
+)
+
+
+@cache
+def structural_evidence_keys() -> frozenset[str]:
+    """Evidence keys that hold no content, of every detector."""
+    return frozenset().union(*(spec.structural_keys for spec in DETECTORS))
 
 
 def build_suite(
@@ -30,38 +60,44 @@ def build_suite(
     baselines: Mapping[str, ModelBaseline],
     on_timing: TimingObserver | None = None,
 ) -> DetectorSuite:
-    """The span-level detectors: structural ones, the sentinel, then content ones cheapest first.
+    """The span-level detectors the settings turn on.
 
     ``baselines`` are the confidence detector's from a baselines file; those written in
     ``config`` win.
     """
-    confidence = config.confidence.model_copy(update={"baselines": {**baselines, **config.confidence.baselines}})
     embedder = Embedder(config.embeddings)  # one model and one source cache for both embedding detectors
-    content: list[Detector] = [
-        ContradictionDetector(config.contradiction, thresholds.for_detector(ContradictionDetector.name)),
-        ConfidenceDetector(confidence, thresholds.for_detector(ConfidenceDetector.name)),
-        GroundingDetector(config.grounding, thresholds.for_detector(GroundingDetector.name), embedder),
-        UnsupportedSpansDetector(
-            config.unsupported_spans,
-            thresholds.for_detector(UnsupportedSpansDetector.name),
-            embedder,
-            language=config.grounding.language,
-        ),
-    ]
-    if config.span_model.model_path is not None:
-        span_model = build_token_classifier_detector(config.span_model, thresholds.for_detector("span_model"))
-        content += [span_model] if span_model else []
-    return DetectorSuite(
-        structural=[
-            SchemaViolationDetector(config.schema_violation, thresholds.for_detector(SchemaViolationDetector.name)),
-            ToolFactsDetector(config.tool_facts, thresholds.for_detector(ToolFactsDetector.name)),
-            ToolOutcomeDetector(
-                config.tool_outcome,
-                thresholds.for_detector(ToolOutcomeDetector.name),
-                language=config.grounding.language,
-            ),
-        ],
-        content=content,
-        sentinel=SentinelDetector(config.sentinel, thresholds.for_detector(SentinelDetector.name)),
-        on_timing=on_timing,
-    )
+    built: dict[str, list[Detector]] = {"structural": [], "gate": [], "content": []}
+    for spec in DETECTORS:
+        if spec.kind in built:
+            ingredients = Ingredients(thresholds.for_detector(spec.name), config, embedder, baselines)
+            detector = spec.build(ingredients)
+            if detector is not None and not isinstance(detector, Detector):
+                raise TypeError(_wrong_type(spec, detector))
+            built[spec.kind] += [detector] if detector is not None else []
+    [gate] = built["gate"]
+    return DetectorSuite(structural=built["structural"], content=built["content"], sentinel=gate, on_timing=on_timing)
+
+
+def build_sampled(
+    config: DetectorSettings,
+    sampled: SampledConfigs,
+    thresholds: Thresholds,
+    chat: ChatModel,
+    embed: Callable[[Sequence[str]], Awaitable[Vectors]],
+) -> list[SampledDetector]:
+    """The sampled detectors the settings turn on, asking ``chat`` and embedding through ``embed``."""
+    detectors: list[SampledDetector] = []
+    for spec in DETECTORS:
+        if spec.kind == "sampled":
+            ingredients = Ingredients(
+                thresholds.for_detector(spec.name), config, sampled=sampled, chat=chat, embed=embed
+            )
+            detector = spec.build(ingredients)
+            if detector is not None and not isinstance(detector, SampledDetector):
+                raise TypeError(_wrong_type(spec, detector))
+            detectors += [detector] if detector is not None else []
+    return detectors
+
+
+def _wrong_type(spec: DetectorSpec, detector: object) -> str:
+    return f"detector {spec.name!r} of kind {spec.kind} built a {type(detector).__name__}"

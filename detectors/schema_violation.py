@@ -1,4 +1,4 @@
-"""Schema & tool-call violation detector (SPEC §4.4).
+"""Schema & tool-call violation detector (docs/detectors.md).
 
 The cheapest detector and the one with the fewest false positives, so it always runs.
 It checks two contracts the application itself declared:
@@ -50,7 +50,9 @@ from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
 from detectors.schema_validators import SchemaValidators
-from detectors.text import JSON_FENCE
+from detectors.spec import DetectorSpec
+from detectors.text import evidence as shown
+from detectors.text.prose import JSON_FENCE
 
 logger = logging.getLogger(__name__)
 
@@ -358,3 +360,29 @@ def _render(value: Any) -> str:
 
 def _truncate(text: str) -> str:
     return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    messages = [message for message in map(_violation_line, shown.records(evidence.get("violations"))) if message]
+    return messages[: shown.EVIDENCE_ITEMS] + shown.more(len(messages), shown.EVIDENCE_ITEMS, "violation(s)")
+
+
+def _violation_line(violation: Mapping[str, Any]) -> str:
+    """The violation's message, or (when the content mode withheld it) what and where it was."""
+    message = shown.word(violation.get("message"))
+    if message:
+        return message
+    where = [
+        f"{name} {shown.word(violation.get(name))}" for name in ("tool", "path") if shown.word(violation.get(name))
+    ]
+    return " ".join([shown.word(violation.get("kind")), *where]).strip()
+
+
+DETECTOR = DetectorSpec(
+    name=SchemaViolationDetector.name,
+    kind="structural",
+    build=lambda ing: SchemaViolationDetector(ing.settings.schema_violation, ing.threshold),
+    render=render_evidence,
+    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion"}),
+)

@@ -1,4 +1,4 @@
-"""Self-consistency (SPEC §4.5, seed 000): ask again, and see whether the answers agree.
+"""Self-consistency (docs/detectors.md, seed 000): ask again, and see whether the answers agree.
 
 The call's own conversation is sent to an OpenAI-compatible endpoint ``samples`` times at
 a temperature above zero; the answers are embedded with the grounding detector's model
@@ -17,16 +17,18 @@ thing each time; one that makes it up tends to say something different each time
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.config import SelfConsistencyConfig
-from detectors.embeddings import Vectors
 from detectors.llm_call import LLMCall
+from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
+from detectors.models.embeddings import Vectors
+from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.text import evidence as shown
 
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised rows, off the event loop
 
@@ -119,3 +121,32 @@ class SelfConsistencyDetector(SampledDetector):
             f"(least similar pair {float(pairs[worst]):.2f})",
             evidence=evidence,
         )
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    pair = evidence.get("most_divergent")
+    answers = pair.get("answers") if isinstance(pair, Mapping) else None
+    if not isinstance(pair, Mapping) or not isinstance(answers, list):
+        return []
+    similarity = shown.number(pair.get("similarity"))
+    scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
+    return [f"least similar re-asked answer{scored}: {shown.quoted(answer)}" for answer in answers[:2]]
+
+
+def _build(ing: Ingredients) -> SelfConsistencyDetector | None:
+    config = required(ing.sampled, "the sampled detectors' settings").self_consistency
+    if not config.enabled:
+        return None
+    return SelfConsistencyDetector(
+        config, ing.threshold, required(ing.chat, "an LLM endpoint"), required(ing.embed, "an embedding function")
+    )
+
+
+DETECTOR = DetectorSpec(
+    name=SelfConsistencyDetector.name,
+    kind="sampled",
+    build=_build,
+    render=render_evidence,
+    structural_keys=frozenset(),
+)

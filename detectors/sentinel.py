@@ -1,4 +1,4 @@
-"""Fact-check sentinel (SPEC §4.7, after seed 001's HaluGate Sentinel): which prompts need checking.
+"""Fact-check sentinel (docs/detectors.md, after seed 001's HaluGate Sentinel): which prompts need checking.
 
 Token-level and claim-level detection is wasted on a poem or a code review, and produces
 false positives there ("your poem contains unsupported claims!").  The sentinel classifies
@@ -56,6 +56,7 @@ import numpy.typing as npt
 from detectors.base import Detector, DetectorResult, DetectorStatus, SentinelVerdict, checked_threshold
 from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall
+from detectors.spec import DetectorSpec, no_evidence_lines
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
 FACTUAL = "factual"
@@ -305,3 +306,12 @@ class SentinelDetector(Detector):
             flaggable=not context and answered,  # a factual answer is unverified only without context
         )
         return replace(result, sentinel=verdict)
+
+
+DETECTOR = DetectorSpec(
+    name=SentinelDetector.name,
+    kind="gate",
+    build=lambda ing: SentinelDetector(ing.settings.sentinel, ing.threshold),
+    render=no_evidence_lines,  # its flag means "unverified": it never reaches an alert
+    structural_keys=frozenset({"label"}),
+)

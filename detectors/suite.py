@@ -1,7 +1,7 @@
 """The set of detectors one process runs, and the fact-check gate in front of them.
 
 The worker and ``halluwatch eval`` both run a :class:`DetectorSuite`, so offline scores
-are the production scores.  The sentinel (SPEC §4.7) decides per call whether content
+are the production scores.  The sentinel (docs/detectors.md) decides per call whether content
 detectors run: a call with structured sources (retrieved documents, tool results) is
 always checked against them; without sources, only a prompt the sentinel calls factual
 is.  Skipping the rest saves their cost and their false positives (HaluGate: 72 %).

@@ -4,7 +4,7 @@ The unit is the word (a run of letters and digits, kept whole across inner separ
 "1,889", "8:00" or "Friedrichstraße"; one per CJK character), not the model's word piece:
 labels, evidence and spans are about words.  A word's support is read off the contextual
 token embeddings of one forward pass over the answer and one over the sources and question
-(:meth:`~detectors.embeddings.Embedder.encode_tokens`): for each of its pieces the best
+(:meth:`~detectors.models.embeddings.Embedder.encode_tokens`): for each of its pieces the best
 cosine to any support token, plus its neighbourhood and plain lexical facts (is the word in
 the sources at all, is it a number, a name).  A wrong year in an otherwise matching
 sentence barely moves a sentence embedding, but the token "1950" has no good match anywhere.
@@ -24,8 +24,8 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.contradiction import StatedValue
-from detectors.embeddings import TokenVectors
-from detectors.text import word_list
+from detectors.models.embeddings import TokenVectors
+from detectors.text.prose import word_list
 
 Matrix = npt.NDArray[np.float64]
 

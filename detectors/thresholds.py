@@ -1,4 +1,4 @@
-"""Versioned detector thresholds (SPEC §7): loaded once at start, recorded with every finding."""
+"""Versioned detector thresholds (docs/operations.md): loaded once at start, recorded with every finding."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model-based span detection (SPEC §4.8): a token classifier marks unsupported answer spans.
+"""Model-based span detection (docs/detectors.md): a token classifier marks unsupported answer spans.
 
 "Spans" here are stretches of the answer text, not OpenTelemetry spans.  The detector keeps
 the name ``span_model`` in findings, thresholds and the ``detectors.span_model`` settings,
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,9 @@ from tokenizers import Encoding, Tokenizer
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall
-from detectors.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
+from detectors.models.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
+from detectors.spec import DetectorSpec
+from detectors.text import evidence as shown
 
 MAX_SPANS = 20  # per call in the evidence, so rows stay small
 TOKENIZER_FILE = "tokenizer.json"
@@ -398,3 +400,23 @@ def _span_evidence(answer: str, span: _Span) -> dict[str, Any]:
     if span.nli is not None:
         evidence["nli"] = span.nli
     return evidence
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    lines: list[str] = []
+    for span in shown.records(evidence.get("spans")):
+        text = shown.quoted(span.get("text"))
+        if text:
+            prob = shown.number(span.get("probability"))
+            lines.append(f"unsupported span{f' (p={prob:.2f})' if prob is not None else ''}: {text}")
+    return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "span(s)")
+
+
+DETECTOR = DetectorSpec(
+    name="span_model",
+    kind="content",
+    build=lambda ing: build_token_classifier_detector(ing.settings.span_model, ing.threshold),
+    render=render_evidence,
+    structural_keys=frozenset({"nli", "aggregation", "label"}),
+)

@@ -2,7 +2,7 @@
 
 The schema & tool-call detector checks a call's *shape* against the tool's schema; this one
 checks its *facts* against registries the operator declares (``detectors.tool_facts``,
-:mod:`detectors.registries`):
+:mod:`detectors.tool_registries`):
 
 * **OpenAPI**: an HTTP-style tool's ``method`` and ``path`` (or full URL) must be an
   operation of the document, and its query parameters ones that operation declares; the
@@ -32,7 +32,9 @@ from rapidfuzz import fuzz, process, utils
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
 from detectors.llm_call import LLMCall, ToolCall
-from detectors.registries import (
+from detectors.schema_violation import render_evidence as violations_as_lines
+from detectors.spec import DetectorSpec
+from detectors.tool_registries import (
     OpenAPIDocument,
     Permissions,
     Refreshing,
@@ -282,3 +284,12 @@ def _hint(closest: str | None) -> str:
 
 def _clip(text: str) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
+
+
+DETECTOR = DetectorSpec(
+    name=ToolFactsDetector.name,
+    kind="structural",
+    build=lambda ing: ToolFactsDetector(ing.settings.tool_facts, ing.threshold),
+    render=violations_as_lines,  # the same violations shape as schema_violation's
+    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion", "registries"}),
+)

@@ -1,4 +1,4 @@
-"""Tool outcome detector (SPEC §5, trace-level facts): answers that claim what the tools did not do.
+"""Tool outcome detector (docs/architecture.md, trace-level facts): answers that claim what the tools did not do.
 
 The classic agent hallucination is "I've booked your flight" after the booking tool
 returned an error.  The call's own messages show the turn (:mod:`detectors.tool_runs`):
@@ -35,14 +35,16 @@ its run.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall
-from detectors.text import Sentence, key_words, split_sentences, word_list
+from detectors.spec import DetectorSpec
+from detectors.text import evidence as shown
+from detectors.text.prose import Sentence, key_words, split_sentences, word_list
 from detectors.tool_runs import FAILURE_STATUSES, Outcome, ToolRun, current_turn, tool_runs
 
 MAX_SPANS_LISTED = 5
@@ -219,3 +221,28 @@ def _evidence(
         "turn_messages": turn_messages,
         "spans": [{"start": s.start, "end": s.end, "text": s.text[:300]} for s in claims[:MAX_SPANS_LISTED]],
     }
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts."""
+    claims = (shown.quoted(span.get("text")) for span in shown.records(evidence.get("spans")))
+    lines = [f"answer claims: {said}" for said in claims if said]
+    for run in shown.records(evidence.get("runs")):
+        outcome, tool = shown.word(run.get("outcome")), shown.word(run.get("tool"))
+        if outcome == "failed":
+            reason = shown.snippet(run.get("reason"))
+            lines.append(f"tool {tool} failed" + (f": {reason}" if reason else ""))
+        elif outcome == "not_run":
+            lines.append(f"tool {tool} has no recorded result")
+    return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "line(s)")
+
+
+DETECTOR = DetectorSpec(
+    name=ToolOutcomeDetector.name,
+    kind="structural",
+    build=lambda ing: ToolOutcomeDetector(
+        ing.settings.tool_outcome, ing.threshold, language=ing.settings.grounding.language
+    ),
+    render=render_evidence,
+    structural_keys=frozenset({"tool", "status", "outcome", "call_id"}),
+)

@@ -1,4 +1,4 @@
-"""What the tools of the current turn did, read from the call's own messages (SPEC §5, trace-level facts).
+"""What the tools of the current turn did, read from the call's own messages (docs/architecture.md, trace-level facts).
 
 An agent's final LLM call carries its turn in its input: the user's request, the
 assistant's tool calls, and one ``tool`` message per call with its result.  This module

@@ -1,10 +1,10 @@
-"""Unsupported-spans detector (SPEC §4.1): which words of the answer no source supports, and where.
+"""Unsupported-spans detector (docs/detectors.md): which words of the answer no source supports, and where.
 
 Each answer word gets support features from one forward pass of the embedding model over
 the answer's sentences (the pass grounding makes, kept by the embedder) and one over each
 source (plus the question), cached by content hash like grounding's windows
 (:mod:`detectors.support_features`).  Two small learned models, read
-from a JSON file that ``halluwatch train`` writes (:mod:`detectors.learned`), turn them
+from a JSON file that ``halluwatch train`` writes (:mod:`detectors.models.learned`), turn them
 into decisions:
 
 * the **word model** gives each word the probability that it is hallucinated (one model per
@@ -34,9 +34,10 @@ import numpy.typing as npt
 from detectors.base import Detector, DetectorResult, checked_threshold
 from detectors.config import UnsupportedSpansConfig
 from detectors.contradiction import index_values, stated_values
-from detectors.embeddings import Embedder, TokenVectors
-from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
 from detectors.llm_call import LLMCall
+from detectors.models.embeddings import Embedder, TokenVectors
+from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
+from detectors.spec import DetectorSpec, Ingredients, no_evidence_lines, required
 from detectors.support_features import (
     CALL_FEATURES,
     SUPPORT_KINDS,
@@ -49,7 +50,7 @@ from detectors.support_features import (
     text_vocabulary,
     word_support,
 )
-from detectors.text import citation_spans, is_json_document, is_structured_answer, split_sentences
+from detectors.text.prose import citation_spans, is_json_document, is_structured_answer, split_sentences
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -246,3 +247,19 @@ class UnsupportedSpansDetector(Detector):
                 "source_text": text[lo : match.end + _SNIPPET_CONTEXT_CHARS],
             }
         return span
+
+
+def _build(ing: Ingredients) -> UnsupportedSpansDetector:
+    embedder = required(ing.embedder, "the embedder")
+    return UnsupportedSpansDetector(
+        ing.settings.unsupported_spans, ing.threshold, embedder, language=ing.settings.grounding.language
+    )
+
+
+DETECTOR = DetectorSpec(
+    name=UnsupportedSpansDetector.name,
+    kind="content",
+    build=_build,
+    render=no_evidence_lines,  # its summary quotes the spans
+    structural_keys=frozenset({"source_id"}),
+)

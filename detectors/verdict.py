@@ -26,7 +26,7 @@ from typing import Any, Final
 import numpy as np
 
 from detectors.base import FACT_DETECTORS, DetectorResult, DetectorStatus
-from detectors.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
+from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences

@@ -180,7 +180,7 @@ def baseline(
     output_path: Path | None,
     min_responses: int,
 ) -> None:
-    """Compute per-model answer-entropy baselines for the confidence detector (SPEC §4.3).
+    """Compute per-model answer-entropy baselines for the confidence detector (docs/detectors.md).
 
     Writes a versioned YAML file (default DATA_DIR/baselines.yaml); point
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
@@ -368,7 +368,7 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     import yaml
     from tqdm import tqdm
 
-    from detectors.embeddings import Embedder
+    from detectors.models.embeddings import Embedder
     from detectors.thresholds import load_thresholds
     from detectors.unsupported_spans import UnsupportedSpansDetector
     from pipeline.offline import train as training
@@ -508,7 +508,7 @@ def _migrated_client(settings: Settings) -> Client:
 
 @main.group()
 def silence() -> None:
-    """Silences: alerts matching a selector are recorded but not sent, for a while (README, Silences)."""
+    """Silences: alerts matching a selector are recorded but not sent, for a while (docs/operations.md, Silences)."""
 
 
 @silence.command(name="add")

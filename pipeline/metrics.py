@@ -1,4 +1,4 @@
-"""Prometheus metrics of the worker (SPEC §8): what came in, what came out, what was dropped."""
+"""Prometheus metrics of the worker (docs/operations.md): what came in, what came out, what was dropped."""
 
 from __future__ import annotations
 

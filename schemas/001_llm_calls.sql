@@ -1,4 +1,4 @@
--- One row per normalized LLM span (SPEC §3, §6).
+-- One row per normalized LLM span (docs/architecture.md).
 -- ReplacingMergeTree keyed by (trace_id, span_id): a replay after a crash re-inserts
 -- identical rows, which merge away; read with FINAL for exact counts before a merge.
 CREATE TABLE IF NOT EXISTS {database}.llm_calls

@@ -1,4 +1,4 @@
--- One row per detector result, flagged or not (SPEC §4, §6).
+-- One row per detector result, flagged or not (docs/detectors.md).
 -- Identity is (detector, trace_id, span_id): the same detector on the same span after a
 -- replay replaces the earlier row instead of adding one.  Partitioned by the span's own
 -- start time (deterministic) so duplicates always meet in one partition.

@@ -1,4 +1,4 @@
--- One row per alert delivery: an alert (one per trace per rule, SPEC §5) to one destination.
+-- One row per alert delivery: an alert (one per trace per rule, docs/operations.md) to one destination.
 -- The router writes a row on every outcome; the row with the highest state_version is the
 -- current one: a final status (delivered, digested, failed) outranks every in-flight retry,
 -- and a later retry outranks an earlier one.  ReplacingMergeTree keeps that row, so a

@@ -1,4 +1,4 @@
--- Human labels for calibration (SPEC §6, §7): was this LLM span a hallucination?
+-- Human labels for calibration (docs/operations.md): was this LLM span a hallucination?
 -- One current label per (trace, span) per labeller: the key leaves the labeller in, so
 -- several people can label the same span (calibration resolves them by majority), and
 -- ReplacingMergeTree(labelled_at) keeps each person's newest label, so a correction

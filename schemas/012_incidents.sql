@@ -1,4 +1,4 @@
--- Rate-monitor incidents (SPEC §5): one incident per monitor and group while its flag rate is up.
+-- Rate-monitor incidents (docs/operations.md): one incident per monitor and group while its flag rate is up.
 -- Every event (open, update, resolve) writes the incident's whole row with a higher version;
 -- ReplacingMergeTree keeps the newest, so FINAL reads show each incident once, as it stands.
 -- group_by names the monitor's fields and group_values this group's values, in that order.

@@ -14,7 +14,7 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from detectors.config import EmbeddingConfig
-from detectors.embeddings import Embedder
+from detectors.models.embeddings import Embedder
 from pipeline.sinks.clickhouse import connect
 from pipeline.tools.demo_broker import TansuBroker
 

@@ -1,4 +1,4 @@
-"""The two-detector agreement rule (SPEC §5), as pure functions over per-trace state.
+"""The two-detector agreement rule (docs/detectors.md), as pure functions over per-trace state.
 
 Findings of one trace arrive one by one, from different detectors and at different
 times (sampled detectors report seconds later), and at least once.  Each trace keeps a

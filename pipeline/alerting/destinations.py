@@ -2,7 +2,7 @@
 
 One delivery attempt retries quickly inside itself (a 429 with a short ``Retry-After``, a
 5xx, a dropped connection); whatever is still failing after that is raised as a
-``DeliveryError`` and the caller schedules the alert on the retry topic (SPEC §5: never drop).
+``DeliveryError`` and the caller schedules the alert on the retry topic (docs/operations.md: never drop).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import aiohttp
 
 from pipeline.alerting.alert import Alert
 from pipeline.alerting.incident import IncidentNote
-from pipeline.config.alerting import AlertingSettings
+from pipeline.config.alerting import AlertingSettings, RouteConfig
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,23 @@ class Destination(ABC):
 
     async def close(self) -> None:  # noqa: B027 - most destinations hold nothing to release
         """Release connections; the destination must not be used afterwards."""
+
+
+@dataclass(frozen=True, slots=True)
+class DestinationType:
+    """One kind of destination, as routes, ``doctor`` and explanations see it.
+
+    ``fields`` are the ``RouteConfig`` fields that ask for it; ``lacks`` says which secret it
+    still needs on a route that asks for it ("" when it can deliver); ``build`` makes the
+    destination of a route that asks for it and lacks nothing; ``describe`` is its words for
+    people (``slack #oncall``). How it renders an alert is its ``Destination``'s own.
+    """
+
+    fields: tuple[str, ...]
+    wanted: Callable[[RouteConfig], bool]
+    lacks: Callable[[AlertingSettings, str], str]
+    build: Callable[[AlertingSettings, str], Destination]
+    describe: Callable[[AlertingSettings, str], str]
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.alerting.alert import Alert
-from pipeline.alerting.destinations import HttpDestination, HttpReply
+from pipeline.alerting.destinations import DestinationType, HttpDestination, HttpReply
 from pipeline.alerting.incident import IncidentNote
 from pipeline.alerting.render import pagerduty_event, pagerduty_incident_event
 from pipeline.config.alerting import AlertingSettings
@@ -27,7 +27,7 @@ class PagerDutyDestination(HttpDestination):
         key = config.routing_key_of(route) if route else config.pagerduty_routing_key
         if key is None:
             raise ValueError("PagerDutyDestination needs alerting.pagerduty_routing_key or the route's own")
-        own = bool(route) and config.routes[route].pagerduty_routing_key is not None
+        own = bool(route) and _has_own_key(config, route)
         super().__init__(f"pagerduty:{route}" if own else "pagerduty", config)
         self._routing_key = key.get_secret_value()
 
@@ -51,3 +51,18 @@ class PagerDutyDestination(HttpDestination):
                 return HttpReply.of(response.status, response.headers, await response.text())
 
         await self._deliver(attempt)
+
+
+def _has_own_key(config: AlertingSettings, route: str) -> bool:
+    return config.routes[route].pagerduty_routing_key is not None
+
+
+PAGERDUTY = DestinationType(
+    fields=("pagerduty", "pagerduty_routing_key"),
+    wanted=lambda route: route.pagerduty,
+    lacks=lambda config, route: (
+        "" if config.routing_key_of(route) is not None else "HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY"
+    ),
+    build=lambda config, route: PagerDutyDestination(config, route),
+    describe=lambda config, route: "pagerduty (own service)" if _has_own_key(config, route) else "pagerduty",
+)

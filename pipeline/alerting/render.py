@@ -1,4 +1,4 @@
-"""How an alert reads: Slack Block Kit, PagerDuty Events v2, the log (SPEC §5).
+"""How an alert reads: Slack Block Kit, PagerDuty Events v2, the log (docs/operations.md).
 
 Pure functions, no I/O. Evidence arrived over Kafka as JSON, so it is untrusted: every
 reader here tolerates missing keys and wrong types, and every text is clipped to the
@@ -11,18 +11,15 @@ as withheld, the numbers beside it kept.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from detectors.registry import DETECTORS
+from detectors.text.evidence import clip, more
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.incident import IncidentEvent, IncidentNote
 from pipeline.config.alerting import AlertingSettings
 
-SNIPPET_CHARS = 300  # one quoted sentence, window or value
-WITHHELD = "(text withheld by content_mode)"
-EVIDENCE_ITEMS = 5  # violations / claims / spans listed per detector
-UNGROUNDED_SENTENCES = 2  # least-similar ungrounded sentences shown, each with its best window
 DIGEST_LINES = 20  # alerts listed one per line in a digest; the rest are counted
 
 # Slack Block Kit and PagerDuty limits.
@@ -39,162 +36,8 @@ CONFIRM_ACTION = "halluwatch_confirm"
 FALSE_ALARM_ACTION = "halluwatch_false_alarm"
 
 
-# --- untrusted values -------------------------------------------------------------------
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _snippet(value: Any) -> str:
-    """A one-line, clipped, quoted rendering of a text value ("" for anything else)."""
-    if not isinstance(value, str) or not value.strip():
-        return ""
-    return f'"{_clip(" ".join(value.split()), SNIPPET_CHARS)}"'
-
-
-def _quoted(value: Any) -> str:
-    """A :func:`_snippet`, or :data:`WITHHELD` for the empty text a ``drop`` content mode leaves."""
-    return WITHHELD if value == "" else _snippet(value)
-
-
-def _word(value: Any) -> str:
-    """A short scalar (id, kind, name) as text, or ""."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return ""
-    return _clip(str(value), SNIPPET_CHARS)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _records(value: Any) -> list[Mapping[str, Any]]:
-    """The mapping items of a list (anything else: none)."""
-    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
-
-
-def _more(total: int, shown: int, what: str) -> list[str]:
-    return [f"+{total - shown} more {what}"] if total > shown else []
-
-
-# --- evidence, per detector ---------------------------------------------------------------
-
-
-def _grounding_lines(evidence: Mapping[str, Any]) -> list[str]:
-    lines: list[str] = []
-    missing = [word for word in map(_word, evidence.get("missing_source_ids") or []) if word]
-    if missing:
-        lines.append(f"cites source(s) the call does not have: {', '.join(missing[:EVIDENCE_ITEMS])}")
-    sentences = _records(evidence.get("sentences"))
-    ungrounded = [s for s in sentences if s.get("grounded") is False and _quoted(s.get("text"))]
-    ungrounded.sort(key=lambda s: _number(s.get("similarity")) or 0.0)  # least similar first
-    for sentence in ungrounded[:UNGROUNDED_SENTENCES]:
-        similarity = _number(sentence.get("similarity"))
-        scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
-        lines.append(f"ungrounded sentence{scored}: {_quoted(sentence.get('text'))}")
-        window = _quoted(sentence.get("best_window"))
-        lines.append(f"best source window: {window}" if window else "no source window to compare with")
-    count = _number(evidence.get("ungrounded_count"))
-    total = max(int(count), len(ungrounded)) if count is not None else len(ungrounded)
-    return lines + _more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
-
-
-def _schema_lines(evidence: Mapping[str, Any]) -> list[str]:
-    messages = [message for message in map(_violation_line, _records(evidence.get("violations"))) if message]
-    return messages[:EVIDENCE_ITEMS] + _more(len(messages), EVIDENCE_ITEMS, "violation(s)")
-
-
-def _violation_line(violation: Mapping[str, Any]) -> str:
-    """The violation's message, or (when the content mode withheld it) what and where it was."""
-    message = _word(violation.get("message"))
-    if message:
-        return message
-    where = [f"{name} {_word(violation.get(name))}" for name in ("tool", "path") if _word(violation.get(name))]
-    return " ".join([_word(violation.get("kind")), *where]).strip()
-
-
-def _contradiction_lines(evidence: Mapping[str, Any]) -> list[str]:
-    conflicts: list[str] = []
-    unsupported: list[str] = []
-    for claim in _records(evidence.get("claims")):
-        said = _quoted(claim.get("text"))
-        if said and claim.get("verdict") == "conflict":
-            other = _quoted(claim.get("context_text"))
-            conflicts.append(f"answer says {said}, context says {other or 'something else'}")
-        elif said and claim.get("verdict") == "unsupported":
-            unsupported.append(f"answer says {said}, not found in the context")
-    lines = conflicts + unsupported  # conflicts first: they are the stronger evidence
-    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "claim(s)")
-
-
-def _tool_outcome_lines(evidence: Mapping[str, Any]) -> list[str]:
-    claims = (_quoted(span.get("text")) for span in _records(evidence.get("spans")))
-    lines = [f"answer claims: {said}" for said in claims if said]
-    for run in _records(evidence.get("runs")):
-        outcome, tool = _word(run.get("outcome")), _word(run.get("tool"))
-        if outcome == "failed":
-            reason = _snippet(run.get("reason"))
-            lines.append(f"tool {tool} failed" + (f": {reason}" if reason else ""))
-        elif outcome == "not_run":
-            lines.append(f"tool {tool} has no recorded result")
-    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "line(s)")
-
-
-def _confidence_lines(evidence: Mapping[str, Any]) -> list[str]:
-    span = evidence.get("lowest_span")
-    text = _quoted(span.get("text")) if isinstance(span, Mapping) else ""
-    if text:
-        prob = _number(span.get("mean_prob")) if isinstance(span, Mapping) else None
-        scored = f" (mean token probability {prob:.3f})" if prob is not None else ""
-        return [f"lowest-confidence span{scored}: {text}"]
-    lowest = _number(evidence.get("min_token_prob"))
-    return [f"lowest token probability {lowest:.3f}"] if lowest is not None else []
-
-
-def _span_model_lines(evidence: Mapping[str, Any]) -> list[str]:
-    lines: list[str] = []
-    for span in _records(evidence.get("spans")):
-        text = _quoted(span.get("text"))
-        if text:
-            prob = _number(span.get("probability"))
-            lines.append(f"unsupported span{f' (p={prob:.2f})' if prob is not None else ''}: {text}")
-    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "span(s)")
-
-
-def _self_consistency_lines(evidence: Mapping[str, Any]) -> list[str]:
-    pair = evidence.get("most_divergent")
-    answers = pair.get("answers") if isinstance(pair, Mapping) else None
-    if not isinstance(pair, Mapping) or not isinstance(answers, list):
-        return []
-    similarity = _number(pair.get("similarity"))
-    scored = f" (similarity {similarity:.2f})" if similarity is not None else ""
-    return [f"least similar re-asked answer{scored}: {_quoted(answer)}" for answer in answers[:2]]
-
-
-def _claims_lines(evidence: Mapping[str, Any]) -> list[str]:
-    judged = [c for c in _records(evidence.get("claims")) if c.get("verdict") in ("contradicted", "unsupported")]
-    judged.sort(key=lambda c: c.get("verdict") != "contradicted")  # contradictions first: the stronger evidence
-    lines = []
-    for claim in judged:
-        reason = _snippet(claim.get("reason"))
-        lines.append(f"{claim['verdict']} claim: {_quoted(claim.get('claim'))}" + (f" ({reason})" if reason else ""))
-    return lines[:EVIDENCE_ITEMS] + _more(len(lines), EVIDENCE_ITEMS, "claim(s)")
-
-
-_EVIDENCE: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "grounding": _grounding_lines,
-    "schema_violation": _schema_lines,
-    "tool_facts": _schema_lines,  # the same violations shape: a message per finding
-    "tool_outcome": _tool_outcome_lines,
-    "contradiction": _contradiction_lines,
-    "confidence": _confidence_lines,
-    "span_model": _span_model_lines,
-    "self_consistency": _self_consistency_lines,
-    "claims": _claims_lines,
-}
+# Each detector's own rendering of its evidence (detectors/<name>.py, ``DETECTOR.render``).
+_EVIDENCE = {spec.name: spec.render for spec in DETECTORS}
 
 
 def evidence_lines(d: DetectorEvidence) -> list[str]:
@@ -236,11 +79,11 @@ def _triage_mrkdwn(trace_id: str, config: AlertingSettings) -> list[str]:
 
 
 def _mrkdwn(text: str, limit: int = SLACK_TEXT_CHARS) -> dict[str, str]:
-    return {"type": "mrkdwn", "text": _clip(text, limit)}
+    return {"type": "mrkdwn", "text": clip(text, limit)}
 
 
 def _header(text: str) -> dict[str, Any]:
-    return {"type": "header", "text": {"type": "plain_text", "text": _clip(text, SLACK_HEADER_CHARS)}}
+    return {"type": "header", "text": {"type": "plain_text", "text": clip(text, SLACK_HEADER_CHARS)}}
 
 
 def _footer(config: AlertingSettings, *parts: str) -> dict[str, Any]:
@@ -318,7 +161,7 @@ def _digest_title(route: str, alerts: Sequence[Alert]) -> str:
 def digest_text(route: str, alerts: Sequence[Alert]) -> str:
     """Plain text summarising alerts sent together: the count, then one line per alert."""
     lines = [f"- {alert.headline} (trace {alert.trace_id})" for alert in alerts[:DIGEST_LINES]]
-    return "\n".join([_digest_title(route, alerts), *lines, *_more(len(alerts), DIGEST_LINES, "alert(s)")])
+    return "\n".join([_digest_title(route, alerts), *lines, *more(len(alerts), DIGEST_LINES, "alert(s)")])
 
 
 def _pack(lines: Iterable[str], limit: int) -> list[str]:
@@ -328,7 +171,7 @@ def _pack(lines: Iterable[str], limit: int) -> list[str]:
         if texts and len(texts[-1]) + 1 + len(line) <= limit:
             texts[-1] += "\n" + line
         else:
-            texts.append(_clip(line, limit))
+            texts.append(clip(line, limit))
     return texts
 
 
@@ -339,10 +182,10 @@ def _digest_links(trace_id: str, config: AlertingSettings) -> str:
 def digest_blocks(route: str, alerts: Sequence[Alert], config: AlertingSettings) -> list[dict[str, Any]]:
     """Block Kit for a digest: the count, one line per alert (headline, trace and triage links), then "+N more"."""
     lines = [
-        f"• {escape_mrkdwn(_clip(alert.headline, SLACK_HEADER_CHARS))} ({_digest_links(alert.trace_id, config)})"
+        f"• {escape_mrkdwn(clip(alert.headline, SLACK_HEADER_CHARS))} ({_digest_links(alert.trace_id, config)})"
         for alert in alerts[:DIGEST_LINES]
     ]
-    lines += _more(len(alerts), DIGEST_LINES, "alert(s)")
+    lines += more(len(alerts), DIGEST_LINES, "alert(s)")
     sections = [{"type": "section", "text": _mrkdwn(text)} for text in _pack(lines, SLACK_TEXT_CHARS)]
     return [_header(_digest_title(route, alerts)), *sections, _footer(config)]
 
@@ -353,7 +196,7 @@ def digest_blocks(route: str, alerts: Sequence[Alert], config: AlertingSettings)
 def pagerduty_event(alert: Alert, config: AlertingSettings, routing_key: str) -> dict[str, Any]:
     """An Events API v2 ``trigger``; the alert id is the dedup key, so re-sending is harmless."""
     payload: dict[str, Any] = {
-        "summary": _clip(alert.headline, PAGERDUTY_SUMMARY_CHARS),
+        "summary": clip(alert.headline, PAGERDUTY_SUMMARY_CHARS),
         "source": alert.service or "halluwatch",
         "severity": config.pagerduty_severity_for(alert.severity),
         "timestamp": alert.created_at.isoformat(),
@@ -444,7 +287,7 @@ def pagerduty_incident_event(note: IncidentNote, config: AlertingSettings, routi
     if note.event is IncidentEvent.RESOLVE:
         return event | {"event_action": "resolve"}
     payload: dict[str, Any] = {
-        "summary": _clip(note.headline, PAGERDUTY_SUMMARY_CHARS),
+        "summary": clip(note.headline, PAGERDUTY_SUMMARY_CHARS),
         "source": note.group.get("service") or "halluwatch",
         "severity": config.pagerduty_severity_for(note.severity),
         "timestamp": note.at.isoformat(),

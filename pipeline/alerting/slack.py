@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from pipeline.alerting.alert import Alert, IncidentRef
-from pipeline.alerting.destinations import HttpDestination, HttpReply
+from pipeline.alerting.destinations import DestinationType, HttpDestination, HttpReply
 from pipeline.alerting.incident import IncidentNote
 from pipeline.alerting.render import (
     digest_blocks,
@@ -115,3 +115,27 @@ class SlackWebhookDestination(_SlackDestination):
         client = AsyncWebhookClient(url=self._url, session=self._session(), retry_handlers=[])
         response = await client.send_dict({"text": text, "blocks": blocks, "unfurl_links": False})
         return HttpReply.of(response.status_code, response.headers, response.body)
+
+
+def _webhook_of(config: AlertingSettings, route: str) -> SlackWebhookDestination:
+    url = config.routes[route].slack_webhook_url
+    if url is None:
+        raise ValueError(f"route {route!r} has no slack_webhook_url")
+    return SlackWebhookDestination(route, url.get_secret_value(), config)
+
+
+SLACK_BOT = DestinationType(
+    fields=("slack_channel",),
+    wanted=lambda route: bool(route.slack_channel),
+    lacks=lambda config, route: "" if config.slack_bot_token is not None else "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN",
+    build=lambda config, route: SlackBotDestination(config.routes[route].slack_channel, config),
+    describe=lambda config, route: f"slack {config.routes[route].slack_channel}",
+)
+
+SLACK_WEBHOOK = DestinationType(
+    fields=("slack_webhook_url",),
+    wanted=lambda route: route.slack_webhook_url is not None,
+    lacks=lambda config, route: "",  # the URL is its credential
+    build=_webhook_of,
+    describe=lambda config, route: "slack webhook",
+)

@@ -1,4 +1,4 @@
-"""The alert router: alerts in, Slack / PagerDuty / log out, each delivery once (SPEC §5).
+"""The alert router: alerts in, Slack / PagerDuty / log out, each delivery once (docs/operations.md).
 
 Every (alert, destination) pair is one delivery, remembered in a changelog-backed table
 keyed by trace id once it reached a final state, so a replayed alert or a restarted
@@ -31,13 +31,13 @@ from faust.types import StreamT
 
 from pipeline import metrics
 from pipeline.alerting.alert import Alert, DeliveryStatus
+from pipeline.alerting.alert_row import alert_row
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
 from pipeline.alerting.silence_cache import ActiveSilences, SilenceReader
 from pipeline.alerting.silencing import silenced, silenced_outcomes, silencing
 from pipeline.config.settings import Settings
-from pipeline.sinks.rows import alert_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)

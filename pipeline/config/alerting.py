@@ -1,4 +1,4 @@
-"""Alerting configuration (the settings file's ``alerting:`` section, SPEC §5).
+"""Alerting configuration (the settings file's ``alerting:`` section, docs/configuration.md).
 
 Rules decide *whether* a trace alerts and on which route; routes decide *where* it goes.
 A route with no usable credentials prints to the worker's log instead, so the embedded
@@ -39,6 +39,8 @@ class AlertRule(BaseModel):
     min_detectors: int = Field(default=2, ge=1)
     all_of: list[str] = Field(default_factory=list)
     min_severity: int = Field(default=0, ge=0, le=4)
+    # The call's p_hallucination must reach this too: a number, or `route` for the minimum calibrated for
+    # the rule's route. Unset: the detectors alone decide.
     min_probability: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["route"] | None = None
 
     def matches(
@@ -136,6 +138,8 @@ class AlertingSettings(BaseModel):
     same_signal: list[list[str]] = Field(default_factory=lambda: [["grounding", "unsupported_spans"]])
     routes: dict[str, RouteConfig] = Field(default_factory=default_routes)
 
+    # Credentials (secrets: HALLUWATCH_ALERTING__SLACK_BOT_TOKEN, ..._PAGERDUTY_ROUTING_KEY) and
+    # API endpoints (a proxy, or a local test server).
     slack_bot_token: SecretStr | None = None
     slack_base_url: str = "https://slack.com/api/"
     pagerduty_routing_key: SecretStr | None = None
@@ -150,12 +154,12 @@ class AlertingSettings(BaseModel):
     # to the trace's page and Slack messages carry "confirmed" / "false alarm" buttons. Empty: neither.
     ui_base_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
 
-    request_timeout_seconds: float = Field(default=10.0, gt=0)
+    request_timeout_seconds: float = Field(default=10.0, gt=0)  # per HTTP request to Slack or PagerDuty
     # Quick retries inside one delivery attempt (429 Retry-After, 5xx with backoff).
     request_retries: int = Field(default=2, ge=0)
     # Attempts through the retry topic before an alert is dead-lettered.
     delivery_attempts: int = Field(default=8, ge=1)
-    retry_initial_seconds: float = Field(default=5.0, gt=0)
+    retry_initial_seconds: float = Field(default=5.0, gt=0)  # backoff between attempts, doubling up to the max
     retry_max_seconds: float = Field(default=300.0, gt=0)
     # Alerts already delivered are remembered this long, so replays never re-send them.
     dedup_retention_hours: float = Field(default=168.0, gt=0)
@@ -179,15 +183,6 @@ class AlertingSettings(BaseModel):
     def routing_key_of(self, route: str) -> SecretStr | None:
         """The PagerDuty integration key ``route`` triggers with: its own, else the global one."""
         return self.routes[route].pagerduty_routing_key or self.pagerduty_routing_key
-
-    def describe_route(self, route: str) -> str:
-        """Where a route delivers, in words (``slack #ch, pagerduty (own service)``), for explanations."""
-        config = self.routes[route]
-        parts = [f"slack {config.slack_channel}"] if config.slack_channel else []
-        parts += ["slack webhook"] if config.slack_webhook_url is not None else []
-        if config.pagerduty:
-            parts.append("pagerduty (own service)" if config.pagerduty_routing_key else "pagerduty")
-        return ", ".join(parts) or "the worker's log"
 
     def pagerduty_severity_for(self, severity: int) -> str:
         """The PagerDuty severity for an alert severity."""

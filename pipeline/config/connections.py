@@ -1,4 +1,4 @@
-"""Secure connections to Kafka and ClickHouse: SASL/TLS and TLS settings handed to the clients (SPEC §10).
+"""Secure connections to Kafka and ClickHouse: SASL/TLS and TLS settings handed to the clients (docs/operations.md).
 
 Kafka settings (``kafka_security:``) reach faust (``broker_credentials``, an SSL context)
 and every confluent-kafka client (``security.protocol``, ``sasl.*``, ``ssl.*``) alike, so
@@ -28,13 +28,13 @@ class KafkaSecurity(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    protocol: KafkaProtocol = "PLAINTEXT"
+    protocol: KafkaProtocol = "PLAINTEXT"  # passed to faust and every confluent-kafka client
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
     sasl_username: str = ""
-    sasl_password: SecretStr | None = None
+    sasl_password: SecretStr | None = None  # HALLUWATCH_KAFKA_SECURITY__SASL_PASSWORD
     ssl_cafile: Path | None = None  # CA bundle; none: the system's trust store
     ssl_certfile: Path | None = None  # client certificate (mutual TLS)
-    ssl_keyfile: Path | None = None
+    ssl_keyfile: Path | None = None  # the client certificate's key
     ssl_check_hostname: bool = True
 
     @model_validator(mode="after")

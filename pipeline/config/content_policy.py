@@ -1,4 +1,4 @@
-"""What of the prompts, answers and context text leaves the worker, per sink (SPEC §6, §10).
+"""What of the prompts, answers and context text leaves the worker, per sink (docs/operations.md).
 
 ``content_mode`` (every table) and ``content_modes`` (per table) choose one of:
 
@@ -35,7 +35,7 @@ and the dead letters' values (the message as it came, kept so an operator can fi
 replay it). Each is as sensitive as the collector's own topic and protected like it.
 
 Evidence is walked whole: every string in it is content unless its key is one of the
-structural names in :data:`STRUCTURAL_KEYS`, so a field a detector adds later is withheld
+structural names of :func:`structural_keys`, so a field a detector adds later is withheld
 until someone decides it is safe. Summaries quote the answer, so ``hash`` and ``drop``
 leave them empty (a hash of generated prose matches nothing worth matching).
 
@@ -46,6 +46,7 @@ which bounds the CPU time a message can cost whatever it holds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import hmac
 import itertools
@@ -70,13 +71,19 @@ _HASHED = re.compile(rf"{HASH_PREFIX}[0-9a-f]{{64}}")
 
 # Evidence keys whose string values name things of the application or of halluwatch, not
 # user content: kinds, verdicts, tool and parameter names, JSON paths, source ids, labels.
-STRUCTURAL_KEYS = frozenset(
-    {
-        "kind", "verdict", "family", "tool", "parameter", "path", "suggestion", "source_id", "missing_source_ids",
-        "baseline_model", "baseline_version", "label", "nli", "aggregation", "truncated", "detector", "status",
-        "outcome", "call_id", "registries",
-    }
-)  # fmt: skip
+# Evidence keys of the call rather than its detector: what was cut from it, and whose verdict.
+_CALL_EVIDENCE_KEYS = frozenset({"truncated", "detector"})
+
+
+@functools.cache
+def structural_keys() -> frozenset[str]:
+    """Evidence keys that hold no content: the call's own and each detector's (its ``DETECTOR.structural_keys``)."""
+    # The registry imports every detector's runtime (numpy, the model sessions): imported on first
+    # use, in the processes that write evidence, so that reading the settings stays light.
+    from detectors.registry import structural_evidence_keys
+
+    return _CALL_EVIDENCE_KEYS | structural_evidence_keys()
+
 
 # --- redaction patterns ---------------------------------------------------------------------
 # Every pattern starts only where the preceding character cannot continue the token (a
@@ -210,7 +217,7 @@ class ContentPolicy:
 
     def _evidence_value(self, key: str, value: Any) -> Any:
         if isinstance(value, str):
-            return value if key in STRUCTURAL_KEYS else self.text(value)
+            return value if key in structural_keys() else self.text(value)
         if isinstance(value, Mapping):
             return {str(k): self._evidence_value(str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -1,4 +1,4 @@
-"""Rate monitors (the settings file's ``monitors:`` section, SPEC §5).
+"""Rate monitors (the settings file's ``monitors:`` section, docs/operations.md).
 
 A monitor watches the share of LLM calls that detectors flag, per group of calls (a
 service, a model, an operation, a policy), over a short window against the same group's

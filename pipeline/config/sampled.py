@@ -1,4 +1,4 @@
-"""Configuration of the sampled detectors (the settings file's ``consistency:`` section, SPEC §4.5-4.6).
+"""Configuration of the sampled detectors (the settings file's ``consistency:`` section, docs/detectors.md).
 
 Self-consistency and the claims scorer ask an LLM endpoint for every call they judge, so
 they run only on a deterministic sample of high-risk calls, off the hot path, under a

@@ -1,4 +1,4 @@
-"""Keeping secrets out of logs and messages (SPEC §10).
+"""Keeping secrets out of logs and messages (docs/operations.md).
 
 Secrets are ``SecretStr`` settings (from ``HALLUWATCH_*`` variables or secret files), so
 they never show in ``repr``. Client libraries do not know that: an error text may quote

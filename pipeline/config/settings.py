@@ -60,9 +60,9 @@ class Settings(BaseSettings):
     # Where relative paths (embedded ClickHouse, worker state) live.
     data_dir: Path = DEFAULT_DATA_DIR
 
-    kafka_bootstrap: str = "127.0.0.1:9092"
-    kafka_group_id: str = "halluwatch"
-    kafka_input_topic: str = "otlp_spans"
+    kafka_bootstrap: str = "127.0.0.1:9092"  # bootstrap servers, comma-separated
+    kafka_group_id: str = "halluwatch"  # the consumer group: scale out by running more workers in it
+    kafka_input_topic: str = "otlp_spans"  # the collector's kafka exporter topic
     # "auto" sniffs each value (JSON starts with "{"); name the encoding to be strict.
     kafka_input_encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"
     kafka_findings_topic: str = "halluwatch.findings"
@@ -126,9 +126,10 @@ class Settings(BaseSettings):
     # Text one call brings to the detectors (answer first); beyond it is cut, and findings say so.
     max_call_chars: int = Field(default=DEFAULT_MAX_CALL_CHARS, ge=1000)
 
+    # Batch size and linger of one ClickHouse write (and one offset commit behind it).
     batch_max_messages: int = Field(default=500, ge=1)
     batch_max_wait_seconds: float = Field(default=0.5, gt=0)
-    detector_threads: int = Field(default=1, ge=1)
+    detector_threads: int = Field(default=1, ge=1)  # the detector pool, off the event loop
     # Largest OTLP message taken (larger ones are dead-lettered): the collector's kafka exporter
     # and the broker's message.max.bytes are set to the same limit (infra/README.md, "Message size").
     max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)

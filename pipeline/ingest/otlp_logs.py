@@ -1,6 +1,6 @@
 """Decoding the collector's logs payloads and picking out the GenAI event records.
 
-The collector's kafka exporter writes logs like traces (SPEC §2): one protobuf
+The collector's kafka exporter writes logs like traces (docs/architecture.md): one protobuf
 ``LogsData`` per message (wire-identical to ``ExportLogsServiceRequest``), or OTLP/JSON
 with hex ids; the logs topic is unkeyed.  Instrumentations that keep content off the
 span (``opentelemetry-instrumentation-openai-v2``, OpenLLMetry with

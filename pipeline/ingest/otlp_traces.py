@@ -1,4 +1,4 @@
-"""Decoding the OpenTelemetry Collector's Kafka payloads (SPEC §2).
+"""Decoding the OpenTelemetry Collector's Kafka payloads (docs/architecture.md).
 
 Two encodings reach us: ``otlp_proto`` (one protobuf ``TracesData`` per message, wire
 identical to ``ExportTraceServiceRequest``) and ``otlp_json`` (OTLP/JSON).  OTLP/JSON

@@ -1,4 +1,4 @@
-"""What the other spans of a trace say about its LLM calls (SPEC §5, trace-level facts).
+"""What the other spans of a trace say about its LLM calls (docs/architecture.md, trace-level facts).
 
 In RAG and agent apps the evidence for an answer often sits beside the LLM span, not on it:
 

@@ -1,4 +1,4 @@
-"""``halluwatch baseline``: per-model entropy statistics for the confidence detector (SPEC §4.3, §7).
+"""``halluwatch baseline``: per-model entropy statistics for the confidence detector (docs/detectors.md).
 
 The confidence detector scores how far an answer's mean token entropy lies from what is
 normal *for that model*; this module measures "normal" on traffic the user vouches for

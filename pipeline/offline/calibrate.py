@@ -1,4 +1,4 @@
-"""``halluwatch calibrate``: labelled scores in, a versioned thresholds file out (SPEC §7).
+"""``halluwatch calibrate``: labelled scores in, a versioned thresholds file out (docs/operations.md).
 
 Each hallucination detector's threshold is chosen on part of the labelled records (the
 *fitting* part) and checked on the rest (the *held-out* part, picked by a hash of the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.learned import Matrix
+from detectors.models.learned import Matrix
 from detectors.verdict import PlattScaling
 
 

@@ -1,4 +1,4 @@
-"""Human labels for calibration: label files out and in, and the ``labels`` table (SPEC §6, §7).
+"""Human labels for calibration: label files out and in, and the ``labels`` table (docs/operations.md).
 
 The loop: :func:`export_for_labelling` writes a score-stratified sample of recent LLM calls
 as JSONL with ``"label": null``; a person sets ``label`` on the lines they judged;

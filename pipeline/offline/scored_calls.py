@@ -1,4 +1,4 @@
-"""Labelled calls with their detectors' scores: what calibration works on (SPEC §7).
+"""Labelled calls with their detectors' scores: what calibration works on (docs/operations.md).
 
 They come from two places: ``halluwatch eval``'s run of the detectors over labelled JSONL
 records, or the ClickHouse ``labels`` table joined to the ``findings`` workers already

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
+from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
 from detectors.support_features import (
     CALL_FEATURES,
     SUPPORT_KINDS,

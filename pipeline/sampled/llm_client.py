@@ -17,7 +17,7 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from detectors.chat import ChatMessage, Completion, estimate_tokens
+from detectors.models.chat import ChatMessage, Completion, estimate_tokens
 from pipeline import metrics
 from pipeline.config.sampled import LLMEndpointConfig
 

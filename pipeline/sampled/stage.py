@@ -31,11 +31,10 @@ import faust
 from faust.types import Message, StreamT
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
-from detectors.chat import USAGE_KEY
-from detectors.claims import ClaimsDetector
-from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import LLMCall
-from detectors.self_consistency import SelfConsistencyDetector
+from detectors.models.chat import USAGE_KEY
+from detectors.models.embeddings import Embedder, Vectors
+from detectors.registry import build_sampled
 from detectors.suite import TURNED_OFF
 from detectors.thresholds import load_thresholds
 from pipeline import metrics
@@ -45,6 +44,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
+from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
 
@@ -66,6 +66,7 @@ class ConsistencyStage:
         findings_topic: faust.TopicT,
         store: RowStore,
         dead_letter: DeadLetterSender,
+        finding_sinks: FindingSinks | None = None,
     ) -> None:
         config = settings.consistency
         self._settings = settings
@@ -74,6 +75,7 @@ class ConsistencyStage:
         self._policies = policies  # each call is sampled, judged and stored as its application's policy says
         self._content = settings.content_policies().findings  # of endpoint errors in the log
         self._store = store
+        self._finding_sinks = finding_sinks or FindingSinks()
         self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
@@ -89,14 +91,7 @@ class ConsistencyStage:
         self._embedder = Embedder(settings.detectors.embeddings)
         self._embedder.load()
         self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
-        if config.self_consistency.enabled:
-            threshold = thresholds.for_detector(SelfConsistencyDetector.name)
-            self.detectors.append(
-                SelfConsistencyDetector(config.self_consistency, threshold, self._client, self._embed)
-            )
-        if config.claims.enabled:
-            threshold = thresholds.for_detector(ClaimsDetector.name)
-            self.detectors.append(ClaimsDetector(config.claims, threshold, self._client))
+        self.detectors = build_sampled(settings.detectors, config, thresholds, self._client, self._embed)
         app.agent(consistency_topic, name="halluwatch.consistency")(self._consume)
 
     def sample(self, calls: Sequence[LLMCall]) -> list[tuple[bytes, bytes]]:
@@ -150,6 +145,7 @@ class ConsistencyStage:
                     for record in records
                 )
             )
+            self._finding_sinks.emit(records)
             self.calls_judged += len(events)
             metrics.CONSISTENCY_DONE.inc(len(events))
 

@@ -22,7 +22,7 @@ from clickhouse_connect.driver.client import Client
 
 from pipeline.sinks.labels import to_utc_ms
 
-# The router's versions stay below this: attempts (< 2**16) plus 2**16 once final (rows.alert_row).
+# The router's versions stay below this: attempts (< 2**16) plus 2**16 once final (alerting.alert_row).
 LIFECYCLE_VERSION_BASE = 1 << 17
 _VERSION_EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
 _MAX_VERSION = 2**32 - 1  # state_version is a UInt32

@@ -1,4 +1,4 @@
-"""ClickHouse access: one client factory, migrations, and the batching sink (SPEC §6).
+"""ClickHouse access: one client factory, migrations, and the batching sink (docs/operations.md).
 
 The same clickhouse-connect client speaks to embedded chDB (``chdb:///dir``) and to a
 server (``http(s)://``).  chDB is in-process and locks its directory: only one process

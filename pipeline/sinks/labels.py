@@ -1,4 +1,4 @@
-"""Human verdicts into the ``labels`` table, from label files and the triage page alike (SPEC §6, §7)."""
+"""Human verdicts into the ``labels`` table, from label files and the triage page alike (docs/operations.md)."""
 
 from __future__ import annotations
 

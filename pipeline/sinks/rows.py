@@ -15,7 +15,6 @@ from typing import Any
 from detectors.base import DetectorResult
 from detectors.llm_call import LLMCall, TokenLogprob
 from detectors.verdict import CallJudgement, CallVerdict
-from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
 
@@ -150,35 +149,6 @@ def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
         *(record[column] for column in _COLUMNS_COPIED_FROM_RECORD),
         json.dumps(record["evidence"], ensure_ascii=False, default=str),
         from_unix_nano(record["span_start_time_unix_nano"]),
-        now,
-    ]
-
-
-def alert_row(
-    alert: Alert, destination: str, status: DeliveryStatus, attempts: int, error: str, now: datetime
-) -> list[Any]:
-    """One ``alerts`` row, in ``ALERT_COLUMNS`` order."""
-    # Final statuses outrank in-flight retries; later attempts outrank earlier ones.
-    state_version = attempts + (1 << 16 if status.final else 0)
-    return [
-        alert.alert_id,
-        alert.trace_id,
-        alert.rule,
-        alert.route,
-        destination,
-        alert.service,
-        alert.model,
-        alert.operation,
-        alert.policy,
-        alert.severity,
-        alert.detector_names,
-        alert.headline,
-        json.dumps([d.to_dict() for d in alert.detectors], ensure_ascii=False, default=str),
-        str(status),
-        attempts,
-        error[:2000],
-        state_version,
-        alert.created_at,
         now,
     ]
 

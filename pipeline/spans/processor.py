@@ -142,7 +142,7 @@ class SpanBatchProcessor:
         if message.key is None:
             per_trace = split_by_trace(traces)
             if len(per_trace) > 1:
-                # Mixed traces: re-key before anything per-trace sees them (SPEC §2).
+                # Mixed traces: re-key before anything per-trace sees them (docs/architecture.md).
                 result.rekeyed.extend(
                     (trace_id.encode(), payload.SerializeToString()) for trace_id, payload in per_trace.items()
                 )

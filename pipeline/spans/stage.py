@@ -37,7 +37,7 @@ from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.log_join.stage import LogJoinStage
-from pipeline.sinks.findings_otlp import FindingExporter
+from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
@@ -72,7 +72,7 @@ class SpansStage:
         store: RowStore,
         sample: Sampler,
         dead_letter: DeadLetterSender,
-        finding_export: FindingExporter | None,
+        finding_sinks: FindingSinks,
     ) -> None:
         self._settings = settings
         self._processor = processor
@@ -80,7 +80,7 @@ class SpansStage:
         self._outputs = outputs
         self._store = store
         self._sample = sample
-        self._finding_export = finding_export
+        self._finding_sinks = finding_sinks
         self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
         self._llm_calls_content: ContentPolicy = settings.content_policies().llm_calls  # dead letters' reasons
         self.messages_done = 0  # input messages durably processed by this process
@@ -175,5 +175,4 @@ class SpansStage:
 
         await retrying("Kafka publish", send_all, self._settings.write_retry_max_seconds)
         self.findings_published += len(result.findings)
-        if self._finding_export:  # fire and forget: queued for the exporter's thread
-            self._finding_export.emit(result.findings)
+        self._finding_sinks.emit(result.findings)  # fire and forget: each sink queues for its own thread

@@ -43,7 +43,7 @@ logger = logging.getLogger(__name__)
 
 GARBAGE_MESSAGE = b"\x00\xffthis is not an OTLP payload"
 
-# Two applications routed their own way (README "Policies by application"): HR pages its own
+# Two applications routed their own way (docs/operations.md, "Policies by application"): HR pages its own
 # on-call, order extraction only ever posts to Slack; every other app keeps the default routes.
 DEMO_ROUTES = {"hr-oncall": {"pagerduty": True, "slack_channel": "#hr-oncall"}}
 DEMO_POLICIES = {

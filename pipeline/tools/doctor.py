@@ -1,4 +1,4 @@
-"""``halluwatch doctor``: checks that this configuration works here (SPEC §8).
+"""``halluwatch doctor``: checks that this configuration works here (docs/operations.md).
 
 Each check reaches the real thing with the worker's own settings and says what it found,
 or what to change: configuration, the broker (reach it, then create a scratch topic,
@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.alerting.routes import usable_types, wanted_types
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.secrets import scrub, secret_values
 from pipeline.config.settings import Settings
@@ -369,7 +371,7 @@ def _pending_migrations(client: Any, database: str, versions: list[int]) -> int:
 
 
 def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from detectors.embeddings import EmbeddingError, resolve_model_dir
+    from detectors.models.embeddings import EmbeddingError, resolve_model_dir
 
     model = settings.detectors.embeddings.model
     try:
@@ -413,28 +415,22 @@ def _alerting(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
                 f"cannot reach Slack at {config.slack_base_url}: {exc}; check alerting.slack_base_url"
             ) from exc
         yield Check("slack", True, f"bot token accepted by {config.slack_base_url}")
-    routes = []
-    for name, route in config.routes.items():
-        targets = [
-            target
-            for target, usable in (
-                (f"slack {route.slack_channel}", route.slack_channel and config.slack_bot_token is not None),
-                ("slack webhook", route.slack_webhook_url is not None),
-                ("pagerduty", route.pagerduty and config.pagerduty_routing_key is not None),
-            )
-            if usable
-        ]
-        routes.append(f"{name} -> {', '.join(targets) or 'log'}")
-    unusable = [
-        name
-        for name, route in config.routes.items()
-        if (route.slack_channel and config.slack_bot_token is None and route.slack_webhook_url is None)
-        or (route.pagerduty and config.pagerduty_routing_key is None)
-    ]
-    detail = "; ".join(routes)
-    if unusable:
+    yield alert_routes(config)
+
+
+def alert_routes(config: AlertingSettings) -> Check:
+    """Where each route delivers now, and what the routes that ask for more still lack."""
+    lines, lacking = [], []
+    for name in config.routes:
+        usable = usable_types(config, name)
+        lines.append(f"{name} -> {', '.join(kind.describe(config, name) for kind in usable) or 'log'}")
+        missing = [kind.lacks(config, name) for kind in wanted_types(config, name) if kind not in usable]
+        if missing:
+            lacking.append(f"{name} ({', '.join(dict.fromkeys(missing))})")
+    detail = "; ".join(lines)
+    if lacking:
         detail += (
-            f" (routes {', '.join(unusable)} lack credentials: set HALLUWATCH_ALERTING__SLACK_BOT_TOKEN / "
-            "HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY, or their alerts only reach the log)"
+            f" (routes lacking credentials: {'; '.join(lacking)}: set them, or those destinations are skipped"
+            " and a route left with none logs its alerts)"
         )
-    yield Check("alert routes", True, detail, warning=bool(unusable))
+    return Check("alert routes", True, detail, warning=bool(lacking))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from detectors.thresholds import load_thresholds
+from pipeline.alerting.routes import describe_route
 from pipeline.config.policy import call_identity
 from pipeline.config.policy_book import EffectivePolicy, PolicyBook
 from pipeline.config.settings import Settings
@@ -35,7 +36,7 @@ def explain(
     width = max(len(name) for name, _, _ in rows)
     lines = [header, *(f"  {name:<{width}}  {value}  [{policy.origin[key]}]" for name, value, key in rows)]
     used = sorted({policy.routes.get(rule.route, rule.route) for rule in policy.rules})
-    return lines + [f"  route {route}: {settings.alerting.describe_route(route)}" for route in used]
+    return lines + [f"  route {route}: {describe_route(settings.alerting, route)}" for route in used]
 
 
 def _rule_line(policy: EffectivePolicy, name: str) -> str:

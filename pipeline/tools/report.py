@@ -1,4 +1,4 @@
-"""``halluwatch report``: one static HTML file with the dashboard panels, for the embedded setup (SPEC §8).
+"""``halluwatch report``: one static HTML file with the dashboard panels, for the embedded setup (docs/operations.md).
 
 Runs the same panel queries as the Grafana dashboard (``dashboards/clickhouse``) and
 renders them into a single self-contained page: charts as inline SVG drawn by

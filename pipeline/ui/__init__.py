@@ -1,1 +1,1 @@
-"""The triage pages: flagged calls, their evidence, and people's verdicts on them (SPEC §6)."""
+"""The triage pages: flagged calls, their evidence, and people's verdicts on them (docs/operations.md)."""

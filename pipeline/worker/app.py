@@ -1,4 +1,4 @@
-"""The worker: one faust app that runs every stage of SPEC §2, and the services they share.
+"""The worker: one faust app that runs every stage of the path in docs/architecture.md, and the services they share.
 
 The spans stage (:mod:`pipeline.spans.stage`, with the log join it owns), the agreement
 stage (:mod:`pipeline.agreement.stage`), the alert router (:mod:`pipeline.alerting.stage`),
@@ -38,7 +38,7 @@ from pipeline.monitors.stage import MonitorStage
 from pipeline.monitors.store import IncidentStore
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_clickhouse, open_migrated
-from pipeline.sinks.findings_otlp import FindingExporter
+from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.spans.suite import suite_from_settings
@@ -97,7 +97,7 @@ class PipelineWorker:
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
-        self.finding_export = FindingExporter.from_settings(settings)  # None: findings_otlp_endpoint unset
+        self.finding_sinks = FindingSinks.from_settings(settings)  # side channels: the OTLP export when set
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
@@ -134,7 +134,7 @@ class PipelineWorker:
         self.dlq_topic = raw_topic(app, partitions, s.kafka_dlq_topic)
         consistency_topic = raw_topic(app, partitions, s.consistency.topic)
         self.consistency = ConsistencyStage(
-            app, s, self.policies, consistency_topic, findings_topic, self.store, self.dead_letter
+            app, s, self.policies, consistency_topic, findings_topic, self.store, self.dead_letter, self.finding_sinks
         )
         outputs = SpansOutputs(
             findings=findings_topic,
@@ -152,7 +152,7 @@ class PipelineWorker:
             self.store,
             self.consistency.sample,
             self.dead_letter,
-            self.finding_export,
+            self.finding_sinks,
         )
         self.log_join = self.spans.log_join
         source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
@@ -243,5 +243,4 @@ class PipelineWorker:
             self.incidents.close()
         self.sink.close()
         self.suite.close()
-        if self.finding_export:
-            await asyncio.to_thread(self.finding_export.shutdown)
+        await asyncio.to_thread(self.finding_sinks.shutdown)

@@ -1,4 +1,4 @@
-"""The worker's HTTP endpoint: Prometheus ``/metrics``, ``/healthz`` and the triage pages on one port (SPEC §8).
+"""The worker's HTTP endpoint: ``/metrics``, ``/healthz`` and the triage pages on one port (docs/operations.md).
 
 ``/healthz`` answers 200 once the worker has joined its consumer group and started its
 agents (faust starts app tasks only after the first assignment and table recovery), and

@@ -23,10 +23,11 @@ from detectors.thresholds import load_thresholds
 from detectors.verdict import load_verdict_model
 from pipeline.agreement.rules import AgreementRule
 from pipeline.alerting.alert import DeliveryStatus
+from pipeline.alerting.alert_row import alert_row
 from pipeline.config.policy import AppPolicy
 from pipeline.config.policy_book import PolicyBook
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
-from pipeline.sinks.rows import alert_row, finding_row, llm_call_row
+from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
 from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings

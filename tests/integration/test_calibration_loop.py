@@ -1,4 +1,4 @@
-"""The weekly loop of SPEC §7: findings -> labels -> calibrate -> a new version the restarted worker stamps.
+"""The weekly loop (docs/operations.md, Calibration): findings -> labels -> calibrate -> a new version, stamped.
 
 Everything as a user runs it: a `halluwatch worker` on a Tansu broker with embedded
 ClickHouse, then `halluwatch label import` and `halluwatch calibrate --from-clickhouse`

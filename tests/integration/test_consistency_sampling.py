@@ -19,6 +19,8 @@ from pipeline.sampled.sampling import trace_sampled
 from pipeline.tools.demo_broker import TansuBroker
 from tests.integration.support import WorkerProcess, consume_all, consume_distinct, produce
 from tests.openai_server import CHAT_PATH, OpenAIServer
+from tests.servers import ScriptedServer
+from tests.unit.test_finding_export import LOGS_PATH, attributes_of, log_records, otlp_ok
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("exported_model"), pytest.mark.timeout(120)]
 
@@ -119,12 +121,13 @@ def test_a_divergent_sampled_trace_and_grounding_make_one_alert(
     sampled_id, sampled = clinic_trace("medical")
     # grounding and unsupported_spans flag it too, but they read one signal: alone, no alert
     unsampled_id, unsampled = clinic_trace("gaming")
-    with OpenAIServer() as server:
+    with OpenAIServer() as server, ScriptedServer(otlp_ok) as collector:
         server.answer(*DIVERGENT)
         worker = WorkerProcess(
             tansu.bootstrap,
             topic_prefix,
             tmp_path / "worker",
+            findings_otlp_endpoint=collector.url + LOGS_PATH,  # the sampled stage's findings go there too
             **consistency_settings(server, f"{topic_prefix}-consistency", 1.0),
         )
         produce(
@@ -137,10 +140,15 @@ def test_a_divergent_sampled_trace_and_grounding_make_one_alert(
             time.sleep(2)  # time for any second (wrong) alert
             alerts = int(worker.metric("halluwatch_alerts_total"))
         finally:
-            worker.stop()
+            worker.stop()  # sends what the exporter still queues
+        exported = {
+            (record.trace_id.hex(), attributes_of(record.attributes)["gen_ai.evaluation.name"])
+            for _, record in log_records(collector.requests(LOGS_PATH))
+        }
         assert len(server.requests(CHAT_PATH)) == 4
 
     assert alerts == 1
+    assert {(sampled_id, "grounding"), (sampled_id, "self_consistency")} <= exported
     (message,) = consume_all(tansu.bootstrap, worker.alerts_topic, 1)
     alert = json.loads(message.value())
     assert alert["trace_id"] == sampled_id and alert["rule"] == "two-detectors"

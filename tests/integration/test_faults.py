@@ -1,4 +1,4 @@
-"""Fault injection (SPEC §10): a worker killed again and again, a broker out of reach, a ClickHouse that fails.
+"""Fault injection (docs/operations.md): a worker killed again and again, a broker gone, a ClickHouse that fails.
 
 Each test sends keyed mixed traffic (one LLM span per trace), breaks something while the
 worker is mid-stream, lets it recover, and then checks what ClickHouse holds and what was

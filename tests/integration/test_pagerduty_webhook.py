@@ -17,9 +17,9 @@ from flask.testing import FlaskClient
 from pydantic import SecretStr
 
 from pipeline.alerting.alert import DeliveryStatus
+from pipeline.alerting.alert_row import alert_row
 from pipeline.config.ui import UISettings
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
-from pipeline.sinks.rows import alert_row
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
 from tests.unit.test_alert_render import make_alert

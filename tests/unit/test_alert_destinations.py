@@ -1,4 +1,4 @@
-"""Alert destinations against local fakes: real slack-sdk and aiohttp clients, scripted replies (SPEC §5)."""
+"""Alert destinations against local fakes: real slack-sdk and aiohttp clients, scripted replies (docs/operations.md)."""
 
 from __future__ import annotations
 

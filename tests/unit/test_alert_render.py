@@ -1,4 +1,4 @@
-"""Alert rendering: Block Kit, PagerDuty events, log text, evidence lines (SPEC §5)."""
+"""Alert rendering: Block Kit, PagerDuty events, log text, evidence lines (docs/operations.md)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.chat import USAGE_KEY
 from detectors.claims import (
     ClaimsDetector,
     JudgeOutputError,
@@ -21,6 +20,7 @@ from detectors.claims import (
 )
 from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall, Source
+from detectors.models.chat import USAGE_KEY
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
 from pipeline.config.sampled import LLMEndpointConfig

@@ -12,8 +12,9 @@ from pydantic import SecretStr
 from detectors.base import DetectorResult
 from detectors.confidence import position_entropy
 from detectors.llm_call import LLMCall, Message, Source, TokenLogprob, TopLogprob
+from detectors.text.evidence import WITHHELD
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.alerting.render import WITHHELD, console_text, pagerduty_event, slack_blocks
+from pipeline.alerting.render import console_text, pagerduty_event, slack_blocks
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.content_policy import (
     HASH_PREFIX,

@@ -9,7 +9,7 @@ from detectors.base import DetectorResult, DetectorStatus
 from detectors.config import ContradictionConfig
 from detectors.contradiction import ContradictionDetector
 from detectors.llm_call import LLMCall, Source
-from detectors.quantities import Kind, extract_claims, extract_names, extract_values
+from detectors.text.quantities import Kind, extract_claims, extract_names, extract_values
 from tests.calls import make_llm_call
 
 EIFFEL_CONTEXT = '{"name": "Eiffel Tower", "built": "1887-1889", "height": "330 meters", "location": "Paris, France"}'

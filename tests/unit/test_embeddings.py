@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from detectors.config import EmbeddingConfig
-from detectors.embeddings import Embedder, EmbeddingError, resolve_model_dir
+from detectors.models.embeddings import Embedder, EmbeddingError, resolve_model_dir
 
 SENTENCES = [
     "The Eiffel Tower was built between 1887 and 1889.",

@@ -17,7 +17,7 @@ from pipeline.tools.example_traces import (
     EXAMPLES,
     LOG_EVENT_EXAMPLES,
     TOOL_DEFINITIONS,
-    Convention,
+    ConventionName,
     Example,
     example_log_event_telemetry,
     example_traces,
@@ -30,32 +30,32 @@ from tests.unit.conftest import decode
 
 # Attribute keys (or key prefixes ending in ".") each convention's LLM span must carry.
 CONVENTION_KEYS = {
-    Convention.GENAI: (
+    ConventionName.GENAI: (
         "gen_ai.operation.name",
         "gen_ai.provider.name",
         "gen_ai.input.messages",
         "gen_ai.output.messages",
         "gen_ai.system_instructions",
     ),
-    Convention.OPENLLMETRY: (
+    ConventionName.OPENLLMETRY: (
         "llm.request.type",
         "gen_ai.prompt.0.role",
         "gen_ai.prompt.1.content",
         "gen_ai.completion.0.finish_reason",
     ),
-    Convention.OPENINFERENCE: (
+    ConventionName.OPENINFERENCE: (
         "openinference.span.kind",
         "llm.model_name",
         "llm.input_messages.0.message.role",
         "input.value",
         "output.value",
     ),
-    Convention.SEED: ("llm.operation", "llm.response.content"),
+    ConventionName.SEED: ("llm.operation", "llm.response.content"),
 }
 TOOL_KEYS = {
-    Convention.GENAI: "gen_ai.tool.definitions",
-    Convention.OPENLLMETRY: "llm.request.functions.0.parameters",
-    Convention.OPENINFERENCE: "llm.tools.0.tool.json_schema",
+    ConventionName.GENAI: "gen_ai.tool.definitions",
+    ConventionName.OPENLLMETRY: "llm.request.functions.0.parameters",
+    ConventionName.OPENINFERENCE: "llm.tools.0.tool.json_schema",
 }
 
 
@@ -115,7 +115,7 @@ def test_one_trace_per_example_with_a_single_root(traces):
 
 
 def test_every_convention_is_covered_with_its_attribute_keys(traces):
-    assert set(Counter(e.convention for e in EXAMPLES + LOG_EVENT_EXAMPLES)) == set(Convention)
+    assert set(Counter(e.convention for e in EXAMPLES + LOG_EVENT_EXAMPLES)) == set(ConventionName)
     for example, payload in zip(EXAMPLES, traces, strict=True):
         attrs = llm_span(example, payload)
         assert set(CONVENTION_KEYS[example.convention]) <= attrs.keys(), example.name
@@ -234,7 +234,7 @@ def test_tool_parameters_are_valid_draft_2020_12():
 def test_output_schemas_are_valid_draft_2020_12():
     for schema in EXAMPLE_OUTPUT_SCHEMAS.values():
         jsonschema.Draft202012Validator.check_schema(schema)
-    assert {e.operation for e in EXAMPLES if e.convention is Convention.SEED} >= set(EXAMPLE_OUTPUT_SCHEMAS)
+    assert {e.operation for e in EXAMPLES if e.convention is ConventionName.SEED} >= set(EXAMPLE_OUTPUT_SCHEMAS)
 
 
 def test_mixed_traffic_counts_and_ratio():

@@ -32,11 +32,11 @@ from detectors.config import (
     SentinelConfig,
 )
 from detectors.contradiction import ContradictionDetector
-from detectors.quantities import extract_claims, extract_names, extract_values
 from detectors.schema_violation import SchemaViolationDetector
 from detectors.sentinel import SentinelDetector
 from detectors.suite import DetectorSuite
-from detectors.text import parse_citations, split_sentences
+from detectors.text.prose import parse_citations, split_sentences
+from detectors.text.quantities import extract_claims, extract_names, extract_values
 from pipeline.config.content_policy import STORE_ALL, ContentLimits, redact
 from pipeline.ingest.otlp_traces import encode_traces_json
 from pipeline.sinks.rows import finding_row, llm_call_row

@@ -1,4 +1,4 @@
-"""The house rules of README's map: layering contracts and a settings import that stays light."""
+"""The house rules of docs/architecture.md: layering contracts and a settings import that stays light."""
 
 from __future__ import annotations
 

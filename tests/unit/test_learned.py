@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from detectors.learned import BinnedLogistic, ScaledLogistic, binned_design
+from detectors.models.learned import BinnedLogistic, ScaledLogistic, binned_design
 
 
 def test_binned_design_one_hots_continuous_features_and_passes_binary_ones():

@@ -12,7 +12,7 @@ import openai
 import pytest
 from pydantic import SecretStr
 
-from detectors.chat import Completion
+from detectors.models.chat import Completion
 from pipeline.config.sampled import LLMEndpointConfig
 from pipeline.config.settings import SECRETS_DIR_ENV, load_settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient

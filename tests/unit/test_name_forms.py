@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from detectors.name_forms import initials, name_forms, region_codes, region_names
+from detectors.text.name_forms import initials, name_forms, region_codes, region_names
 
 
 def test_acronyms_are_words_in_capitals_only() -> None:

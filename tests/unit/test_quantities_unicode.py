@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.quantities import Kind, extract_claims, extract_names, extract_values
+from detectors.text.quantities import Kind, extract_claims, extract_names, extract_values
 
 
 def full_width(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Schema & tool-call violation detector (SPEC §4.4): every violation kind, no false flags."""
+"""Schema & tool-call violation detector (docs/detectors.md): every violation kind, no false flags."""
 
 from __future__ import annotations
 

@@ -11,10 +11,10 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.chat import USAGE_KEY
 from detectors.config import EmbeddingConfig, SelfConsistencyConfig
-from detectors.embeddings import Embedder, Vectors
 from detectors.llm_call import Message, ToolCall
+from detectors.models.chat import USAGE_KEY
+from detectors.models.embeddings import Embedder, Vectors
 from detectors.self_consistency import SelfConsistencyDetector, replay_messages
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines

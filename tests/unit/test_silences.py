@@ -12,6 +12,7 @@ import pytest
 from pipeline import metrics
 from pipeline.alerting import silence_cache
 from pipeline.alerting.alert import DeliveryStatus
+from pipeline.alerting.alert_row import alert_row
 from pipeline.alerting.console import ConsoleDestination
 from pipeline.alerting.pagerduty import PagerDutyDestination
 from pipeline.alerting.silence_cache import ActiveSilences
@@ -19,7 +20,7 @@ from pipeline.alerting.silences import MAX_DURATION, Silence, SilenceInputError,
 from pipeline.alerting.silencing import silenced_outcomes, silencing
 from pipeline.config.alerting import AlertingSettings
 from pipeline.sinks.alert_lifecycle import LIFECYCLE_VERSION_BASE
-from pipeline.sinks.rows import ALERT_COLUMNS, alert_row
+from pipeline.sinks.rows import ALERT_COLUMNS
 from tests.unit.test_alert_render import make_alert
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

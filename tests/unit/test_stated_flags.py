@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.stated_flags import flag_statements, source_flags
+from detectors.text.stated_flags import flag_statements, source_flags
 
 RECORD = (
     '{"name": "Cafe X", "attributes": {"BusinessParking": {"garage": false, "street": true, "valet": false},'

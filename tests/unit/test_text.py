@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.text import Citations, is_structured_answer, parse_citations, split_sentences, words
+from detectors.text.prose import Citations, is_structured_answer, parse_citations, split_sentences, words
 
 
 def texts(text: str) -> list[str]:

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall, Source
-from detectors.onnx_models import ModelLoadError
+from detectors.models.onnx_models import ModelLoadError
 from detectors.token_classifier import TokenClassifierDetector, build_token_classifier_detector
 from tests.calls import make_llm_call
 from tests.unit import tiny_models

@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 import yaml
 
-from detectors.quantities import _SYMBOL_UNITS, Kind, extract_values
+from detectors.text.quantities import _SYMBOL_UNITS, Kind, extract_values
 
 TABLE = yaml.safe_load(resources.files("detectors.data").joinpath("units.yaml").read_text("utf-8"))
 UNITS = [

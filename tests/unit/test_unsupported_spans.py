@@ -10,9 +10,9 @@ import pytest
 
 from detectors.base import DetectorStatus
 from detectors.config import EmbeddingConfig, GroundingConfig, UnsupportedSpansConfig
-from detectors.embeddings import Embedder
 from detectors.grounding import GroundingDetector
 from detectors.llm_call import Message, Source
+from detectors.models.embeddings import Embedder
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
 from tests.calls import make_llm_call

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.learned import ScaledLogistic
+from detectors.models.learned import ScaledLogistic
 from detectors.verdict import (
     VERDICT_DETECTORS,
     VERDICT_FEATURES,

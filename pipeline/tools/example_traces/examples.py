@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 from pipeline.tools.example_traces.data import ExampleDataError, Row, read, typed
 
 
-class Convention(StrEnum):
-    """The attribute layouts of SPEC §3 the examples are written in."""
+class ConventionName(StrEnum):
+    """The attribute layouts (conventions, docs/architecture.md) the examples are written in."""
 
     GENAI = "genai"  # OpenTelemetry GenAI semantic conventions, current JSON-string form
     OPENLLMETRY = "openllmetry"  # Traceloop <= 0.52 flat gen_ai.prompt.N.* layout
@@ -24,7 +24,7 @@ class Convention(StrEnum):
 
 Sources = tuple[tuple[str, str], ...]
 # The layouts whose writers record an agent's earlier tool calls and results in the request.
-TOOL_TURN_CONVENTIONS = frozenset({Convention.GENAI, Convention.OPENLLMETRY, Convention.OPENINFERENCE})
+TOOL_TURN_CONVENTIONS = frozenset({ConventionName.GENAI, ConventionName.OPENLLMETRY, ConventionName.OPENINFERENCE})
 
 
 class ToolResult(NamedTuple):
@@ -49,7 +49,7 @@ class Example:
     """
 
     name: str
-    convention: Convention
+    convention: ConventionName
     service: str
     question: str
     answer: str = ""
@@ -140,15 +140,15 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
     if not set(offered) <= tools.keys():
         raise ExampleDataError(f"{row.where}.tools: {sorted(set(offered) - tools.keys())} not in schemas.yaml")
     convention = row.need("convention", str)
-    if convention not in {c.value for c in Convention}:
-        raise ExampleDataError(f"{row.where}.convention: {convention!r} is none of {[c.value for c in Convention]}")
+    if convention not in {c.value for c in ConventionName}:
+        raise ExampleDataError(f"{row.where}.convention: {convention!r} is none of {[c.value for c in ConventionName]}")
     calls = row.get("tool_calls", list, [])
     results = row.get("tool_results", list, [])
     if results and convention not in TOOL_TURN_CONVENTIONS:
         raise ExampleDataError(f"{row.where}.tool_results: not written in the {convention} layout")
     return Example(
         name=row.need("name", str),
-        convention=Convention(convention),
+        convention=ConventionName(convention),
         service=row.need("service", str),
         question=row.need("question", str),
         answer=row.get("answer", str, ""),

@@ -11,7 +11,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.trace import SpanKind
 
 from pipeline.tools.example_traces.content import app, usage
-from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES, Convention, Example
+from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES, ConventionName, Example
 from pipeline.tools.example_traces.recorder import MS, Recorder, record_span
 from pipeline.tools.example_traces.writers import LLM_WRITERS, SCOPES, log_events, retrieval, tool_executions
 
@@ -40,7 +40,7 @@ def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None
     if example.sources:
         # GenAI and OpenInference retrievals come from the LLM framework's instrumentation,
         # the others are plain database queries.
-        if example.convention in (Convention.GENAI, Convention.OPENINFERENCE):
+        if example.convention in (ConventionName.GENAI, ConventionName.OPENINFERENCE):
             retriever = llm
         else:
             retriever = recorder.tracer(example.service, "opentelemetry.instrumentation.psycopg")
@@ -55,7 +55,7 @@ def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None
             attributes=spec.attributes | {"enduser.id": example.user[0], "enduser.role": example.user[1]}
         )
     llm_span = record_span(llm, spec, root, llm_start_ns, llm_ms * MS)
-    if example.convention is Convention.GENAI_EVENTS:
+    if example.convention is ConventionName.GENAI_EVENTS:
         logger = recorder.logger(example.service, SCOPES[example.convention])
         in_call = trace.set_span_in_context(llm_span)
         for name, body in log_events(example):

@@ -1,4 +1,4 @@
-"""One writer per instrumentation convention (SPEC §3): the spans and log records of an example's call.
+"""One writer per instrumentation convention (docs/architecture.md): the spans and log records of an example's call.
 
 Each convention's layout is written once here and the content once in examples.yaml, so
 a new example shows up in every layout and a layout fix reaches every example.
@@ -21,7 +21,7 @@ from pipeline.tools.example_traces.content import (
     usage,
     user_prompt,
 )
-from pipeline.tools.example_traces.examples import Convention, Example
+from pipeline.tools.example_traces.examples import ConventionName, Example
 
 Attributes = dict[str, Any]
 
@@ -36,13 +36,13 @@ class SpanSpec(NamedTuple):
 
 
 SCOPES = {
-    Convention.GENAI: "opentelemetry.instrumentation.openai_v2",
-    Convention.GENAI_EVENTS: "opentelemetry.instrumentation.openai_v2",
-    Convention.OPENLLMETRY: "opentelemetry.instrumentation.openai.v1",
-    Convention.OPENINFERENCE: "openinference.instrumentation.openai",
-    Convention.SEED: "halluwatch.examples",
+    ConventionName.GENAI: "opentelemetry.instrumentation.openai_v2",
+    ConventionName.GENAI_EVENTS: "opentelemetry.instrumentation.openai_v2",
+    ConventionName.OPENLLMETRY: "opentelemetry.instrumentation.openai.v1",
+    ConventionName.OPENINFERENCE: "openinference.instrumentation.openai",
+    ConventionName.SEED: "halluwatch.examples",
 }
-"""Convention -> instrumentation scope of the library that writes it, for the LLM span's tracer."""
+"""ConventionName -> instrumentation scope of the library that writes it, for the LLM span's tracer."""
 
 
 def _genai_input(example: Example) -> list[dict[str, Any]]:
@@ -236,14 +236,14 @@ def _genai_events_llm(example: Example) -> SpanSpec:
     return spec._replace(attributes=content_free)
 
 
-LLM_WRITERS: dict[Convention, Callable[[Example], SpanSpec]] = {
-    Convention.GENAI: _genai_llm,
-    Convention.GENAI_EVENTS: _genai_events_llm,
-    Convention.OPENLLMETRY: _openllmetry_llm,
-    Convention.OPENINFERENCE: _openinference_llm,
-    Convention.SEED: _seed_llm,
+LLM_WRITERS: dict[ConventionName, Callable[[Example], SpanSpec]] = {
+    ConventionName.GENAI: _genai_llm,
+    ConventionName.GENAI_EVENTS: _genai_events_llm,
+    ConventionName.OPENLLMETRY: _openllmetry_llm,
+    ConventionName.OPENINFERENCE: _openinference_llm,
+    ConventionName.SEED: _seed_llm,
 }
-"""Convention -> writer of the LLM span of an example's call."""
+"""ConventionName -> writer of the LLM span of an example's call."""
 
 
 def log_events(example: Example) -> list[tuple[str, dict[str, Any]]]:
@@ -279,7 +279,7 @@ def tool_executions(example: Example) -> list[SpanSpec]:
 
 def retrieval(example: Example) -> SpanSpec:
     """Describe the span that fetched the sources, in the layout of the example's convention."""
-    if example.convention is Convention.GENAI:
+    if example.convention is ConventionName.GENAI:
         documents = [
             {"id": doc_id, "score": round(0.9 - 0.05 * i, 2), "content": text}
             for i, (doc_id, text) in enumerate(example.sources)
@@ -294,7 +294,7 @@ def retrieval(example: Example) -> SpanSpec:
                 "gen_ai.retrieval.documents": json.dumps(documents),
             },
         )
-    if example.convention is Convention.OPENINFERENCE:
+    if example.convention is ConventionName.OPENINFERENCE:
         attributes: Attributes = {"openinference.span.kind": "RETRIEVER", "input.value": example.question}
         for i, (doc_id, text) in enumerate(example.sources):
             prefix = f"retrieval.documents.{i}.document"

@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from detectors.text import MIN_STEM_CHARS, RECORD_KEY, key_words, same_word
+from detectors.text.prose import MIN_STEM_CHARS, RECORD_KEY, key_words, same_word
 
 _FIELD = re.compile(RECORD_KEY + r"""(?P<value>true|false|True|False|["'](?:yes|no|true|false|Yes|No|YES|NO)["'])""")
 _ANY_KEY = re.compile(RECORD_KEY)

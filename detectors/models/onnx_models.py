@@ -1,8 +1,8 @@
 """Loading and batched running of user-supplied ONNX classifiers with a HF ``tokenizer.json``.
 
-Shared by the model-based detectors (SPEC §4.8) so each one only decides *what* to feed,
+Shared by the model-based detectors (docs/detectors.md) so each one only decides *what* to feed,
 not how.  Plain onnxruntime + ``tokenizers`` + numpy: no torch or transformers at run time
-(SPEC §9 measured this route as the fastest on two cores).
+(bench/README.md measured this route as the fastest on two cores).
 
 Trade-offs stated here once:
 

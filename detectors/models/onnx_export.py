@@ -1,4 +1,4 @@
-"""Export of a sentence-transformers model to ONNX, for :mod:`detectors.embeddings` (SPEC §9).
+"""Export of a sentence-transformers model to ONNX, for :mod:`detectors.models.embeddings` (bench/README.md).
 
 The transformer's token embeddings are exported with ``torch.onnx.export`` and, for
 ``int8``, quantized with ``quantize_dynamic(per_channel=True)``; the runtime pools and

@@ -3,7 +3,7 @@
 Any sentence-transformers model folder is exported once to ONNX with ``torch.onnx.export``
 (and, for ``int8``, quantized with ``quantize_dynamic(per_channel=True)``), then run with
 plain onnxruntime + ``tokenizers`` + numpy pooling.  Measured on this project's machines
-(SPEC §9) that route matches sentence-transformers exactly and is the fastest one; the
+(bench/README.md) that route matches sentence-transformers exactly and is the fastest one; the
 per-channel int8 model keeps a mean cosine of ~0.99 to fp32, where the per-tensor default
 loses several points.
 
@@ -12,7 +12,7 @@ Design choices:
 * **Export once, on disk, under a content key.**  The cache folder (``cache_dir``) is named
   after the model name and a hash of its config, tokenizer and weight files, so a changed
   model never reuses a stale export.
-* **torch only at export time.**  The export lives in :mod:`detectors.onnx_export`,
+* **torch only at export time.**  The export lives in :mod:`detectors.models.onnx_export`,
   imported only when the cache misses: a warm cache never imports torch or transformers.
 * **Batches sorted by token length**, so padding (wasted attention) stays small.
 * **An LRU cache for texts that recur** (source windows: the same documents come back in
@@ -404,7 +404,7 @@ def _prepare(config: EmbeddingConfig) -> _Artifacts:
     )
     if artifacts.onnx.exists() and artifacts.tokenizer.exists():
         return artifacts
-    from detectors.onnx_export import export  # torch and transformers, for a cache miss only
+    from detectors.models.onnx_export import export  # torch and transformers, for a cache miss only
 
     logger.info("exporting embedding model %s to %s (%s), once", config.model, folder, config.precision)
     int8 = artifacts.onnx if config.precision == "int8" else None

@@ -1,6 +1,6 @@
 """Small learned models, read from reviewable JSON: logistic regressions over named features.
 
-Two shapes cover what the detectors learn (SPEC §7):
+Two shapes cover what the detectors learn (docs/operations.md):
 
 * :class:`BinnedLogistic` — each continuous feature one-hot encoded into quantile bins, so
   a linear model can learn a non-monotone response (a cosine of 0.3 and of 0.9 are not

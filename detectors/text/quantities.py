@@ -1,6 +1,6 @@
 """Checkable mentions in free text: numbers, years, dates, times, quantities, money, names.
 
-The contradiction detector (SPEC §4.2) compares what an answer states with what its
+The contradiction detector (docs/detectors.md) compares what an answer states with what its
 context states, so both sides go through the same extractor and compare normalized
 values.  Regexes and small tables, no parser library and no model: the detector must
 keep up with thousands of answers per second, and every verdict must be explainable
@@ -50,7 +50,7 @@ from typing import Final
 
 import yaml
 
-from detectors.text import RECORD_KEY, key_words
+from detectors.text.prose import RECORD_KEY, key_words
 
 
 class Kind(StrEnum):
@@ -64,7 +64,7 @@ class Kind(StrEnum):
     MONEY = "money"
     QUANTITY = "quantity"
     NAME = "name"
-    FLAG = "flag"  # a yes/no field of a structured source (detectors.stated_flags)
+    FLAG = "flag"  # a yes/no field of a structured source (detectors.text.stated_flags)
 
 
 @dataclass(frozen=True, slots=True)

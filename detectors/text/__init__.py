@@ -1,0 +1,5 @@
+"""Text helpers the detectors share.
+
+Sentences and words, values and names, stated flags, evidence as people
+read it.
+"""
