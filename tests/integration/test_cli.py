@@ -123,7 +123,7 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
         done = halluwatch("train", "--data", str(tmp_path / "data"), "--output-dir", str(tmp_path / out),
                           "--workers", "1")  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "verdict model written" in done.stdout
+        assert "verdict model 2-" in done.stdout and "alert_probability:" in done.stdout
         runs.append({f: (tmp_path / out / f).read_text() for f in ("unsupported_spans.json", "verdict.json")})
     assert runs[0] == runs[1]  # same data, same files
     support = json.loads(runs[0]["unsupported_spans.json"])
@@ -135,7 +135,8 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
     from detectors.verdict import load_verdict_model
 
     assert load_support_model(tmp_path / "first" / "unsupported_spans.json").version == support["version"]
-    assert load_verdict_model(tmp_path / "first" / "verdict.json").features
+    assert load_verdict_model(tmp_path / "first" / "verdict.json").model.features
+    assert set(verdict["alert_probability"]) == {"page", "slack"} and verdict["calibration"]["map"]["kind"] == "platt"
     missing = halluwatch("train", "--data", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "x"))
     assert missing.returncode == 2 and "nowhere" in missing.stderr
     prose_only = tmp_path / "prose-only"

@@ -37,6 +37,9 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     )
     assert sum("schema_violation:" in line for line in flagged_lines) == expected_flags
     assert any("contradiction: answer says 1950" in line for line in flagged_lines)
+    # Each flagged call with its calibrated probability: the seed's example is almost surely hallucinated.
+    (travel_p,) = {line.split("  p ", 1)[1][:4] for line in flagged_lines if "[travel-guide chat]" in line}
+    assert float(travel_p) >= 0.9
     assert "did you mean 'search_docs'" in out
     assert "truncated" in out
     assert f"All {len(EXAMPLES) + len(LOG_EVENT_EXAMPLES) + 1} messages processed" in out
