@@ -71,19 +71,21 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
 def _parse(document: Any, origin: str) -> Thresholds:
     if not isinstance(document, dict) or not document.get("version"):
         raise ThresholdsError(f"{origin}: expected a mapping with a 'version'")
-    by_detector = _detector_thresholds(document.get("detectors"), origin, "detectors")
+    by_detector = _fractions(document.get("detectors"), "threshold", origin, "detectors")
     policies = document.get("policies") or {}
     if not isinstance(policies, dict):
         raise ThresholdsError(f"{origin}: 'policies' must map policy names to their detectors")
     by_policy = {
-        str(name): _detector_thresholds((group or {}).get("detectors"), origin, f"policies.{name}.detectors")
+        str(name): _fractions((group or {}).get("detectors"), "threshold", origin, f"policies.{name}.detectors")
         for name, group in policies.items()
     }
     return Thresholds(
         version=str(document["version"]),
         by_detector=by_detector,
         by_policy=by_policy,
-        alert_probability=_route_probabilities(document.get("alert_probability"), origin),
+        alert_probability=_fractions(
+            document.get("alert_probability") or {}, "min_probability", origin, "alert_probability"
+        ),
         recalibration={
             str(name): _platt(group["calibration"], origin, f"policies.{name}.calibration")
             for name, group in policies.items()
@@ -100,27 +102,14 @@ def _platt(entry: Any, origin: str, where: str) -> tuple[float, float]:
     return float(slope), float(intercept)
 
 
-def _route_probabilities(routes: Any, origin: str) -> dict[str, float]:
-    if routes is None:
-        return {}
-    if not isinstance(routes, dict):
-        raise ThresholdsError(f"{origin}: 'alert_probability' must map route names to settings")
-    minimums: dict[str, float] = {}
-    for route, entry in routes.items():
-        value = entry.get("min_probability") if isinstance(entry, dict) else None
+def _fractions(entries: Any, key: str, origin: str, where: str) -> dict[str, float]:
+    """``{name: {key: value}}`` as ``{name: value}``, every value a number in [0, 1]."""
+    if not isinstance(entries, dict):
+        raise ThresholdsError(f"{origin}: '{where}' must map names to settings")
+    values: dict[str, float] = {}
+    for name, entry in entries.items():
+        value = entry.get(key) if isinstance(entry, dict) else None
         if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-            raise ThresholdsError(f"{origin}: alert_probability.{route}.min_probability must be a number in [0, 1]")
-        minimums[str(route)] = float(value)
-    return minimums
-
-
-def _detector_thresholds(detectors: Any, origin: str, where: str) -> dict[str, float]:
-    if not isinstance(detectors, dict):
-        raise ThresholdsError(f"{origin}: '{where}' must map detector names to settings")
-    by_detector: dict[str, float] = {}
-    for name, entry in detectors.items():
-        threshold = entry.get("threshold") if isinstance(entry, dict) else None
-        if not isinstance(threshold, int | float) or not 0.0 <= threshold <= 1.0:
-            raise ThresholdsError(f"{origin}: {where}.{name}.threshold must be a number in [0, 1]")
-        by_detector[str(name)] = float(threshold)
-    return by_detector
+            raise ThresholdsError(f"{origin}: {where}.{name}.{key} must be a number in [0, 1]")
+        values[str(name)] = float(value)
+    return values

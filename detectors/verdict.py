@@ -25,14 +25,12 @@ from typing import Any, Final
 
 import numpy as np
 
-from detectors.base import FACT_DETECTORS, DetectorResult, DetectorStatus
+from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
 _NOT_SPAN_SOURCES = NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS
-# The span-level hallucination detectors the verdict model weighs (sampled ones judge too few calls).
-VERDICT_DETECTORS: Final = ("contradiction", "grounding", "unsupported_spans", "confidence", "schema_violation")
 VERDICT_FEATURES: Final = tuple(f"{name}.{part}" for name in VERDICT_DETECTORS for part in ("score", "checked"))
 _BUILT_IN = "verdict.json"
 _EPSILON = 1e-6

@@ -12,10 +12,12 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from detectors.base import FACT_DETECTORS
+from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS
 
 # A rule's ``min_probability`` that means "the value calibrated for the rule's route".
 ROUTE_PROBABILITY: Final = "route"
+# The detectors whose evidence p_hallucination stands for: weighed by the verdict, and guesses.
+_WEIGHED = frozenset(VERDICT_DETECTORS) - FACT_DETECTORS
 
 
 class AlertRule(BaseModel):
@@ -28,8 +30,9 @@ class AlertRule(BaseModel):
     call's ``p_hallucination`` to reach a value: a number, or ``route`` for the value
     ``halluwatch calibrate`` chose for the rule's route (the thresholds file's
     ``alert_probability``), the lowest that keeps the route's false alarms under its target.
-    The probability makes agreement stricter; it never replaces it.  Where a detector that
-    reports a fact is among those agreeing, the fact decides and no probability is asked for.
+    The probability makes agreement stricter; it never replaces it.  It speaks only for the
+    detectors it weighs: where a detector that reports a fact (or a sampled one, which the
+    verdict has not learned) is among those agreeing, agreement alone decides.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -56,8 +59,8 @@ class AlertRule(BaseModel):
         minimum = self.min_probability
         if minimum == ROUTE_PROBABILITY:
             raise ValueError(f"rule {self.name}: its route's minimum probability was never resolved")
-        fact = bool(FACT_DETECTORS & flagged.keys())  # a fact needs no probability
-        if isinstance(minimum, float) and not fact and (probability is None or probability < minimum):
+        weighed = flagged.keys() <= _WEIGHED  # else a fact or a sampled detector is among them
+        if isinstance(minimum, float) and weighed and (probability is None or probability < minimum):
             return False
         considered = [flagged[name] for name in self.all_of] if self.all_of else list(flagged.values())
         return max(considered, default=0) >= self.min_severity

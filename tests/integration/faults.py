@@ -33,6 +33,7 @@ import lz4.frame
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from detectors.thresholds import load_thresholds
 from pipeline.agreement.rules import counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings
 
@@ -119,13 +120,20 @@ def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[M
     trace's flags, and the first (highest-priority) rule they match must be among them.
     """
     defaults = AlertingSettings()  # the worker's rules, and its detectors that read one signal (count once)
-    rules, signal_of = defaults.rules, defaults.signal_of()
+    rules = [rule.resolved(load_thresholds().alert_probability) for rule in defaults.rules]
+    signal_of = defaults.signal_of()
+    probability = dict(
+        query(f"SELECT trace_id, max(p_hallucination) FROM {database}.llm_calls FINAL GROUP BY trace_id")
+    )
     flagged: dict[str, dict[str, int]] = defaultdict(dict)
     sql = f"SELECT trace_id, detector, status, flagged, severity FROM {database}.findings FINAL"
     for trace_id, detector, status, is_flagged, severity in query(sql):
         if counts_toward_agreement({"detector": detector, "status": status, "flagged": is_flagged}):
             flagged[trace_id][detector] = severity
-    matching = {trace: [r.name for r in rules if r.matches(flags, signal_of)] for trace, flags in flagged.items()}
+    matching = {
+        trace: [r.name for r in rules if r.matches(flags, signal_of, probability.get(trace))]
+        for trace, flags in flagged.items()
+    }
     expected = {trace: names for trace, names in matching.items() if names}
     fired: dict[str, set[str]] = defaultdict(set)
     published = 0

@@ -85,7 +85,7 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     )
     assert any("user u-2230 (role viewer) may not call tool 'http_request'" in line for line in flagged_lines)
     single = out.split("Flagged by one detector only (recorded, not alerted):\n", 1)[1]
-    assert "[product-qa ]" in single and "[hr-assistant answer_question]" not in single
+    assert "[product-qa]" in single and "[hr-assistant answer_question]" not in single
     assert "[travel-guide chat]" not in single
     assert "agree on hr-assistant answer_question" in completed.stderr  # the console route's log line
 

@@ -207,3 +207,8 @@ def test_route_minimums_come_from_the_thresholds_file_and_must_be_there():
 def test_a_fact_among_the_agreeing_detectors_needs_no_probability():
     pair = [finding("schema_violation", p_hallucination=0.2), finding("contradiction", p_hallucination=0.2)]
     assert [a.rule for a in run(DEFAULT, pair)[1]] == ["two-detectors"]
+
+
+def test_a_sampled_detector_the_verdict_never_weighed_agrees_without_a_probability():
+    pair = [finding("grounding", p_hallucination=0.3), finding("self_consistency", p_hallucination=None)]
+    assert [a.rule for a in run(DEFAULT, pair)[1]] == ["two-detectors"]

@@ -82,8 +82,28 @@ def test_a_thresholds_file_without_a_newer_detector_keeps_its_builtin_threshold(
     assert builtin.inherited == ()
 
 
+def test_a_thresholds_file_sets_route_minimums_and_policy_maps_and_keeps_the_built_in_ones_it_lacks(tmp_path: Path):
+    path = tmp_path / "calibrated.yaml"
+    path.write_text(
+        "version: cal-2\ndetectors: {grounding: {threshold: 0.4}}\nalert_probability: {slack: {min_probability: 0.7}}\n"
+        "policies: {hr: {detectors: {}, calibration: {slope: 1.2, intercept: -0.3}}}\n"
+    )
+    thresholds = load_thresholds(path)
+    builtin = load_thresholds()
+    assert thresholds.alert_probability == {"page": builtin.alert_probability["page"], "slack": 0.7}
+    assert thresholds.recalibration == {"hr": (1.2, -0.3)}
+
+
 @pytest.mark.parametrize(
-    "text", ["detectors: {a: {threshold: 1.5}}\nversion: v", "version: v\n", "detectors: {}\n", "[]"]
+    "text",
+    [
+        "detectors: {a: {threshold: 1.5}}\nversion: v",
+        "version: v\n",
+        "detectors: {}\n",
+        "[]",
+        "version: v\ndetectors: {}\nalert_probability: {page: {min_probability: 2}}",
+        "version: v\ndetectors: {}\npolicies: {hr: {detectors: {}, calibration: {slope: -1, intercept: 0}}}",
+    ],
 )
 def test_bad_thresholds_files_are_rejected(tmp_path: Path, text: str):
     path = tmp_path / "t.yaml"
