@@ -365,6 +365,8 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
     the built-in ones with --output-dir detectors/data.
     """
+    import itertools
+
     import yaml
     from tqdm import tqdm
 
@@ -398,8 +400,13 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
 
     records = training.labelled_records(files, limit)
     with_model = training.with_support_model(settings, support_path)
-    scoring = evaluate([r for _, r in records], with_model, workers=workers, learned_verdict=False)
-    outputs = list(tqdm(scoring, total=len(records), unit="rec"))
+    # Set by set, in file order: batched as `halluwatch eval` batches one file, so that the verdict's
+    # probabilities here are those eval and bench/quality.py report (the model pads per batch).
+    scoring = itertools.chain.from_iterable(
+        evaluate([r for n, r in records if n == name], with_model, workers=workers, learned_verdict=False)
+        for name in files
+    )
+    outputs = list(tqdm(scoring, total=len(records), unit="rec"))  # records are grouped by set, in file order
     thresholds = load_thresholds(settings.thresholds_file)
     try:
         verdict = training.train_verdict(records, outputs, thresholds.by_detector)

@@ -11,7 +11,6 @@ choice keeps.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +21,7 @@ from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertR
 # group has as many, all of them are judged.
 MIN_FAITHFUL_PER_GROUP = 50
 _CLOSED = 1.0 + 1e-9  # a minimum no probability reaches: the route's gated rules never fire
+_MARGIN = 0.01  # past the highest probability a route sees, the minimum that excludes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +164,18 @@ def _excess(rates: RouteRates, target: float) -> float:
 
 
 def _candidates(calls: Sequence[GatedCall], open_gate: AgreementRule, route: str) -> list[float]:
-    """Minimums worth trying: none, and just above each faithful call the open route alerts on.
+    """Minimums worth trying: none, and past each faithful call the open route alerts on.
 
-    The false-alarm rate only changes where a minimum passes such a call's probability.
+    The false-alarm rate only changes where a minimum passes such a call's probability. Each
+    candidate lies halfway to the next probability the route sees, not just above the faithful
+    call's: a probability moves in its third decimal with how calls were batched for the model,
+    and a minimum on the edge of a false alarm would let it back in.
     """
-    above = {
-        math.nextafter(c.probability, 2.0)
-        for c in calls
-        if not c.hallucinated and c.probability is not None and _route_of(open_gate, c) == route
-    }
-    return sorted(above | {0.0})
+    on_route = [c for c in calls if c.probability is not None and _route_of(open_gate, c) == route]
+    alerted = sorted({c.probability for c in on_route if c.probability is not None})
+    faithful = {c.probability for c in on_route if c.probability is not None and not c.hallucinated}
+    beyond = [(p, next((q for q in alerted if q > p), min(1.0, p + _MARGIN))) for p in faithful]
+    return sorted({0.0} | {(p + after) / 2 for p, after in beyond})
 
 
 def _route_of(agreement: AgreementRule, call: GatedCall) -> str | None:
