@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.base import VERDICT_DETECTORS
 from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
 from detectors.support_features import (
     CALL_FEATURES,
@@ -42,7 +43,7 @@ from detectors.support_features import (
     flagged_runs,
 )
 from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
-from detectors.verdict import VERDICT_DETECTORS, VERDICT_FEATURES, VerdictModel
+from detectors.verdict import VERDICT_FEATURES, VerdictModel
 from pipeline.config.settings import Settings
 from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.offline.eval_metrics import auroc, span_overlap

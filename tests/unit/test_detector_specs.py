@@ -18,13 +18,12 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from detectors.base import FACT_DETECTORS, DetectorResult, DetectorStatus, SampledDetector
+from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS, DetectorResult, DetectorStatus, SampledDetector
 from detectors.config import ClaimsConfig, DetectorSettings, EmbeddingConfig, SelfConsistencyConfig, SpanModelConfig
 from detectors.llm_call import Message, Source, TokenLogprob, ToolCall, ToolDefinition
 from detectors.models.embeddings import Embedder, Vectors
 from detectors.registry import DETECTORS, build_sampled, build_suite
 from detectors.thresholds import load_thresholds
-from detectors.verdict import VERDICT_DETECTORS
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
 from pipeline.config.content_policy import ContentPolicy, structural_keys
