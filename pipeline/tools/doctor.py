@@ -79,6 +79,9 @@ def _kafka_config(settings: Settings, timeout_seconds: float) -> dict[str, Any]:
     return {
         "bootstrap.servers": settings.kafka_bootstrap,
         "socket.timeout.ms": int(timeout_seconds * 1000),
+        # doctor says what failed in one line of its own; librdkafka's own log repeats every refused
+        # connection on stderr (about 200 lines while a broker is down) and would bury it.
+        "log_level": 2,
         **settings.kafka_security.confluent_config(),
     }
 
