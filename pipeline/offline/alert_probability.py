@@ -106,6 +106,7 @@ def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets) -> 
     rules, signal_of, targets = routing.rules, routing.signal_of, routing.targets
     fitting = [c for c in calls if not c.held_out]
     held_out = [c for c in calls if c.held_out]
+    by_group = {group: [c for c in fitting if c.group == group] for group in {c.group for c in fitting}}
     routes = gated_routes(rules)
     minimums = dict.fromkeys(routes, _CLOSED)
     chosen = []
@@ -114,7 +115,7 @@ def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets) -> 
         best, worst_group = _CLOSED, ""
         for candidate in _candidates(fitting, _agreement(rules, signal_of, {**minimums, route: 0.0}), route):
             agreement = _agreement(rules, signal_of, {**minimums, route: candidate})
-            rates = {g: rates_on(agreement, [c for c in fitting if c.group == g], so_far) for g in _groups(fitting)}
+            rates = {group: rates_on(agreement, part, so_far) for group, part in by_group.items()}
             judged = {g: r for g, r in rates.items() if r.faithful >= MIN_FAITHFUL_PER_GROUP} or rates
             worst = max(judged, key=lambda g: _excess(judged[g], targets[route]))
             if _excess(judged[worst], targets[route]) <= 0:
@@ -187,7 +188,3 @@ def _agreement(
     rules: Sequence[AlertRule], signal_of: Mapping[str, str], minimums: Mapping[str, float]
 ) -> AgreementRule:
     return AgreementRule([rule.resolved(minimums) for rule in rules], 0.0, signal_of)
-
-
-def _groups(calls: Sequence[GatedCall]) -> list[str]:
-    return sorted({c.group for c in calls})
