@@ -17,7 +17,7 @@ operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome 
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import faust
-from faust.types import StreamT
+from faust.types import Message, StreamT
 
 from pipeline import metrics
 from pipeline.alerting.alert import Alert, DeliveryStatus
@@ -38,7 +38,15 @@ from pipeline.alerting.routes import build_destinations
 from pipeline.alerting.silence_cache import ActiveSilences, SilenceReader
 from pipeline.alerting.silencing import silenced, silenced_outcomes, silencing
 from pipeline.config.settings import Settings
-from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, trace_table, withholding
+from pipeline.stream.plumbing import (
+    BATCHES,
+    DeadLetterSender,
+    RowStore,
+    durable_batches,
+    publish,
+    trace_table,
+    withholding,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +60,10 @@ Grouping = Callable[[Sequence[Alert]], Awaitable[list[Alert]]]
 
 async def _ungrouped(alerts: Sequence[Alert]) -> list[Alert]:
     return list(alerts)
+
+
+class _Stopping(Exception):
+    """The worker is stopping while an agent waits: it returns, leaving its record unacked for the next start."""
 
 
 class AlertRouter:
@@ -88,6 +100,10 @@ class AlertRouter:
         await self.dispatcher.close()
 
     async def _route(self, stream: StreamT[bytes]) -> None:
+        with contextlib.suppress(_Stopping):
+            await self._route_batches(stream)
+
+    async def _route_batches(self, stream: StreamT[bytes]) -> None:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
             parsed = []
             for event in events:
@@ -109,29 +125,39 @@ class AlertRouter:
             self.alerts_seen += len(events)
 
     async def _retry(self, stream: StreamT[bytes]) -> None:
-        async for event in stream.events():
-            message = event.message
-            try:
-                retry = json.loads(message.value or b"")
-                alert = Alert.from_dict(retry["alert"])
-                attempt, not_before = int(retry["attempt"]), float(retry["not_before"])
-                name = str(retry["destination"])
-            except (ValueError, KeyError, TypeError) as exc:
-                await self._dead_letter(message, "malformed_alert_retry", f"not a retry record: {exc!r}")
-                continue
-            destination = self.dispatcher.destination(name)
-            if destination is None:
-                await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
-                continue
-            # Holding this partition until the alert is due is the retry delay itself.
+        with contextlib.suppress(_Stopping):
+            async for event in stream.events():
+                # faust acks an event when the loop leaves it, even on a stop mid-wait; the extra
+                # reference keeps it unacked until it was handled, so a restart reads it again.
+                event.message.incref()
+                await self._retry_one(event.message)
+                await stream.ack(event)
+
+    async def _retry_one(self, message: Message) -> None:
+        try:
+            retry = json.loads(message.value or b"")
+            alert = Alert.from_dict(retry["alert"])
+            attempt, not_before = int(retry["attempt"]), float(retry["not_before"])
+            name = str(retry["destination"])
+        except (ValueError, KeyError, TypeError) as exc:
+            await self._dead_letter(message, "malformed_alert_retry", f"not a retry record: {exc!r}")
+            return
+        destination = self.dispatcher.destination(name)
+        if destination is None:
+            await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
+            return
+        if not self._due(alert, destination, attempt):
+            return  # a record read again (a restart, a re-read): its attempt was made
+        # Holding this partition until the alert is due is the retry delay itself.
+        with BATCHES.holding(message.tp):
             await self._sleep(max(not_before - time.time(), 0.0))
-            if not self._done(alert, destination):
-                silence = silencing(alert, await self.silences.current())  # perhaps set while it waited
-                if silence:
-                    outcome = silenced(alert, destination, silence, attempts=attempt - 1)
-                else:
-                    outcome = await self.dispatcher.redeliver(alert, destination, attempt)
-                await self._store({"alerts": [await self._settle(outcome)]})
+        if self._due(alert, destination, attempt):
+            silence = silencing(alert, await self.silences.current())  # perhaps set while it waited
+            if silence:
+                outcome = silenced(alert, destination, silence, attempts=attempt - 1)
+            else:
+                outcome = await self.dispatcher.redeliver(alert, destination, attempt)
+            await self._store({"alerts": [await self._settle(outcome)]})
 
     async def _settle(self, outcome: Outcome) -> list[Any]:
         """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
@@ -164,22 +190,46 @@ class AlertRouter:
             logger.info("alert %s to %s not sent: %s", alert.alert_id, destination.name, outcome.error,
                         extra={"trace_id": alert.trace_id})  # fmt: skip
         status, error = _recorded(outcome)
-        if status.final:  # remembered before the row is written: the smallest window for a repeat
-            held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
-            held["done"][_delivery_id(alert, destination)] = str(status)
-            self.deliveries[key] = held
+        self._remember(outcome, status)  # before the row is written: the smallest window for a repeat
         metrics.ALERT_DELIVERIES.labels(destination.name, str(status)).inc()
         return alert_row(alert, destination.name, status, outcome.attempt, error, datetime.now(UTC))
+
+    def _remember(self, outcome: Outcome, status: DeliveryStatus) -> None:
+        """Record a final outcome, or which attempt the retry topic now holds, in the deliveries table."""
+        if not status.final and outcome.status is not DeliveryStatus.RETRYING:
+            return
+        key = outcome.alert.trace_id.encode()
+        held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
+        delivery = _delivery_id(outcome.alert, outcome.destination)
+        scheduled: dict[str, int] = held.setdefault("scheduled", {})
+        if status.final:
+            held["done"][delivery] = str(status)
+            scheduled.pop(delivery, None)
+        else:
+            scheduled[delivery] = outcome.attempt + 1
+        self.deliveries[key] = held
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""
         await self._app.sleep(seconds)
         if self._app.should_stop:
-            raise asyncio.CancelledError("worker stopping")
+            raise _Stopping
 
     def _done(self, alert: Alert, destination: Destination) -> bool:
+        """Whether the delivery needs nothing from the router: it reached a final state or waits on the retry topic."""
         held: dict[str, Any] | None = self.deliveries.get(alert.trace_id.encode())
-        return held is not None and _delivery_id(alert, destination) in held["done"]
+        delivery = _delivery_id(alert, destination)
+        return held is not None and (delivery in held["done"] or delivery in held.get("scheduled", {}))
+
+    def _due(self, alert: Alert, destination: Destination, attempt: int) -> bool:
+        """Whether a retry record's attempt is still to be made: not final, and the attempt last scheduled.
+
+        A delivery with nothing scheduled on record is due: the record may have been published
+        just before a crash lost the table's update.
+        """
+        held: dict[str, Any] = self.deliveries.get(alert.trace_id.encode()) or {"done": {}}
+        delivery = _delivery_id(alert, destination)
+        return delivery not in held["done"] and held.get("scheduled", {}).get(delivery, attempt) == attempt
 
     async def _expire(self) -> None:
         """Forget deliveries older than the dedup retention."""
