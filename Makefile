@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium test test-unit demo check audit bench clean
+.PHONY: install chromium test test-unit soak demo check audit bench clean
 
 install: $(INSTALLED)
 
@@ -34,6 +34,12 @@ test: install chromium
 
 test-unit: install
 	$(BIN)/pytest tests/unit
+
+# The alert-delivery chaos run at length (`make test` runs a short one): SOAK_SECONDS of traffic,
+# destination faults, SIGKILLs and rebalances; prints its counts (bench/README.md keeps the latest).
+SOAK_SECONDS ?= 1200
+soak: install
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest tests/soak -s -p no:cacheprovider
 
 demo: install
 	$(BIN)/halluwatch demo

@@ -92,13 +92,13 @@ def _encode(body: Any) -> tuple[bytes, str]:
 class ScriptedServer:
     """A local HTTP server answering from scripted replies; use as a context manager."""
 
-    def __init__(self, default: Responder = _not_found) -> None:
+    def __init__(self, default: Responder = _not_found, port: int = 0) -> None:
         self._default = default
         self._lock = threading.Condition()
         self._requests: list[Request] = []
         self._scripts: dict[str, deque[Reply]] = {}
         self._down: Reply | None = None
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
         self._httpd.daemon_threads = True
         # A short poll interval: shutdown() waits for the serving loop to notice it.
         self._thread = threading.Thread(

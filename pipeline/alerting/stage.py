@@ -190,14 +190,20 @@ class AlertRouter:
             logger.info("alert %s to %s not sent: %s", alert.alert_id, destination.name, outcome.error,
                         extra={"trace_id": alert.trace_id})  # fmt: skip
         status, error = _recorded(outcome)
-        self._remember(outcome, status)  # before the row is written: the smallest window for a repeat
+        if self._remember(outcome, status):
+            # On the broker before anything else: a worker killed after a delivery repeats it
+            # only if its memory of the delivery was still in the producer's buffer.
+            await self._app.producer.flush()
         metrics.ALERT_DELIVERIES.labels(destination.name, str(status)).inc()
         return alert_row(alert, destination.name, status, outcome.attempt, error, datetime.now(UTC))
 
-    def _remember(self, outcome: Outcome, status: DeliveryStatus) -> None:
-        """Record a final outcome, or which attempt the retry topic now holds, in the deliveries table."""
+    def _remember(self, outcome: Outcome, status: DeliveryStatus) -> bool:
+        """Record a final outcome, or which attempt the retry topic now holds, in the deliveries table.
+
+        Returns whether there was anything to record.
+        """
         if not status.final and outcome.status is not DeliveryStatus.RETRYING:
-            return
+            return False
         key = outcome.alert.trace_id.encode()
         held: dict[str, Any] = self.deliveries.get(key) or {"first_at": time.time(), "done": {}}
         delivery = _delivery_id(outcome.alert, outcome.destination)
@@ -208,6 +214,7 @@ class AlertRouter:
         else:
             scheduled[delivery] = outcome.attempt + 1
         self.deliveries[key] = held
+        return True
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""

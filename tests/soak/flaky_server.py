@@ -1,0 +1,120 @@
+"""Fake Slack and PagerDuty that fail in bursts, counting what they accepted.
+
+One port serves both (as :class:`tests.servers.AlertingServer` does). A fault schedule
+cycles through the ways a real destination fails: 5xx replies, 429 with ``Retry-After``,
+requests that hang past the client's timeout, and refused connections (the listening
+socket closed, then bound again on the same port). Only a request answered with success
+counts as delivered: a request that hung is modelled as one the server never acted on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Literal
+
+from tests.servers import PAGERDUTY_PATH, SLACK_API_PREFIX, Reply, Request, ScriptedServer, alerting_reply
+
+Fault = Literal["up", "5xx", "429", "hang", "refused"]
+
+# (fault, seconds): one cycle of 40 s, mostly up, every kind of failure once.
+SCHEDULE: tuple[tuple[Fault, float], ...] = (
+    ("up", 12.0),
+    ("5xx", 5.0),
+    ("up", 4.0),
+    ("429", 5.0),
+    ("up", 4.0),
+    ("hang", 5.0),
+    ("refused", 5.0),
+)
+HANG_SECONDS = 4.0  # beyond the worker's request timeout in the soak's settings
+
+
+class FlakyAlertingServer:
+    """Slack Web API and PagerDuty Events v2 on one port, failing on :data:`SCHEDULE`; a context manager."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._delivered: list[Request] = []
+        self._fault: Fault = "up"
+        self._faults_met: dict[Fault, int] = {}
+        self._healed = threading.Event()
+        self._server: ScriptedServer | None = ScriptedServer(self._reply).__enter__()
+        self.port = int(self._server.url.rsplit(":", 1)[1])
+        self._scheduler = threading.Thread(target=self._run_schedule, name="fault-schedule", daemon=True)
+
+    @property
+    def slack_base_url(self) -> str:
+        """For ``AlertingSettings.slack_base_url``."""
+        return f"http://127.0.0.1:{self.port}{SLACK_API_PREFIX}"
+
+    @property
+    def pagerduty_url(self) -> str:
+        """For ``AlertingSettings.pagerduty_url``."""
+        return f"http://127.0.0.1:{self.port}{PAGERDUTY_PATH}"
+
+    def __enter__(self) -> FlakyAlertingServer:
+        self._scheduler.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.heal()
+        self._listen(False)
+
+    def heal(self) -> None:
+        """Stop failing from now on (the end of a run: whatever waits must now go through)."""
+        self._healed.set()
+        if self._scheduler.is_alive():
+            self._scheduler.join()
+
+    def delivered(self, path_prefix: str = "") -> list[Request]:
+        """Requests under ``path_prefix`` answered with success so far, oldest first."""
+        with self._lock:
+            return [request for request in self._delivered if request.path.startswith(path_prefix)]
+
+    def faults_met(self) -> dict[Fault, int]:
+        """How many requests met each fault (``up``: answered with success)."""
+        with self._lock:
+            return dict(self._faults_met)
+
+    def _run_schedule(self) -> None:
+        for fault, seconds in itertools.cycle(SCHEDULE):
+            with self._lock:
+                self._fault = fault
+            self._listen(fault != "refused")
+            if self._healed.wait(seconds):
+                with self._lock:
+                    self._fault = "up"
+                self._listen(True)
+                return
+
+    def _listen(self, listening: bool) -> None:
+        if listening and self._server is None:
+            self._server = ScriptedServer(self._reply, port=self.port).__enter__()
+        elif not listening and self._server is not None:
+            self._server.__exit__(None, None, None)
+            self._server = None
+
+    def _reply(self, request: Request) -> Reply:
+        with self._lock:
+            fault = self._fault
+            self._faults_met[fault] = self._faults_met.get(fault, 0) + 1
+            if fault == "up":
+                self._delivered.append(request)
+        if fault == "5xx":
+            return Reply(503, body="service unavailable")
+        if fault == "429":
+            return Reply(429, {"Retry-After": "2"}, body={"ok": False, "error": "ratelimited"})
+        if fault == "hang":
+            return Reply(503, body="too late", delay=HANG_SECONDS)
+        return alerting_reply(request)
+
+
+def mentioning(requests: list[Request], trace_id: str) -> Iterator[Request]:
+    """The requests whose body mentions ``trace_id``."""
+    return (request for request in requests if trace_id in json.dumps(request.body))
