@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, Pydanti
 from detectors.config import DetectorSettings, default_model_cache
 from detectors.thresholds import load_thresholds
 from pipeline.config.alerting import AlertingSettings
-from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
+from pipeline.config.connections import ClickHouseTLS, KafkaSecurity, checked_clickhouse_dsn
 from pipeline.config.content_policy import (
     DEFAULT_MAX_CALL_CHARS,
     LEGACY_MODES,
@@ -108,8 +108,9 @@ class Settings(BaseSettings):
     # a broker never answers stalls every stage of the worker until it times out.
     kafka_request_timeout_seconds: float = Field(default=40.0, gt=0)
 
-    # Empty: embedded chDB under data_dir/clickhouse. A secret: it may hold the password.
-    clickhouse_dsn: SecretStr = SecretStr("")
+    # Empty: embedded chDB under data_dir/clickhouse; else chdb:///PATH, http://HOST:PORT or https://HOST:PORT
+    # (other schemes are refused). A secret: it may hold the password.
+    clickhouse_dsn: Annotated[SecretStr, AfterValidator(checked_clickhouse_dsn)] = SecretStr("")
     clickhouse_tls: ClickHouseTLS = Field(default_factory=ClickHouseTLS)
     # How long a starting worker waits for ClickHouse (connect and migrate, retried with backoff)
     # before it exits with an error: long enough to ride out a restart, short enough to notice.
@@ -254,16 +255,20 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
         return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
     except ValidationError as exc:
         where = f" (config file {path})" if path else ""
-        raise ConfigError(f"invalid configuration{where}:\n{_describe(exc)}") from None
+        raise ConfigError(f"invalid configuration{where}:{_describe(exc)}") from None
 
 
 def _describe(error: ValidationError) -> str:
-    """The errors, field by field, without the input values pydantic would quote (they may be secrets)."""
+    """The errors, field by field, without the input values pydantic would quote (they may be secrets).
+
+    One error reads on the same line; several, one line each below.
+    """
     lines = []
     for item in error.errors(include_input=False, include_url=False):
         field = ".".join(str(part) for part in item["loc"]) or "settings"
-        lines.append(f"  {field}: {item['msg']}")
-    return "\n".join(lines)
+        message = item["msg"].removeprefix("Value error, ")  # our validators' own words
+        lines.append(f"{field}: {message}")
+    return f" {lines[0]}" if len(lines) == 1 else "".join(f"\n  {line}" for line in lines)
 
 
 def _env_config_path() -> Path | None:
