@@ -144,18 +144,21 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
     holds log records (GenAI events carrying LLM content) for the logs topic.
     """
     from pipeline.ingest.otlp_traces import Encoding
-    from pipeline.tools.replay import read_file, read_logs_file
+    from pipeline.tools.replay import ReplayError, TraceFileError, read_file, read_logs_file
     from pipeline.tools.replay import replay as produce
 
     settings = _settings(config_path)
-    stats = produce(
-        read_logs_file(path) if logs else read_file(path),
-        bootstrap=settings.kafka_bootstrap,
-        config=settings.kafka_security.confluent_config(),
-        topic=topic or (settings.kafka_logs_topic if logs else settings.kafka_input_topic),
-        encoding=Encoding(encoding),
-        keyed=not unkeyed,
-    )
+    try:
+        stats = produce(
+            read_logs_file(path) if logs else read_file(path),
+            bootstrap=settings.kafka_bootstrap,
+            config=settings.kafka_security.confluent_config(),
+            topic=topic or (settings.kafka_logs_topic if logs else settings.kafka_input_topic),
+            encoding=Encoding(encoding),
+            keyed=not unkeyed,
+        )
+    except (TraceFileError, ReplayError) as exc:  # the file or the broker to fix, said in one line
+        raise click.ClickException(str(exc)) from exc
     counted = f"{stats.log_records} log records" if logs else f"{stats.spans} spans"
     click.echo(f"produced {stats.messages} messages ({counted}, {stats.bytes} bytes) in {stats.seconds:.1f}s")
 
