@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, encode_traces_json, split_by_trace
+from pipeline.tools.kafka_clients import client_config
 
 _LENGTH = struct.Struct(">I")
 _P = TypeVar("_P", TracesData, LogsData)
@@ -230,18 +231,12 @@ def replay(
     batches = iter(traces)
     first = next(batches, None)  # a file that is not OTLP fails here, before the broker is bothered
     timeout_ms = int(delivery_timeout_seconds * 1000)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "message.timeout.ms": timeout_ms,
-            "linger.ms": 20,
-            **(config or {}),
-        }
-    )
+    producer = Producer(client_config(bootstrap, {"message.timeout.ms": timeout_ms, "linger.ms": 20}, config or {}))
     try:
         # Fail fast with a clear message instead of letting every message time out.
         producer.list_topics(timeout=delivery_timeout_seconds)
     except KafkaException as exc:
+        producer.poll(0)  # librdkafka's reason (refused, unresolvable, TLS, SASL) to the log, once
         raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {exc}") from exc
 
     deliveries = _Deliveries()
