@@ -33,6 +33,7 @@ from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.strong_secrets import StrongSecret
 from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
@@ -122,7 +123,7 @@ class Settings(BaseSettings):
     # What of the prompt/answer/context text reaches each table, topic and message (pipeline/config/content_policy.py).
     content_mode: Mode = "store"
     content_modes: dict[ContentTable, Mode] = Field(default_factory=dict)
-    content_hmac_key: SecretStr | None = None  # needed by "hash"
+    content_hmac_key: StrongSecret = None  # needed by "hash"; random (placeholders are refused)
     content_phone_region: str = Field(default="US", pattern=r"^[A-Z]{2}$")  # phone numbers without a country code
     # Text one call brings to the detectors (answer first); beyond it is cut, and findings say so.
     max_call_chars: int = Field(default=DEFAULT_MAX_CALL_CHARS, ge=1000)
