@@ -33,11 +33,28 @@ def holder(directory: Path) -> int | None:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             pid = _named_pid(directory / STATUS_FILE)
-            return None if pid == os.getpid() else pid
+            return None if _held_here(directory / STATUS_FILE, descriptor, pid) else pid
         fcntl.flock(descriptor, fcntl.LOCK_UN)
         return None
     finally:
         os.close(descriptor)
+
+
+def _held_here(path: Path, ours: int, pid: int) -> bool:
+    """Whether the holder is this process: it has ``path`` open besides ``ours``, or (no /proc) it names our id.
+
+    The descriptor decides where /proc lists them: the id alone misleads across containers, where
+    a worker may be process 1 in its own, as this process may be in this one.
+    """
+    descriptors = Path("/proc/self/fd")
+    if not descriptors.is_dir():
+        return pid == os.getpid()
+    target = str(path.resolve())
+    for entry in descriptors.iterdir():
+        with contextlib.suppress(OSError):  # one closed while we look
+            if entry.name != str(ours) and os.readlink(entry) == target:
+                return True
+    return False
 
 
 def _named_pid(path: Path) -> int:
