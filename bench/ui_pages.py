@@ -51,7 +51,7 @@ from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
 
 DB = "halluwatch"
-TOKEN = "bench-token"  # noqa: S105 - a made-up token for the bench's own app
+TOKEN = "bench-token-0123456789"  # noqa: S105 - a made-up token for the bench's own app
 DETECTORS = [
     "sentinel", "contradiction", "confidence", "grounding",
     "schema_violation", "unsupported_spans", "tool_outcome", "tool_facts",

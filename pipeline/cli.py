@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
     from pipeline.alerting.silence_store import SilenceStore
     from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -73,11 +72,6 @@ class _Commands(click.Group):
             SilenceInputError,
         ) as exc:
             raise click.ClickException(str(exc)) from exc
-
-
-def _held_by_another_process(exc: ClickHouseUnreachable) -> bool:
-    """Whether embedded ClickHouse is held by another process (chDB admits one per directory): a running worker."""
-    return "Another server instance" in exc.reason
 
 
 @click.group(cls=_Commands)
@@ -144,18 +138,21 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
     holds log records (GenAI events carrying LLM content) for the logs topic.
     """
     from pipeline.ingest.otlp_traces import Encoding
-    from pipeline.tools.replay import read_file, read_logs_file
+    from pipeline.tools.replay import ReplayError, TraceFileError, read_file, read_logs_file
     from pipeline.tools.replay import replay as produce
 
     settings = _settings(config_path)
-    stats = produce(
-        read_logs_file(path) if logs else read_file(path),
-        bootstrap=settings.kafka_bootstrap,
-        config=settings.kafka_security.confluent_config(),
-        topic=topic or (settings.kafka_logs_topic if logs else settings.kafka_input_topic),
-        encoding=Encoding(encoding),
-        keyed=not unkeyed,
-    )
+    try:
+        stats = produce(
+            read_logs_file(path) if logs else read_file(path),
+            bootstrap=settings.kafka_bootstrap,
+            config=settings.kafka_security.confluent_config(),
+            topic=topic or (settings.kafka_logs_topic if logs else settings.kafka_input_topic),
+            encoding=Encoding(encoding),
+            keyed=not unkeyed,
+        )
+    except (TraceFileError, ReplayError) as exc:  # the file or the broker to fix, said in one line
+        raise click.ClickException(str(exc)) from exc
     counted = f"{stats.log_records} log records" if logs else f"{stats.spans} spans"
     click.echo(f"produced {stats.messages} messages ({counted}, {stats.bytes} bytes) in {stats.seconds:.1f}s")
 
@@ -573,17 +570,15 @@ def silence_expire(config_path: Path | None, silence_id: str) -> None:
 
 def _silence_store(settings: Settings) -> SilenceStore:
     from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable
+    from pipeline.sinks.clickhouse import EmbeddedInUse
 
     try:
         client = _migrated_client(settings)
-    except ClickHouseUnreachable as exc:
-        if _held_by_another_process(exc):
-            raise click.ClickException(
-                f"{exc.where} is in use by another process, probably a running worker: with embedded ClickHouse, "
-                "set silences while the worker is stopped (they apply when it starts), or use a ClickHouse server"
-            ) from exc
-        raise
+    except EmbeddedInUse as exc:
+        raise click.ClickException(
+            f"{exc.where} is {exc.reason}, probably a running worker: with embedded ClickHouse, "
+            "set silences while the worker is stopped (they apply when it starts), or use a ClickHouse server"
+        ) from exc
     return SilenceStore(client, settings.clickhouse_database)
 
 
@@ -694,19 +689,17 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     """
     from waitress import serve
 
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable
+    from pipeline.sinks.clickhouse import EmbeddedInUse
     from pipeline.ui.serve import sign_in_url, triage_app
 
     settings = _settings(config_path)
     try:
         app, access = triage_app(settings)
-    except ClickHouseUnreachable as exc:
-        if _held_by_another_process(exc):
-            raise click.ClickException(
-                f"{exc.where} is in use by another process, probably a running worker: open the pages on "
-                "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"
-            ) from exc
-        raise
+    except EmbeddedInUse as exc:
+        raise click.ClickException(
+            f"{exc.where} is {exc.reason}, probably a running worker: open the pages on "
+            "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"
+        ) from exc
     click.echo(f"triage pages on {sign_in_url(f'http://{host}:{port}', access)}  (Ctrl-C stops)")
     serve(app, host=host, port=port, threads=4, ident="halluwatch")
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
 KafkaProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+CLICKHOUSE_SCHEMES = ("chdb", "http", "https")  # what clickhouse-connect tells apart (chDB, HTTP, TLS)
 
 
 class KafkaSecurity(BaseModel):
@@ -120,3 +121,24 @@ def redacted_dsn(dsn: str) -> str:
     if parts.password is not None:
         netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit((parts.scheme, netloc, parts.path, "***" if parts.query else "", parts.fragment))
+
+
+def checked_clickhouse_dsn(dsn: SecretStr) -> SecretStr:
+    """``dsn`` if it is empty (embedded chDB) or names a scheme of :data:`CLICKHOUSE_SCHEMES` and, for a server, a host.
+
+    clickhouse-connect reads only the host, port and credentials of any other URL and speaks
+    HTTP to it (``postgres://u:p@h/db`` becomes ``http://h:8123``; ``nonsense`` becomes
+    ``localhost:8123``), so a mistyped DSN would fail far from its cause. The message never
+    quotes the DSN: it may hold a password.
+    """
+    value = dsn.get_secret_value()
+    if not value:
+        return dsn
+    parts = urlsplit(value)
+    if "://" not in value or parts.scheme not in CLICKHOUSE_SCHEMES:
+        given = f"scheme {parts.scheme}://" if "://" in value else "no scheme"
+        accepted = ", ".join(f"{scheme}://" for scheme in CLICKHOUSE_SCHEMES)
+        raise ValueError(f"{given}; accepted: {accepted} (or empty: embedded chDB under data_dir)")
+    if parts.scheme != "chdb" and not parts.hostname:
+        raise ValueError(f"{parts.scheme}:// without a host")
+    return dsn

@@ -1,10 +1,11 @@
 """Where a command's log goes and how it reads: text for people, or one JSON object per line.
 
 One handler on the root logger writes to stderr, and every logger reaches it: ours, faust's and
-mode's (the worker keeps mode from installing handlers of its own), aiokafka's, and Python's
-warnings.  JSON lines (``log_format: json``) carry timestamp, level, logger, message, the trace
-id where the call passed one (``extra={"trace_id": ...}``) and the exception text if any, for
-Loki or any log shipper.  Neither format scrubs secrets itself: the scrubber of
+mode's (the worker keeps mode from installing handlers of its own), aiokafka's, librdkafka's
+(pipeline/tools/kafka_clients.py) and Python's warnings.  JSON lines (``log_format: json``) carry
+timestamp, level, logger, message, the trace id where the call passed one
+(``extra={"trace_id": ...}``) and the exception text if any, for Loki or any log shipper.
+Neither format scrubs secrets itself: the scrubber of
 :mod:`pipeline.config.secrets` has masked message and traceback when the record was made.
 """
 

@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, Pydanti
 from detectors.config import DetectorSettings, default_model_cache
 from detectors.thresholds import load_thresholds
 from pipeline.config.alerting import AlertingSettings
-from pipeline.config.connections import ClickHouseTLS, KafkaSecurity
+from pipeline.config.connections import ClickHouseTLS, KafkaSecurity, checked_clickhouse_dsn
 from pipeline.config.content_policy import (
     DEFAULT_MAX_CALL_CHARS,
     LEGACY_MODES,
@@ -33,6 +33,7 @@ from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.strong_secrets import StrongSecret
 from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
@@ -108,8 +109,9 @@ class Settings(BaseSettings):
     # a broker never answers stalls every stage of the worker until it times out.
     kafka_request_timeout_seconds: float = Field(default=40.0, gt=0)
 
-    # Empty: embedded chDB under data_dir/clickhouse. A secret: it may hold the password.
-    clickhouse_dsn: SecretStr = SecretStr("")
+    # Empty: embedded chDB under data_dir/clickhouse; else chdb:///PATH, http://HOST:PORT or https://HOST:PORT
+    # (other schemes are refused). A secret: it may hold the password.
+    clickhouse_dsn: Annotated[SecretStr, AfterValidator(checked_clickhouse_dsn)] = SecretStr("")
     clickhouse_tls: ClickHouseTLS = Field(default_factory=ClickHouseTLS)
     # How long a starting worker waits for ClickHouse (connect and migrate, retried with backoff)
     # before it exits with an error: long enough to ride out a restart, short enough to notice.
@@ -121,7 +123,7 @@ class Settings(BaseSettings):
     # What of the prompt/answer/context text reaches each table, topic and message (pipeline/config/content_policy.py).
     content_mode: Mode = "store"
     content_modes: dict[ContentTable, Mode] = Field(default_factory=dict)
-    content_hmac_key: SecretStr | None = None  # needed by "hash"
+    content_hmac_key: StrongSecret = None  # needed by "hash"; random (placeholders are refused)
     content_phone_region: str = Field(default="US", pattern=r"^[A-Z]{2}$")  # phone numbers without a country code
     # Text one call brings to the detectors (answer first); beyond it is cut, and findings say so.
     max_call_chars: int = Field(default=DEFAULT_MAX_CALL_CHARS, ge=1000)
@@ -254,16 +256,20 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
         return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
     except ValidationError as exc:
         where = f" (config file {path})" if path else ""
-        raise ConfigError(f"invalid configuration{where}:\n{_describe(exc)}") from None
+        raise ConfigError(f"invalid configuration{where}:{_describe(exc)}") from None
 
 
 def _describe(error: ValidationError) -> str:
-    """The errors, field by field, without the input values pydantic would quote (they may be secrets)."""
+    """The errors, field by field, without the input values pydantic would quote (they may be secrets).
+
+    One error reads on the same line; several, one line each below.
+    """
     lines = []
     for item in error.errors(include_input=False, include_url=False):
         field = ".".join(str(part) for part in item["loc"]) or "settings"
-        lines.append(f"  {field}: {item['msg']}")
-    return "\n".join(lines)
+        message = item["msg"].removeprefix("Value error, ")  # our validators' own words
+        lines.append(f"{field}: {message}")
+    return f" {lines[0]}" if len(lines) == 1 else "".join(f"\n  {line}" for line in lines)
 
 
 def _env_config_path() -> Path | None:

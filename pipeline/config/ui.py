@@ -4,14 +4,17 @@ Every page needs an identity.  Behind a company proxy that authenticates people,
 names them in ``identity_header``, trusted only from ``trusted_proxies``.  Standalone, a
 bearer ``token`` (sent as ``Authorization: Bearer``, or once as ``?token=`` to start a
 browser session) admits whoever holds it, recorded as ``token_user``.  With neither
-configured, each process makes up a token and says where to find it.
+configured, each process makes up a token and says where to find it.  Every secret here must
+be random (pipeline/config/strong_secrets.py): a placeholder stops the process at start-up.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pipeline.config.strong_secrets import StrongSecret
 
 
 class UISettings(BaseModel):
@@ -25,15 +28,15 @@ class UISettings(BaseModel):
     identity_header: str = ""
     # Addresses the identity header is believed from: the proxy's, never the whole internet.
     trusted_proxies: list[str] = Field(default_factory=lambda: ["127.0.0.1/32", "::1/128"])
-    token: SecretStr | None = None
+    token: StrongSecret = None
     token_user: str = ""  # the name a token holder's labels carry; empty: the operating-system user
     # Signs session cookies; empty: a new key per process (sessions end when it restarts).
-    session_secret: SecretStr | None = None
+    session_secret: StrongSecret = None
     # Slack app's signing secret: verifies the "confirmed" / "false alarm" button clicks.
-    slack_signing_secret: SecretStr | None = None
+    slack_signing_secret: StrongSecret = None
     # A PagerDuty V3 webhook subscription's signing secret: verifies its incident events
     # (POST /pagerduty/webhook), which mark alerts acknowledged or resolved. None: endpoint off.
-    pagerduty_webhook_secret: SecretStr | None = None
+    pagerduty_webhook_secret: StrongSecret = None
     page_size: int = Field(default=50, ge=1, le=500)
 
     @field_validator("trusted_proxies")

@@ -28,6 +28,7 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from pipeline import metrics
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.data_dirs import writable_dir
+from pipeline.sinks.embedded_lock import holder
 from pipeline.sinks.rows import TABLE_COLUMNS
 from schemas import migrations
 
@@ -51,6 +52,14 @@ class ClickHouseUnreachable(RuntimeError):
         self.reason = reason
 
 
+class EmbeddedInUse(ClickHouseUnreachable):
+    """An embedded ClickHouse directory another process has open (chDB admits one): a running worker, most likely."""
+
+    def __init__(self, where: str, pid: int) -> None:
+        super().__init__(where, f"in use by {f'process {pid}' if pid else 'another process'}")
+        self.pid = pid
+
+
 class SinkUnavailable(RuntimeError):
     """The sink refused a flush; the rows are kept and the flush may be retried later."""
 
@@ -70,7 +79,10 @@ def open_clickhouse(settings: Settings) -> Client:
     """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not."""
     dsn = settings.resolved_clickhouse_dsn
     if dsn.startswith(EMBEDDED_SCHEME):
-        writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
+        directory = writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
+        pid = holder(directory)
+        if pid is not None:  # asked before chDB, which would print its own failure on stderr
+            raise EmbeddedInUse(f"ClickHouse at {redacted_dsn(dsn)}", pid)
     try:
         with _driver_warnings_muted():
             return connect(dsn, **settings.clickhouse_tls.client_options(dsn))

@@ -34,6 +34,7 @@ from pipeline.tools.example_traces import (
     example_registries,
     example_traces,
 )
+from pipeline.tools.kafka_clients import client_config
 from pipeline.tools.replay import Payload, ReplayStats, replay
 from pipeline.tools.report import report_window, write_report
 from pipeline.worker.app import PipelineWorker
@@ -166,7 +167,7 @@ def _settled(worker: PipelineWorker, sent: int, logs_sent: int) -> bool:
 
 
 def _send_garbage(settings: Settings) -> None:
-    producer = Producer({"bootstrap.servers": settings.kafka_bootstrap})
+    producer = Producer(client_config(settings.kafka_bootstrap))
     producer.produce(settings.kafka_input_topic, GARBAGE_MESSAGE)
     producer.flush(10)
 

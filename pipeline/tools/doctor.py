@@ -23,6 +23,7 @@ from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.secrets import scrub, secret_values
 from pipeline.config.settings import Settings
+from pipeline.tools.kafka_clients import client_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +77,11 @@ def _config(settings: Settings) -> Check:
 
 
 def _kafka_config(settings: Settings, timeout_seconds: float) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "socket.timeout.ms": int(timeout_seconds * 1000),
-        # doctor says what failed in one line of its own; librdkafka's own log repeats every refused
-        # connection on stderr (about 200 lines while a broker is down) and would bury it.
-        "log_level": 2,
-        **settings.kafka_security.confluent_config(),
-    }
+    return client_config(
+        settings.kafka_bootstrap,
+        {"socket.timeout.ms": int(timeout_seconds * 1000)},
+        settings.kafka_security.confluent_config(),
+    )
 
 
 def _kafka_hint(settings: Settings) -> str:
@@ -103,6 +101,7 @@ def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
     try:
         metadata = admin.list_topics(timeout=timeout_seconds)
     except Exception as exc:
+        admin.poll(0)  # librdkafka's reason (refused, unresolvable, TLS, SASL) to the log, once
         raise _Failed(f"cannot reach the brokers: {exc}; {_kafka_hint(settings)}") from exc
     yield Check("kafka", True, f"reached {len(metadata.brokers)} broker(s) at {settings.kafka_bootstrap}")
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gzip
 import io
-import logging
+import itertools
 import os
 import struct
 import sys
@@ -29,15 +29,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from tqdm import tqdm
 
 from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, encode_traces_json, split_by_trace
-
-logger = logging.getLogger(__name__)
+from pipeline.tools.kafka_clients import client_config
 
 _LENGTH = struct.Struct(">I")
 _P = TypeVar("_P", TracesData, LogsData)
@@ -65,58 +63,71 @@ def read_file(path: PathLike) -> Iterator[TracesData]:
     """Yield the ``TracesData`` of a file exporter file, JSON lines or length-prefixed protobuf.
 
     Raises :class:`TraceFileError` naming the file and the line (JSON) or byte offset
-    (protobuf) of the first record that is truncated or does not decode.
+    (protobuf) of the first record that is truncated or does not decode; when that is the
+    file's first record, it says the file is no OTLP file at all.
     """
-    return _read(path, decode_traces, TracesData)
+    return _read(path, decode_traces)
 
 
 def read_logs_file(path: PathLike) -> Iterator[LogsData]:
     """Yield the ``LogsData`` of a logs pipeline's file exporter file, like :func:`read_file`."""
-    return _read(path, decode_logs, LogsData)
+    return _read(path, decode_logs)
 
 
-def _read(path: PathLike, decode: Callable[[bytes, Encoding], _P], message: type[_P]) -> Iterator[_P]:
+class _BadRecord(Exception):
+    """A record of a file that does not decode: where (line or offset), and why."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(f"{where}: {reason}")
+
+
+def _read(path: PathLike, decode: Callable[[bytes, Encoding], _P]) -> Iterator[_P]:
+    read = 0
     with open(path, "rb") as raw:
         stream: io.BufferedReader | gzip.GzipFile = raw
         if raw.peek(2)[:2] == _GZIP_MAGIC:
             stream = gzip.GzipFile(fileobj=raw)
         try:
-            if stream.peek(1)[:1] == b"{":
-                yield from _read_json_lines(path, stream, decode)
-            else:
-                yield from _read_proto(path, stream, message)
+            reader = _read_json_lines if stream.peek(1)[:1] == b"{" else _read_proto
+            for payload in reader(stream, decode):
+                yield payload
+                read += 1
         except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
             raise TraceFileError(f"{path}: damaged compressed stream: {exc}") from exc
+        except _BadRecord as exc:
+            if read:
+                raise TraceFileError(f"{path}: {exc}") from exc
+            # Not one record reads: another kind of file, not a damaged one.
+            raise TraceFileError(
+                f"{path}: not an OTLP file (the collector file exporter's JSON lines or length-prefixed "
+                f"protobuf): {exc}"
+            ) from exc
 
 
-def _read_json_lines(
-    path: PathLike, stream: io.BufferedIOBase, decode: Callable[[bytes, Encoding], _P]
-) -> Iterator[_P]:
+def _read_json_lines(stream: io.BufferedIOBase, decode: Callable[[bytes, Encoding], _P]) -> Iterator[_P]:
     for line_number, line in enumerate(stream, 1):
         if not line.strip():
             continue
         try:
             yield decode(line, Encoding.OTLP_JSON)
         except UndecodableMessage as exc:
-            raise TraceFileError(f"{path}: line {line_number}: {exc.reason}") from exc
+            raise _BadRecord(f"line {line_number}", exc.reason) from exc
 
 
-def _read_proto(path: PathLike, stream: io.BufferedIOBase, message: type[_P]) -> Iterator[_P]:
+def _read_proto(stream: io.BufferedIOBase, decode: Callable[[bytes, Encoding], _P]) -> Iterator[_P]:
     offset = 0
     while prefix := stream.read(_LENGTH.size):
+        where = f"offset {offset}"
         if len(prefix) < _LENGTH.size:
-            raise TraceFileError(f"{path}: offset {offset}: truncated length prefix ({len(prefix)} of 4 bytes)")
+            raise _BadRecord(where, f"truncated length prefix ({len(prefix)} of 4 bytes)")
         (length,) = _LENGTH.unpack(prefix)
         payload = stream.read(length)
         if len(payload) < length:
-            raise TraceFileError(f"{path}: offset {offset}: truncated message ({len(payload)} of {length} bytes)")
-        decoded = message()
+            raise _BadRecord(where, f"truncated message ({len(payload)} of {length} bytes)")
         try:
-            decoded.ParseFromString(payload)
-        except DecodeError as exc:
-            name = message.DESCRIPTOR.name
-            raise TraceFileError(f"{path}: offset {offset}: not an OTLP protobuf {name}: {exc}") from exc
-        yield decoded
+            yield decode(payload, Encoding.OTLP_PROTO)
+        except UndecodableMessage as exc:
+            raise _BadRecord(where, exc.reason) from exc
         offset += _LENGTH.size + length
 
 
@@ -211,42 +222,44 @@ def replay(
     ``config`` adds librdkafka settings (SASL, TLS, ...) over the defaults.
 
     Raises :class:`ReplayError` when the broker cannot be reached or a message is not
-    delivered within ``delivery_timeout_seconds``; production stops at the first failure.
+    delivered within ``delivery_timeout_seconds``, and :class:`TraceFileError` for a damaged
+    file (a file that is not OTLP at all before anything is produced, or connected to);
+    production stops at the first failure.
     """
     if delivery_timeout_seconds <= 0:
         raise ValueError(f"delivery_timeout_seconds must be > 0, got {delivery_timeout_seconds}")
+    batches = iter(traces)
+    first = next(batches, None)  # a file that is not OTLP fails here, before the broker is bothered
     timeout_ms = int(delivery_timeout_seconds * 1000)
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "message.timeout.ms": timeout_ms,
-            "linger.ms": 20,
-            **(config or {}),
-        }
-    )
+    producer = Producer(client_config(bootstrap, {"message.timeout.ms": timeout_ms, "linger.ms": 20}, config or {}))
     try:
         # Fail fast with a clear message instead of letting every message time out.
         producer.list_topics(timeout=delivery_timeout_seconds)
     except KafkaException as exc:
+        producer.poll(0)  # librdkafka's reason (refused, unresolvable, TLS, SASL) to the log, once
         raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {exc}") from exc
 
     deliveries = _Deliveries()
     messages = spans = log_records = value_bytes = 0
     started = time.monotonic()
     show = progress and sys.stderr.isatty()
+    damaged: TraceFileError | None = None
     with tqdm(total=total, unit="span", unit_scale=True, disable=not show, desc=f"replay {topic}") as bar:
-        for batch in traces:
-            if deliveries.failed:
-                break
-            for key, part in _messages(batch, keyed):
-                value = part.SerializeToString() if encoding is Encoding.OTLP_PROTO else _encode_json(part)
-                _produce(producer, topic, key, value, deliveries)
-                messages += 1
-                value_bytes += len(value)
-            batch_spans = _span_count(batch)
-            spans += batch_spans
-            log_records += _log_record_count(batch)
-            bar.update(batch_spans)
+        try:
+            for batch in itertools.chain([first] if first is not None else [], batches):
+                if deliveries.failed:
+                    break
+                for key, part in _messages(batch, keyed):
+                    value = part.SerializeToString() if encoding is Encoding.OTLP_PROTO else _encode_json(part)
+                    _produce(producer, topic, key, value, deliveries)
+                    messages += 1
+                    value_bytes += len(value)
+                batch_spans = _span_count(batch)
+                spans += batch_spans
+                log_records += _log_record_count(batch)
+                bar.update(batch_spans)
+        except TraceFileError as exc:  # damaged further on: what came before it is delivered, and said so
+            damaged = exc
         remaining = producer.flush(delivery_timeout_seconds + 5)
     elapsed = time.monotonic() - started
     if remaining:
@@ -255,15 +268,8 @@ def replay(
         raise ReplayError(
             f"{deliveries.failed} of {messages} messages to {topic} failed delivery: {deliveries.first_error}"
         )
-    logger.info(
-        "replayed %d spans and %d log records in %d messages (%d bytes) to %s in %.1fs",
-        spans,
-        log_records,
-        messages,
-        value_bytes,
-        topic,
-        elapsed,
-    )
+    if damaged is not None:
+        raise TraceFileError(f"{damaged}; the {messages} messages before it were produced to {topic}") from damaged
     return ReplayStats(messages, spans, value_bytes, elapsed, log_records)
 
 

@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -445,8 +445,9 @@ class PasswordClickHouseShim(ClickHouseShim):
     the client needs no ``compress=false`` in its DSN: :meth:`dsn_for` is a plain server URL.
     """
 
-    def __init__(self, chdb_path: Path, user: str, password: str) -> None:
+    def __init__(self, chdb_path: Path, user: str, password: str, others: Mapping[str, str] | None = None) -> None:
         self.user, self.password = user, password
+        self.users = {user: password, **(others or {})}  # every user it lets in (``others``: name -> password)
         self.refused = 0
         super().__init__(chdb_path, read_timeout_seconds=30)
 
@@ -460,7 +461,7 @@ class PasswordClickHouseShim(ClickHouseShim):
         scheme, _, credentials = (request.headers.get("Authorization") or "").partition(" ")
         if scheme.lower() == "basic":
             user, _, password = base64.b64decode(credentials).decode(errors="replace").partition(":")
-        return (user, password) == (self.user, self.password)
+        return user in self.users and password == self.users[user]
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         shim = self

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from pipeline.ingest.otlp_traces import decode_traces
 from pipeline.tools.demo_broker import TansuBroker
@@ -64,6 +65,49 @@ def test_replay_produces_both_file_exporter_formats(tansu: TansuBroker, topic_pr
     assert all(decode_traces(m.value()).resource_spans for m in messages)
     unkeyed = halluwatch("replay", str(tmp_path / "traces.pb"), "--topic", f"{topic}-u", "--unkeyed", **env)
     assert unkeyed.returncode == 0, unkeyed.stderr
+
+
+def test_replay_says_what_it_produced_once(tansu: TansuBroker, topic_prefix: str, tmp_path: Path):
+    traces = example_traces()
+    write_proto(tmp_path / "traces.pb", traces)
+    env = {"HALLUWATCH_KAFKA_BOOTSTRAP": tansu.bootstrap, "HALLUWATCH_LOG_LEVEL": "info"}
+    result = halluwatch("replay", str(tmp_path / "traces.pb"), "--topic", f"{topic_prefix}-spans", **env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"produced {len(traces)} messages") and result.stdout.count("\n") == 1
+    assert "replayed" not in result.stderr  # not the same numbers again in an INFO line
+
+
+def test_replay_of_a_file_that_is_not_otlp_is_one_line_and_produces_nothing(
+    tansu: TansuBroker, topic_prefix: str, tmp_path: Path
+):
+    path = tmp_path / "notes.txt"
+    path.write_text("not an OTLP file\n")
+    topic = f"{topic_prefix}-spans"
+    result = halluwatch("replay", str(path), "--topic", topic, HALLUWATCH_KAFKA_BOOTSTRAP=tansu.bootstrap)
+    assert (result.returncode, result.stdout) == (1, "")  # no "produced ..." claimed
+    assert result.stderr.splitlines() == [
+        f"Error: {path}: not an OTLP file (the collector file exporter's JSON lines or length-prefixed protobuf): "
+        "offset 0: truncated message (13 of 1852797984 bytes)"
+    ]
+    assert topic not in AdminClient({"bootstrap.servers": tansu.bootstrap}).list_topics(timeout=10).topics
+
+
+def test_replay_of_a_file_damaged_further_on_produces_what_came_before(
+    tansu: TansuBroker, topic_prefix: str, tmp_path: Path
+):
+    traces = example_traces()[:2]
+    path = tmp_path / "traces.jsonl"
+    write_json_lines(path, traces)
+    path.write_bytes(path.read_bytes() + b'{"resourceSpans": [oops\n')
+    topic = f"{topic_prefix}-spans"
+    result = halluwatch("replay", str(path), "--topic", topic, HALLUWATCH_KAFKA_BOOTSTRAP=tansu.bootstrap)
+    assert (result.returncode, result.stdout) == (1, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"Error: {path}: line 3: malformed OTLP/JSON") or line.startswith(
+        f"Error: {path}: line 3: not OTLP/JSON"
+    ), line
+    assert line.endswith(f"; the 2 messages before it were produced to {topic}")
+    assert len(consume_all(tansu.bootstrap, topic, expected=2)) == 2
 
 
 def test_baseline_command_feeds_the_confidence_detector(tmp_path: Path):

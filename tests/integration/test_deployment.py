@@ -78,6 +78,7 @@ OPTIONAL: dict[str, Callable[[], str] | None] = {
 # goes into a URL (HALLUWATCH_CLICKHOUSE_DSN), so .env.example asks for URL-safe characters.
 REQUIRED = {
     "CLICKHOUSE_PASSWORD": lambda: f"pw-{secrets.token_urlsafe(18)}.x~",
+    "CLICKHOUSE_UI_PASSWORD": lambda: f"ui-{secrets.token_urlsafe(18)}.x~",
     "GRAFANA_ADMIN_PASSWORD": lambda: secrets.token_urlsafe(12),
     "HALLUWATCH_UI__TOKEN": lambda: secrets.token_hex(24),
     "HALLUWATCH_UI__SESSION_SECRET": lambda: secrets.token_hex(24),
@@ -183,22 +184,27 @@ def _image_environment() -> dict[str, str]:
 
 
 def _service_environment(service: str, dot_env: Mapping[str, str]) -> dict[str, str]:
-    """What compose gives ``service``'s process: the image's ENV, then its env_file, then ``environment``."""
+    """What compose gives ``service``'s process: the image's ENV, then its env_file, then ``environment``.
+
+    A name in ``environment`` without a value takes .env's value, or stays unset when .env has none.
+    """
     compose = _compose()
     spec = compose["services"][service]
     # Secret files would have to be fed as files too; compose uses none (yet).
     assert "secrets" not in spec and "secrets" not in compose, "mount the compose secrets into the test too"
     env_files = [entry["path"] if isinstance(entry, dict) else entry for entry in spec.get("env_file", [])]
     assert env_files in ([], [".env"]), f"env_file {env_files}: only .env (from .env.example) is reproduced"
-    environment = {name: _interpolate(str(value), dot_env) for name, value in spec["environment"].items()}
+    environment = {
+        name: _interpolate(str(value), dot_env) if value is not None else dot_env[name]
+        for name, value in spec["environment"].items()
+        if value is not None or name in dot_env
+    }
     assert not any(name.endswith("_FILE") for name in environment), "a *_FILE variable: feed the file too"
     return {**_image_environment(), **(dict(dot_env) if env_files else {}), **environment}
 
 
 def _local_environment(compose_env: Mapping[str, str], local: Local, home: Path) -> dict[str, str]:
     """``compose_env`` with the addresses of :data:`ADDRESSES` and :data:`ADDED`, and nothing else, changed."""
-    missing = {name for name in ADDRESSES if name not in compose_env} - set(OPTIONAL)
-    assert not missing, f"the compose files no longer set {missing}: drop them from ADDRESSES"
     env = {name: ADDRESSES[name](value, local) if name in ADDRESSES else value for name, value in compose_env.items()}
     env.update({name: make(local) for name, make in ADDED.items()})
     assert {name for name in compose_env if env[name] != compose_env[name]} <= ADDRESSES.keys()
@@ -282,8 +288,7 @@ def _check_triage_service(env: Mapping[str, str], token: str, alerted: set[str],
         assert listed.status_code == 200, listed.text[:2000]
         assert set(re.findall(r'href="/trace/([0-9a-f]{32})#', listed.text)) == alerted
         page = requests.get(f"http://127.0.0.1:{port}/trace/{min(alerted)}", headers=bearer, timeout=10)
-        # .env turns content_mode=hash on: the page says why it shows no text, and shows the findings.
-        assert env["HALLUWATCH_CONTENT_MODE"] == "hash"
+        # .env turns content_mode=hash on (for the worker): the page says why it shows no text, and shows the findings.
         assert page.status_code == 200 and "stored as HMAC digests under content_mode=hash" in page.text
         assert 'class="findings"' in page.text and '<div class="answer">' not in page.text
         assert requests.get(f"http://127.0.0.1:{port}/", timeout=10, allow_redirects=False).status_code == 302
@@ -304,7 +309,8 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
     worker_compose_env = _service_environment("worker", dot_env)
     with ExitStack() as stack:
         broker = stack.enter_context(TansuBroker(log_path=tmp_path / "tansu.log"))
-        shim = stack.enter_context(PasswordClickHouseShim(chdb_path, user, password))
+        ui_user, ui_password = "halluwatch_ui", dot_env["CLICKHOUSE_UI_PASSWORD"]  # infra/README.md's triage user
+        shim = stack.enter_context(PasswordClickHouseShim(chdb_path, user, password, {ui_user: ui_password}))
         alerting = stack.enter_context(AlertingServer())
         collector = stack.enter_context(ScriptedServer(_otlp_ok))
         llm = stack.enter_context(OpenAIServer(default_answer="The warranty lasts two years."))
@@ -323,6 +329,9 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         # The order of work infra/README.md gives: doctor (`docker compose run --rm worker halluwatch
         # doctor`: the worker's environment), then the migrate service, then the worker.
         outputs = {name: tmp_path / f"{name}.log" for name in ("doctor", "refused", "migrate", "worker", "triage")}
+        missing = {name for name in ADDRESSES if name not in worker_compose_env} - set(OPTIONAL)
+        assert not missing, f"the compose files no longer set {missing}: drop them from ADDRESSES"
+        assert worker_compose_env["HALLUWATCH_CONTENT_MODE"] == "hash"  # .env's, for the triage check below
         worker_env = _local_environment(worker_compose_env, local, home)
         doctor = _start(["doctor"], worker_env, _empty_dir(tmp_path / "doctor-cwd"), outputs["doctor"])
         assert doctor.wait(timeout=120) == 0, _tail(outputs["doctor"])
@@ -386,6 +395,7 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
         )
         # The triage service, as compose runs it, on what the worker stored (over HTTP, with the password).
         triage_env = _local_environment(_service_environment("triage", dot_env), local, home)
+        assert urlsplit(triage_env["HALLUWATCH_CLICKHOUSE_DSN"]).username == ui_user
         alerted_traces = {trace for trace, _, _ in deliveries}
         _check_triage_service(triage_env, dot_env["HALLUWATCH_UI__TOKEN"], alerted_traces, tmp_path, outputs["triage"])
     print(stored, alerted, deliveries, sep="\n")

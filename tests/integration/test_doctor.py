@@ -93,7 +93,10 @@ def test_closed_ports_fail_with_what_to_fix_and_no_secret(tmp_path):
     assert "check clickhouse_dsn (user, password, host, port)" in output
     assert f"FAIL  alerting: cannot reach Slack at http://127.0.0.1:{closed}/api/" in output
     assert "check(s) failed: kafka, clickhouse, alerting" in output
-    assert "rdkafka" not in result.stderr  # librdkafka's per-retry lines stay out of the operator's way
+    # librdkafka printed nothing itself (~200 lines of %3|...|FAIL|rdkafka#...), and says why once, in our format.
+    assert "|FAIL|" not in result.stderr
+    (refused,) = [line for line in result.stderr.splitlines() if " librdkafka: " in line]
+    assert " WARNING librdkafka: " in refused and "Connection refused" in refused, result.stderr
     # A registry that cannot load only warns: the worker runs, skipping the calls it covers.
     assert f"warn  openapi {api}: cannot be loaded, the calls it covers are skipped: cannot fetch {api}" in output
     assert_no_secret(output, password, sasl_password)
@@ -178,3 +181,16 @@ def test_a_policy_that_matched_no_call_today_is_named(tmp_path):
     assert "ok    config: valid" in output and "policies: medbot (service=medical-answers)" in output
     assert "warn  policies: docs matched no call in the last 24 h: check their match" in output
     assert "(services seen: medical-answers, shop)" in output
+
+
+def test_a_broker_that_is_down_is_one_json_line_of_librdkafka(tmp_path):
+    closed = free_port()
+    result = doctor(tmp_path, HALLUWATCH_KAFKA_BOOTSTRAP=f"127.0.0.1:{closed}", HALLUWATCH_LOG_FORMAT="json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    *logged, error = result.stderr.splitlines()
+    assert error.startswith("Error: ") and "failed: kafka" in error  # click's own line, after the log
+    records = [json.loads(line) for line in logged]  # every line a log shipper reads, librdkafka's too
+    (refused,) = [r for r in records if r["logger"] == "librdkafka"]
+    assert refused["level"] == "WARNING"
+    assert refused["message"].startswith(f"127.0.0.1:{closed}/bootstrap: Connect to ipv4#127.0.0.1:{closed} failed: "
+                                         "Connection refused")  # fmt: skip

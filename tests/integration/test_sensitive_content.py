@@ -87,7 +87,7 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
             topic_prefix,
             tmp_path / "worker",
             config=str(_config(tmp_path / "halluwatch.yaml", server)),
-            content_hmac_key="e2e-hmac-key",
+            content_hmac_key="e2e-hmac-key-40d9b2",
             alerting__slack_bot_token="xoxb-e2e",
         )
         worker.start()

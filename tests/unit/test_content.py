@@ -143,11 +143,11 @@ def test_settings_read_modes_legacy_names_and_require_the_key(monkeypatch):
     assert load_settings(content_mode="full").content_mode == "store"
     assert load_settings(content_mode="none").content_mode == "drop"
     monkeypatch.setenv("HALLUWATCH_CONTENT_MODES", '{"alerts": "redact"}')
-    monkeypatch.setenv("HALLUWATCH_CONTENT_HMAC_KEY", "env-key-canary")
+    monkeypatch.setenv("HALLUWATCH_CONTENT_HMAC_KEY", "env-key-canary-5f0e91")
     settings = load_settings(content_mode="hash")
     assert settings.content_policies().alerts.mode == "redact"
     assert settings.content_policies().llm_calls.mode == "hash"
-    assert "env-key-canary" not in repr(settings)
+    assert "env-key-canary-5f0e91" not in repr(settings)
     monkeypatch.delenv("HALLUWATCH_CONTENT_HMAC_KEY")
     with pytest.raises(ConfigError, match="content_hmac_key"):
         load_settings(content_mode="hash")

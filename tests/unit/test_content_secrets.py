@@ -46,7 +46,7 @@ def test_secrets_load_from_env_and_never_show_in_repr():
 
 def test_secrets_load_from_secret_files(tmp_path, monkeypatch):
     (tmp_path / "halluwatch_alerting__slack_bot_token").write_text("xoxb-from-file\n")
-    (tmp_path / "halluwatch_content_hmac_key").write_text("file-hmac-key")
+    (tmp_path / "halluwatch_content_hmac_key").write_text("file-hmac-key-7a3c20")
     monkeypatch.setenv(SECRETS_DIR_ENV, str(tmp_path))
     settings = load_settings(content_mode="hash")
     assert settings.alerting.slack_bot_token is not None

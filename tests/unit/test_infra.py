@@ -12,6 +12,7 @@ import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -76,7 +77,8 @@ def test_worker_environment_is_valid_settings(compose, monkeypatch):
     environment = dict(compose["services"]["worker"]["environment"])
     environment["HALLUWATCH_CLICKHOUSE_DSN"] = "http://halluwatch:secret@clickhouse:8123"  # compose interpolates it
     for name, value in environment.items():
-        monkeypatch.setenv(name, str(value))
+        if value is not None:  # a name alone passes .env's value, when it has one
+            monkeypatch.setenv(name, str(value))
     settings = load_settings()
     assert settings.kafka_bootstrap == "kafka:9092"
     assert settings.kafka_input_topic == "otlp_spans" and settings.kafka_logs_topic == "otlp_logs"
@@ -143,3 +145,65 @@ def test_message_size_limits_agree_end_to_end(compose):
     broker = int(compose["services"]["kafka"]["environment"]["KAFKA_MESSAGE_MAX_BYTES"])
     assert collector == worker == Settings().max_message_bytes  # what the collector sends, the worker takes
     assert broker == worker + PRODUCE_HEADROOM_BYTES  # and what the worker produces back, the broker takes
+
+
+def _env_example() -> tuple[dict[str, str], set[str]]:
+    """.env.example's set lines, and the names of its commented-out ``# HALLUWATCH_...=`` lines."""
+    text = (INFRA / ".env.example").read_text(encoding="utf-8")
+    return dict(re.findall(r"^(\w+)=(.*)$", text, re.M)), set(re.findall(r"^# (HALLUWATCH_\w+)=", text, re.M))
+
+
+def _dot_env_names(service: dict[str, Any]) -> set[str]:
+    """The .env variables a service gets: names without a value, and ``${VAR}`` in values."""
+    environment = service.get("environment", {})
+    passed = {name for name, value in environment.items() if value is None}
+    return passed | set(re.findall(r"\$\{(\w+)", " ".join(str(v) for v in environment.values() if v is not None)))
+
+
+def test_each_service_gets_only_the_env_lines_it_needs(compose):
+    services = compose["services"]
+    assert not [name for name, service in services.items() if "env_file" in service]  # never the whole .env
+    gets = {name: _dot_env_names(service) for name, service in services.items()}
+    set_lines, optional = _env_example()
+    assert set(set_lines) | optional <= set().union(*gets.values())  # every line reaches a service
+    only = {
+        "GRAFANA_ADMIN_PASSWORD": {"grafana"},
+        "CLICKHOUSE_UI_PASSWORD": {"clickhouse", "triage"},
+        "HALLUWATCH_UI__TOKEN": {"triage"},
+        "HALLUWATCH_UI__SESSION_SECRET": {"triage"},
+        "HALLUWATCH_UI__SLACK_SIGNING_SECRET": {"triage"},
+        "HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET": {"triage"},
+        "HALLUWATCH_ALERTING__SLACK_BOT_TOKEN": {"worker"},
+        "HALLUWATCH_ALERTING__PAGERDUTY_ROUTING_KEY": {"worker"},
+        "HALLUWATCH_CONSISTENCY__LLM__API_KEY": {"worker"},
+        "HALLUWATCH_CONTENT_HMAC_KEY": {"worker"},
+        "HALLUWATCH_FINDINGS_OTLP_HEADERS": {"worker"},
+    }
+    for variable, services_with_it in only.items():
+        assert {name for name, names in gets.items() if variable in names} == services_with_it, variable
+    assert services["worker"]["environment"]["HALLUWATCH_UI__SERVE_IN_WORKER"] == "false"  # no UI secrets, no pages
+
+
+def test_env_example_ships_no_working_secret():
+    set_lines, _ = _env_example()
+    secrets = [name for name in set_lines if re.search(r"PASSWORD|TOKEN|SECRET|KEY", name)]
+    assert {"CLICKHOUSE_PASSWORD", "GRAFANA_ADMIN_PASSWORD", "HALLUWATCH_UI__TOKEN"} <= set(secrets)
+    assert {name: set_lines[name] for name in secrets if set_lines[name]} == {}  # compose refuses them empty
+
+
+def test_triage_reads_as_the_readme_user_and_listens_on_loopback(compose):
+    triage = compose["services"]["triage"]
+    assert all(port.startswith("127.0.0.1:") for port in triage["ports"])
+    dsn = triage["environment"]["HALLUWATCH_CLICKHOUSE_DSN"]
+    assert dsn.startswith("http://halluwatch_ui:${CLICKHOUSE_UI_PASSWORD:?")
+    users_file = "clickhouse/users.d/halluwatch_ui.xml"
+    mounts = dict(volume.split(":")[:2] for volume in compose["services"]["clickhouse"]["volumes"])
+    assert mounts[f"./{users_file}"] == f"/etc/clickhouse-server/users.d/{Path(users_file).name}"
+    user = ElementTree.parse(INFRA / users_file).find("users/halluwatch_ui")  # noqa: S314 - our own file
+    assert user is not None
+    password = user.find("password")
+    assert password is not None and password.get("from_env") == "CLICKHOUSE_UI_PASSWORD" and not password.text
+    granted = {query.text for query in user.iterfind("grants/query")}
+    readme = (INFRA / "README.md").read_text(encoding="utf-8")
+    documented = {f"GRANT {what}" for what in re.findall(r"^GRANT (.+) TO halluwatch_ui;$", readme, re.M)}
+    assert granted == documented and any("SELECT ON halluwatch.*" in grant for grant in granted)

@@ -113,3 +113,25 @@ def test_replay_to_an_unreachable_broker_fails_fast(traces):
             delivery_timeout_seconds=2,
         )
     assert time.monotonic() - started < 10
+
+
+def test_a_file_that_is_not_otlp_says_so(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not an OTLP file\n")
+    with pytest.raises(TraceFileError) as error:
+        list(read_file(path))
+    assert str(error.value) == (
+        f"{path}: not an OTLP file (the collector file exporter's JSON lines or length-prefixed protobuf): "
+        "offset 0: truncated message (13 of 1852797984 bytes)"
+    )
+
+
+def test_a_proto_record_of_unknown_fields_only_is_not_a_trace_batch(tmp_path, traces):
+    path = tmp_path / "traces.bin"
+    write_proto(path, traces[:1])
+    foreign = b"\x78\x01"  # field 15, varint 1: parses, as unknown fields only
+    path.write_bytes(path.read_bytes() + struct.pack(">I", len(foreign)) + foreign)
+    reader = read_file(path)
+    assert next(reader) == traces[0]
+    with pytest.raises(TraceFileError, match=r"offset \d+: no resource spans in a non-empty payload: not OTLP trace"):
+        next(reader)
