@@ -17,7 +17,6 @@ operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
@@ -27,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import faust
-from faust.types import Message, StreamT
+from faust.types import EventT, Message, StreamT
 
 from pipeline import metrics
 from pipeline.alerting.alert import Alert, DeliveryStatus
@@ -44,6 +43,7 @@ from pipeline.stream.plumbing import (
     RowStore,
     durable_batches,
     publish,
+    put_down,
     trace_table,
     withholding,
 )
@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 TABLE_NAME = "halluwatch-alert-deliveries"
 ROUTER_BATCH = 100
 ROUTER_BATCH_SECONDS = 0.2
+INTERRUPT_CHECK_SECONDS = 0.5  # how soon a waiting retry or rate-limited batch notices a rebalance
 
 # Binds alerts for open incidents to them (the rate monitors' grouping); returns the batch in order.
 Grouping = Callable[[Sequence[Alert]], Awaitable[list[Alert]]]
@@ -62,8 +63,8 @@ async def _ungrouped(alerts: Sequence[Alert]) -> list[Alert]:
     return list(alerts)
 
 
-class _Stopping(Exception):
-    """The worker is stopping while an agent waits: it returns, leaving its record unacked for the next start."""
+class _Interrupted(Exception):
+    """A stop or a rebalance came while an agent waited: it puts its records down unacked, to be read again."""
 
 
 class AlertRouter:
@@ -100,37 +101,47 @@ class AlertRouter:
         await self.dispatcher.close()
 
     async def _route(self, stream: StreamT[bytes]) -> None:
-        with contextlib.suppress(_Stopping):
-            await self._route_batches(stream)
-
-    async def _route_batches(self, stream: StreamT[bytes]) -> None:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
-            parsed = []
-            for event in events:
-                try:
-                    parsed.append(Alert.from_json(event.message.value or b""))
-                except (ValueError, KeyError, TypeError) as exc:
-                    await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
-            # One dispatch per route and incident: a digest of grouped alerts goes to one thread.
-            by_route: dict[tuple[str, str], list[Alert]] = defaultdict(list)
-            for alert in await self._group(parsed):
-                by_route[(alert.route, alert.incident.incident_id if alert.incident else "")].append(alert)
-            rows = []
-            silences = await self.silences.current()
-            for (route, _), alerts in by_route.items():
-                to_send, silenced = silenced_outcomes(alerts, self.dispatcher.destinations(route), self._done, silences)
-                for outcome in silenced + await self.dispatcher.dispatch(route, to_send, self._done):
-                    rows.append(await self._settle(outcome))
-            await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
-            self.alerts_seen += len(events)
+            try:
+                await self._route_batch(events)
+            except _Interrupted:
+                put_down(self._app, [event.message for event in events])
+                if self._app.should_stop:
+                    return
+            else:
+                self.alerts_seen += len(events)
+
+    async def _route_batch(self, events: Sequence[EventT[bytes]]) -> None:
+        parsed = []
+        for event in events:
+            try:
+                parsed.append(Alert.from_json(event.message.value or b""))
+            except (ValueError, KeyError, TypeError) as exc:
+                await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
+        # One dispatch per route and incident: a digest of grouped alerts goes to one thread.
+        by_route: dict[tuple[str, str], list[Alert]] = defaultdict(list)
+        for alert in await self._group(parsed):
+            by_route[(alert.route, alert.incident.incident_id if alert.incident else "")].append(alert)
+        rows = []
+        silences = await self.silences.current()
+        for (route, _), alerts in by_route.items():
+            to_send, silenced = silenced_outcomes(alerts, self.dispatcher.destinations(route), self._done, silences)
+            for outcome in silenced + await self.dispatcher.dispatch(route, to_send, self._done):
+                rows.append(await self._settle(outcome))
+        await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
 
     async def _retry(self, stream: StreamT[bytes]) -> None:
-        with contextlib.suppress(_Stopping):
-            async for event in stream.events():
-                # faust acks an event when the loop leaves it, even on a stop mid-wait; the extra
-                # reference keeps it unacked until it was handled, so a restart reads it again.
-                event.message.incref()
+        async for event in stream.events():
+            # faust acks an event when the loop leaves it; the extra reference keeps one put down
+            # unhandled from being acked by that.
+            event.message.incref()
+            try:
                 await self._retry_one(event.message)
+            except _Interrupted:
+                put_down(self._app, [event.message])
+                if self._app.should_stop:
+                    return
+            else:
                 await stream.ack(event)
 
     async def _retry_one(self, message: Message) -> None:
@@ -217,10 +228,14 @@ class AlertRouter:
         return True
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, but give way to a shutdown: the record in hand stays unacked and comes back after a restart."""
-        await self._app.sleep(seconds)
-        if self._app.should_stop:
-            raise _Stopping
+        """Sleep, but give way to a stop or a rebalance (both wait for every record in hand): _Interrupted."""
+        deadline = time.monotonic() + seconds
+        while True:
+            if self._app.should_stop or self._app.rebalancing:
+                raise _Interrupted
+            if (left := deadline - time.monotonic()) <= 0:
+                return
+            await self._app.sleep(min(left, INTERRUPT_CHECK_SECONDS))
 
     def _done(self, alert: Alert, destination: Destination) -> bool:
         """Whether the delivery needs nothing from the router: it reached a final state or waits on the retry topic."""

@@ -138,6 +138,19 @@ async def durable_batches(stream: StreamT[bytes], max_events: int, within: float
             await stream.ack(event)
 
 
+def put_down(app: faust.App, messages: Sequence[Message]) -> None:
+    """Let go of messages in hand without acking them, when a stop or a rebalance interrupts their handling.
+
+    faust waits, before a stop or a rebalance completes, for every message it handed out to be
+    acked; one held back on purpose would stall it for good. Put down, a message is neither
+    acked (its offset is not committed: a restart, the next owner of its partition, or the
+    dropped-records watchdog reads it again) nor waited for.
+    """
+    unacked: Any = app.consumer._unacked_messages  # type: ignore[attr-defined]  # faust's private bookkeeping
+    for message in messages:
+        unacked.discard(message)
+
+
 async def publish(
     topic: faust.TopicT,
     key: bytes | None,

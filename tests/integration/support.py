@@ -14,6 +14,7 @@ from typing import Any
 
 import clickhouse_connect
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.tools.demo_broker import free_port
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS
@@ -140,6 +141,17 @@ class WorkerProcess:
             return [tuple(row) for row in client.query(sql).result_rows]
         finally:
             client.close()
+
+
+def with_trace_id(trace: TracesData, trace_id: bytes) -> bytes:
+    """``trace`` serialized with every span moved to ``trace_id``: a fresh copy of an example."""
+    copy = TracesData()
+    copy.CopyFrom(trace)
+    for resource_spans in copy.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                span.trace_id = trace_id
+    return copy.SerializeToString()
 
 
 def produce(

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.config.alerting import default_routes
 from pipeline.config.watchdog_timing import IDLE_WINDOW_SECONDS
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import example_traces
-from tests.integration.support import WorkerProcess, alerting_worker_config, produce
+from tests.integration.support import WorkerProcess, alerting_worker_config, produce, with_trace_id
 from tests.servers import SLACK_POST_PATH, AlertingServer
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -28,15 +29,15 @@ BACKOFF = IDLE_WINDOW_SECONDS / 2
 QUIET_LOG_MARKS = ("Traceback", "Crashed", "Restarting dead", "never delivered")
 
 
-def _hr_alert_trace() -> tuple[bytes, bytes]:
-    """The hr-assistant call that grounding and contradiction agree on: one alert, to Slack only."""
+def _hr_alert_trace(trace_id: bytes = b"") -> tuple[bytes, bytes]:
+    """The hr-assistant call that grounding and contradiction agree on (one alert, to Slack only), as a message."""
     trace = next(t for t in example_traces() if "150%" in str(t))
-    trace_id = trace.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
-    return trace_id.encode(), trace.SerializeToString()
+    trace_id = trace_id or trace.resource_spans[0].scope_spans[0].spans[0].trace_id
+    return trace_id.hex().encode(), with_trace_id(trace, trace_id)
 
 
 def _worker(
-    tansu: TansuBroker, prefix: str, tmp_path: Path, server: AlertingServer, **alerting: float
+    tansu: TansuBroker, prefix: str, tmp_path: Path, server: AlertingServer, **alerting: object
 ) -> WorkerProcess:
     retries = {"request_retries": 0, "delivery_attempts": ATTEMPTS, **alerting}
     config = tmp_path / "halluwatch.yaml"
@@ -101,3 +102,33 @@ def test_a_worker_stopped_while_a_retry_waits_stops_quietly_and_delivers_once_af
         assert _posts_of(server, key) == 2  # the failed attempt, then one delivery
     rows = worker.query("SELECT status, attempts FROM halluwatch.alerts FINAL")
     assert rows == [("delivered", 2)]
+
+
+def test_a_worker_stopped_while_an_alert_waits_for_the_rate_limit_stops_promptly(
+    tansu: TansuBroker, topic_prefix, tmp_path
+):
+    with AlertingServer() as server:
+        routes = {name: route.model_dump(mode="json") for name, route in default_routes().items()}
+        routes["slack"]["max_per_minute"] = 1
+        worker = _worker(tansu, topic_prefix, tmp_path, server, routes=routes)
+        first, second = _hr_alert_trace(bytes([1] * 16)), _hr_alert_trace(bytes([2] * 16))
+        worker.start()
+        try:
+            produce(tansu.bootstrap, worker.input_topic, [first])
+            server.wait_for(1, path_prefix=SLACK_POST_PATH, timeout=120)
+            produce(tansu.bootstrap, worker.input_topic, [second])  # waits a minute for the route's next slot
+            worker.wait_for("halluwatch_alerts_total", 2)
+            time.sleep(3)
+        finally:
+            stopping = time.monotonic()
+            assert worker.stop(timeout_seconds=30) == 0
+        assert time.monotonic() - stopping < 20
+        assert not _noise(worker.log_path.read_text(errors="replace"))
+
+        worker.start()  # the slot is free again: the second alert goes out, the first is not repeated
+        try:
+            server.wait_for(2, path_prefix=SLACK_POST_PATH, timeout=120)
+            time.sleep(IDLE_WINDOW_SECONDS * 2)
+        finally:
+            worker.stop()
+        assert (_posts_of(server, first[0]), _posts_of(server, second[0])) == (1, 1)

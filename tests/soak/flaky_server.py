@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
-from collections.abc import Iterator
 from types import TracebackType
 from typing import Literal
 
@@ -30,6 +30,7 @@ SCHEDULE: tuple[tuple[Fault, float], ...] = (
     ("hang", 5.0),
     ("refused", 5.0),
 )
+TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
 HANG_SECONDS = 4.0  # beyond the worker's request timeout in the soak's settings
 
 
@@ -115,6 +116,6 @@ class FlakyAlertingServer:
         return alerting_reply(request)
 
 
-def mentioning(requests: list[Request], trace_id: str) -> Iterator[Request]:
-    """The requests whose body mentions ``trace_id``."""
-    return (request for request in requests if trace_id in json.dumps(request.body))
+def trace_ids_in(request: Request) -> set[str]:
+    """The trace ids (32 hex digits) a request's body mentions."""
+    return set(TRACE_ID.findall(json.dumps(request.body)))

@@ -46,9 +46,10 @@ from tests.integration.support import (
     consume_distinct,
     produce,
     wait_until_committed,
+    with_trace_id,
 )
-from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, Request
-from tests.soak.flaky_server import FlakyAlertingServer, mentioning
+from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH
+from tests.soak.flaky_server import FlakyAlertingServer, trace_ids_in
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
@@ -83,16 +84,6 @@ class Chaos:
     rebalances: int = 0
 
 
-def _copy_of(example: object, trace_id: bytes) -> bytes:
-    trace = type(example)()  # type: ignore[operator]
-    trace.CopyFrom(example)  # type: ignore[attr-defined]
-    for resource_spans in trace.resource_spans:
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                span.trace_id = trace_id
-    return trace.SerializeToString()  # type: ignore[no-any-return]
-
-
 def _send_rounds(bootstrap: str, topic: str, traffic: Traffic, until: float, rng: random.Random) -> None:
     examples = example_traces()
     while time.monotonic() < until:
@@ -101,7 +92,7 @@ def _send_rounds(bootstrap: str, topic: str, traffic: Traffic, until: float, rng
         for index, example in enumerate(examples):
             trace_id = rng.randbytes(16)
             traffic.example_of[trace_id.hex()] = index
-            batch.append((trace_id.hex().encode(), _copy_of(example, trace_id)))
+            batch.append((trace_id.hex().encode(), with_trace_id(example, trace_id)))
         traffic.sent += produce(bootstrap, topic, batch)
         time.sleep(max(ROUND_SECONDS - (time.monotonic() - started), 0.0))
 
@@ -132,18 +123,22 @@ def _expected(alerts: list[dict[str, object]], settings: AlertingSettings) -> Co
     )
 
 
-def _delivered(server: FlakyAlertingServer, traces: list[str]) -> Counter[tuple[str, str]]:
-    """(trace id, destination path) -> how many accepted requests mention the trace."""
-    counts: Counter[tuple[str, str]] = Counter()
+@dataclass
+class Delivered:
+    """What the fake accepted: (trace id, destination path) -> how many requests, and when the first came."""
+
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    first_at: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+def _delivered(server: FlakyAlertingServer, traces: set[str]) -> Delivered:
+    delivered = Delivered()
     for path in PATHS.values():
-        accepted = server.delivered(path)
-        for trace_id in traces:
-            counts[(trace_id, path)] = sum(1 for _ in mentioning(accepted, trace_id))
-    return counts
-
-
-def _first_accepted(requests: list[Request], trace_id: str) -> float:
-    return next(mentioning(requests, trace_id)).received_at
+        for request in server.delivered(path):
+            for trace_id in trace_ids_in(request) & traces:
+                delivered.counts[(trace_id, path)] += 1
+                delivered.first_at.setdefault((trace_id, path), request.received_at)
+    return delivered
 
 
 @pytest.mark.timeout(SOAK_SECONDS + DRAIN_SECONDS + 600)
@@ -176,7 +171,7 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
                 alerts = [json.loads(m.value()) for m in consume_distinct(tansu.bootstrap, workers[0].alerts_topic,
                           10**6, timeout_seconds=5, identity=lambda m: json.loads(m.value())["alert_id"])]  # fmt: skip
                 expected = _expected(alerts, settings)
-                delivered = _delivered(server, sorted(traffic.example_of))
+                delivered = _delivered(server, set(traffic.example_of)).counts
                 if all(delivered[key] >= count for key, count in expected.items()) or time.monotonic() > deadline:
                     break
                 time.sleep(5)
@@ -185,17 +180,15 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
             for worker in workers:
                 worker.stop()
 
-        delivered = _delivered(server, sorted(traffic.example_of))
-        accepted = {path: server.delivered(path) for path in PATHS.values()}
+        final = _delivered(server, set(traffic.example_of))
         faults = server.faults_met()
 
+    delivered = final.counts
     missing = sorted(key for key, count in expected.items() if delivered[key] < count)
     unwanted = sorted(key for key, count in delivered.items() if count and key not in expected)
     repeats = {key: count for key, count in delivered.items() if count > expected[key] > 0}
     at_kill = {
-        key
-        for key in repeats
-        if any(0 <= kill - _first_accepted(accepted[key[1]], key[0]) <= KILL_WINDOW_SECONDS for kill in chaos.kills)
+        key for key in repeats if any(0 <= kill - final.first_at[key] <= KILL_WINDOW_SECONDS for kill in chaos.kills)
     }
     alerting_examples = {traffic.example_of[trace_id] for trace_id, _ in expected}
     raised = {str(alert["trace_id"]) for alert in alerts}
