@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import faust
 
-from detectors.claims import EXTRACT_INSTRUCTIONS
+from detectors.claims.detector import EXTRACT_INSTRUCTIONS
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY
 from detectors.thresholds import load_thresholds

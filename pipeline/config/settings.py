@@ -16,7 +16,8 @@ import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from detectors.config import DetectorSettings, default_model_cache
+from detectors.config import default_model_cache
+from detectors.settings import DetectorSettings
 from detectors.thresholds import load_thresholds
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity

@@ -31,10 +31,10 @@ import faust
 from faust.types import Message, StreamT
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
+from detectors.build import build_sampled
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY
 from detectors.models.embeddings import Embedder, Vectors
-from detectors.registry import build_sampled
 from detectors.suite import TURNED_OFF
 from detectors.thresholds import load_thresholds
 from pipeline import metrics

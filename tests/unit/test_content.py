@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult
-from detectors.confidence import position_entropy
+from detectors.confidence.detector import position_entropy
 from detectors.llm_call import LLMCall, Message, Source, TokenLogprob, TopLogprob
 from detectors.text.evidence import WITHHELD
 from pipeline.alerting.alert import Alert, DetectorEvidence

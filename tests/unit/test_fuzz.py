@@ -23,17 +23,15 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from detectors.confidence import ConfidenceDetector
-from detectors.config import (
-    ConfidenceConfig,
-    ContradictionConfig,
-    ModelBaseline,
-    SchemaViolationConfig,
-    SentinelConfig,
-)
-from detectors.contradiction import ContradictionDetector
-from detectors.schema_violation import SchemaViolationDetector
-from detectors.sentinel import SentinelDetector
+from detectors.confidence import ConfidenceConfig
+from detectors.confidence.detector import ConfidenceDetector
+from detectors.config import ModelBaseline
+from detectors.contradiction import ContradictionConfig
+from detectors.contradiction.detector import ContradictionDetector
+from detectors.schema_violation import SchemaViolationConfig
+from detectors.schema_violation.detector import SchemaViolationDetector
+from detectors.sentinel import SentinelConfig
+from detectors.sentinel.detector import SentinelDetector
 from detectors.suite import DetectorSuite
 from detectors.text.prose import parse_citations, split_sentences
 from detectors.text.quantities import extract_claims, extract_names, extract_values
