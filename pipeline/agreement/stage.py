@@ -14,7 +14,6 @@ import json
 import logging
 import time
 from collections import defaultdict
-from typing import Any
 
 import faust
 from faust.types import StreamT
@@ -23,6 +22,7 @@ from pipeline import metrics
 from pipeline.agreement.rules import AgreementRule, TraceState
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
+from pipeline.sinks.finding import Finding
 from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)
@@ -58,12 +58,12 @@ class AgreementStage:
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._settings
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
-            by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            by_trace: dict[str, list[Finding]] = defaultdict(list)
             for event in events:
                 message = event.message
                 try:
-                    finding = json.loads(message.value or b"")
-                    by_trace[str(finding["trace_id"])].append(finding)
+                    finding = Finding.from_json(json.loads(message.value or b""))
+                    by_trace[finding.trace_id].append(finding)
                 except (ValueError, KeyError, TypeError) as exc:
                     await self._dead_letter(message, "malformed_finding", f"not a findings record: {exc!r}")
             for trace_id, findings in by_trace.items():
@@ -72,7 +72,7 @@ class AgreementStage:
             metrics.AGREEMENT_FINDINGS.inc(len(events))
             metrics.TRACE_STATES.set(len(self.states))
 
-    async def apply(self, trace_id: str, findings: list[dict[str, Any]]) -> None:
+    async def apply(self, trace_id: str, findings: list[Finding]) -> None:
         """Fold a trace's findings into its state; publish an alert when a rule fires."""
         key = trace_id.encode()
         held = self.states.get(key)

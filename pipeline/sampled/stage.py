@@ -25,7 +25,6 @@ import logging
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
 
 import faust
 from faust.types import Message, StreamT
@@ -44,6 +43,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
@@ -138,8 +138,8 @@ class ConsistencyStage:
                 *(
                     publish(
                         self._findings_topic,
-                        record["trace_id"].encode(),
-                        json.dumps(record, ensure_ascii=False, default=str).encode(),
+                        record.trace_id.encode(),
+                        json.dumps(record.to_json(), ensure_ascii=False, default=str).encode(),
                         s.write_retry_max_seconds,
                     )
                     for record in records
@@ -149,7 +149,7 @@ class ConsistencyStage:
             self.calls_judged += len(events)
             metrics.CONSISTENCY_DONE.inc(len(events))
 
-    async def _findings(self, message: Message) -> list[dict[str, Any]]:
+    async def _findings(self, message: Message) -> list[Finding]:
         """The findings records of one sampled call (none for a message that is not one)."""
         try:
             sampled = json.loads(message.value or b"")

@@ -139,7 +139,7 @@ class SpansStage:
             llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call))
             for call in result.llm_calls
         ]  # fmt: skip
-        findings = [finding_row(record, now) for record in result.findings]
+        findings = [finding_row(finding, now) for finding in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 
     def withheld(self, letter: DeadLetter) -> DeadLetter:
@@ -155,9 +155,9 @@ class SpansStage:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
                 pending.append(await out.rekeyed.send(key=key, value=value))
-            for record in result.findings:
-                value = json.dumps(record, ensure_ascii=False, default=str).encode()
-                pending.append(await out.findings.send(key=record["trace_id"].encode(), value=value))
+            for finding in result.findings:
+                value = json.dumps(finding.to_json(), ensure_ascii=False, default=str).encode()
+                pending.append(await out.findings.send(key=finding.trace_id.encode(), value=value))
             for key, value in sampled:
                 pending.append(await out.sampled.send(key=key, value=value))
             for letter in (self.withheld(letter) for letter in result.dead_letters):

@@ -92,7 +92,7 @@ def process(*messages: InboundMessage) -> BatchResult:
         assert letter.reason_kind in DEAD_LETTER_KINDS, letter.reason
         assert letter.reason and all(value for _, value in letter.headers())
     for record in result.findings:
-        assert math.isfinite(record["score"]) and 0.0 <= record["score"] <= 1.0, record
+        assert math.isfinite(record.score) and 0.0 <= record.score <= 1.0, record
         json.dumps(record, ensure_ascii=False, default=str, allow_nan=False).encode()  # strict JSON, valid UTF-8
         _encodes(finding_row(record, NOW))
     for call in result.llm_calls:
@@ -329,7 +329,7 @@ def test_huge_content_is_cut_and_the_findings_say_so():
     (call,) = result.llm_calls
     assert len(call.answer) == MAX_CALL_CHARS and call.system_instructions == ""
     assert call.truncated == ("output_messages", "system_instructions")
-    assert all(record["evidence"]["truncated"] == list(call.truncated) for record in result.findings)
+    assert all(record.evidence["truncated"] == list(call.truncated) for record in result.findings)
 
 
 def test_a_message_of_100k_spans():
@@ -448,5 +448,5 @@ def test_a_backtracking_pattern_in_a_span_tool_schema_is_matched_in_linear_time(
         {"type": "tool_call", "name": "lookup", "arguments": {"code": "a" * 50_000 + "!"}}]}])  # fmt: skip
     result = process(keyed(traces_of(_span({"gen_ai.tool.definitions": tools, "gen_ai.output.messages": call}))
                            .SerializeToString()))  # fmt: skip
-    (schema,) = [record for record in result.findings if record["detector"] == "schema_violation"]
-    assert schema["flagged"] and "violates 'pattern'" in schema["summary"]
+    (schema,) = [record for record in result.findings if record.detector == "schema_violation"]
+    assert schema.flagged and "violates 'pattern'" in schema.summary
