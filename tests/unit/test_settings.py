@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from detectors.thresholds import ThresholdsError, load_thresholds
-from pipeline.config.settings import ConfigError, load_settings
+from pipeline.config.settings import ConfigError, Settings, load_settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch):
@@ -164,3 +164,10 @@ def test_a_commit_interval_longer_than_the_watchdog_allows_is_rejected(monkeypat
     assert "dropped-records watchdog" in str(error.value)
     monkeypatch.setenv("HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS", "3")
     assert load_settings().kafka_commit_interval_seconds == 3
+
+
+def test_the_stages_views_carry_the_settings_they_are_built_from():
+    settings = Settings(batch_max_messages=7, kafka_topic_partitions=3, content_mode="drop", kafka_logs_topic="logs")
+    stream = settings.stream()
+    assert (stream.batch_max_messages, stream.topic_partitions, stream.content.findings.mode) == (7, 3, "drop")
+    assert settings.log_join().logs_topic == "logs"
