@@ -43,6 +43,10 @@ DETECTORS: tuple[DetectorSpec[Any], ...] = (
     claims.DETECTOR,
 )
 
+# Detectors whose flag is a fact about the call (a schema it breaks, a tool result it misreports,
+# an endpoint that does not exist), checked rather than guessed: never a probability.
+FACT_DETECTORS = frozenset(spec.name for spec in DETECTORS if spec.kind == "structural")
+
 
 @cache
 def structural_evidence_keys() -> frozenset[str]:
