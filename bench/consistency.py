@@ -33,10 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import faust
 
-from detectors.claims import EXTRACT_INSTRUCTIONS
+from detectors.claims.detector import EXTRACT_INSTRUCTIONS
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY
 from detectors.thresholds import load_thresholds
+from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
@@ -74,7 +75,11 @@ def stage(settings: Settings) -> ConsistencyStage:
     async def unused(*args: Any) -> None:
         raise AssertionError("the bench never stores or dead-letters")
 
-    return ConsistencyStage(app, settings, raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), unused, unused)
+    thresholds = load_thresholds()
+    return ConsistencyStage(
+        app, settings.stream(), settings.consistency, settings.detectors, thresholds, PolicyBook(settings, thresholds),
+        raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), unused, unused,
+    )  # fmt: skip
 
 
 def settings_for(base_url: str, *, claims: bool = False, rate: float = 1.0) -> Settings:

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from detectors.grounding import GroundingConfig, GroundingDetector
+from detectors.grounding import GroundingConfig
+from detectors.grounding.detector import GroundingDetector
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, EmbeddingConfig
 from detectors.text.prose import split_sentences

@@ -25,10 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from detectors.llm_call import LLMCall
+from pipeline.config.stream import JoinConfig
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import decode_traces, iter_spans
-from pipeline.log_join.join import JoinConfig, LogJoin
+from pipeline.log_join.join import LogJoin
 from tests.genai_logs import Telemetry, deprecated_events
 
 T0 = 1_800_000_000.0

@@ -32,8 +32,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from detectors.llm_call import LLMCall, Message, Source, ToolSpan
 from detectors.suite import DetectorSuite
+from pipeline.config.stream import JoinConfig
 from pipeline.ingest.trace_facts import Retrieval, ToolExecution
-from pipeline.log_join.join import JoinConfig, LogJoin
+from pipeline.log_join.join import LogJoin
 from pipeline.spans import processor as processor_module
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from pipeline.tools.example_traces import EXAMPLES, example_traces

@@ -20,9 +20,6 @@ from typing import Any, ClassVar
 
 from detectors.llm_call import LLMCall
 
-# Detectors whose flag is a fact about the call (a schema it breaks, a tool result it misreports,
-# an endpoint that does not exist), checked rather than guessed: never a probability.
-FACT_DETECTORS = frozenset({"schema_violation", "tool_facts", "tool_outcome"})
 # The detectors the verdict model weighs into p_hallucination (the sampled ones judge too few calls
 # to learn from), in the order of its features.
 VERDICT_DETECTORS = ("contradiction", "grounding", "unsupported_spans", "confidence", "schema_violation")

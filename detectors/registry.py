@@ -1,14 +1,16 @@
-"""Every detector, in one ordered list, and the suites built from it.
+"""Every detector, in one ordered list.
 
-The worker and ``halluwatch eval`` both build their suite here (through
-:mod:`pipeline.spans.suite`), so offline scores are the scores production would give. A
-new detector is its module (with its ``DETECTOR``), its test, and one line in :data:`DETECTORS`.
+A new detector is its package (with its ``DETECTOR``), its test and one line in :data:`DETECTORS`.
+The suites (:mod:`detectors.build`), the settings sections (:mod:`detectors.settings`), the
+built-in thresholds (:mod:`detectors.thresholds`), the alert renderings and the content
+policy's structural keys are derived from this list. Light: only the detector packages'
+``__init__`` modules (pydantic models and descriptors), never their runtimes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cache
+from typing import Any
 
 from detectors import (
     claims,
@@ -18,22 +20,16 @@ from detectors import (
     schema_violation,
     self_consistency,
     sentinel,
-    token_classifier,
+    span_model,
     tool_facts,
     tool_outcome,
     unsupported_spans,
 )
-from detectors.base import Detector, SampledDetector
-from detectors.config import DetectorSettings, ModelBaseline
-from detectors.models.chat import ChatModel
-from detectors.models.embeddings import Embedder, Vectors
-from detectors.spec import DetectorSpec, Ingredients, SampledConfigs
-from detectors.suite import DetectorSuite, TimingObserver
-from detectors.thresholds import Thresholds
+from detectors.spec import DetectorSpec
 
 # Structural detectors first, then the sentinel that gates the content detectors, these
 # cheapest first, then those the sampled stage runs.
-DETECTORS: tuple[DetectorSpec, ...] = (
+DETECTORS: tuple[DetectorSpec[Any], ...] = (
     schema_violation.DETECTOR,
     tool_facts.DETECTOR,
     tool_outcome.DETECTOR,
@@ -42,62 +38,17 @@ DETECTORS: tuple[DetectorSpec, ...] = (
     confidence.DETECTOR,
     grounding.DETECTOR,
     unsupported_spans.DETECTOR,
-    token_classifier.DETECTOR,
+    span_model.DETECTOR,
     self_consistency.DETECTOR,
     claims.DETECTOR,
 )
+
+# Detectors whose flag is a fact about the call (a schema it breaks, a tool result it misreports,
+# an endpoint that does not exist), checked rather than guessed: never a probability.
+FACT_DETECTORS = frozenset(spec.name for spec in DETECTORS if spec.kind == "structural")
 
 
 @cache
 def structural_evidence_keys() -> frozenset[str]:
     """Evidence keys that hold no content, of every detector."""
     return frozenset().union(*(spec.structural_keys for spec in DETECTORS))
-
-
-def build_suite(
-    config: DetectorSettings,
-    thresholds: Thresholds,
-    baselines: Mapping[str, ModelBaseline],
-    on_timing: TimingObserver | None = None,
-) -> DetectorSuite:
-    """The span-level detectors the settings turn on.
-
-    ``baselines`` are the confidence detector's from a baselines file; those written in
-    ``config`` win.
-    """
-    embedder = Embedder(config.embeddings)  # one model and one source cache for both embedding detectors
-    built: dict[str, list[Detector]] = {"structural": [], "gate": [], "content": []}
-    for spec in DETECTORS:
-        if spec.kind in built:
-            ingredients = Ingredients(thresholds.for_detector(spec.name), config, embedder, baselines)
-            detector = spec.build(ingredients)
-            if detector is not None and not isinstance(detector, Detector):
-                raise TypeError(_wrong_type(spec, detector))
-            built[spec.kind] += [detector] if detector is not None else []
-    [gate] = built["gate"]
-    return DetectorSuite(structural=built["structural"], content=built["content"], sentinel=gate, on_timing=on_timing)
-
-
-def build_sampled(
-    config: DetectorSettings,
-    sampled: SampledConfigs,
-    thresholds: Thresholds,
-    chat: ChatModel,
-    embed: Callable[[Sequence[str]], Awaitable[Vectors]],
-) -> list[SampledDetector]:
-    """The sampled detectors the settings turn on, asking ``chat`` and embedding through ``embed``."""
-    detectors: list[SampledDetector] = []
-    for spec in DETECTORS:
-        if spec.kind == "sampled":
-            ingredients = Ingredients(
-                thresholds.for_detector(spec.name), config, sampled=sampled, chat=chat, embed=embed
-            )
-            detector = spec.build(ingredients)
-            if detector is not None and not isinstance(detector, SampledDetector):
-                raise TypeError(_wrong_type(spec, detector))
-            detectors += [detector] if detector is not None else []
-    return detectors
-
-
-def _wrong_type(spec: DetectorSpec, detector: object) -> str:
-    return f"detector {spec.name!r} of kind {spec.kind} built a {type(detector).__name__}"

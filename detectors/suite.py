@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
 from detectors.llm_call import LLMCall
-from detectors.sentinel import needs_fact_check
+from detectors.sentinel.detector import needs_fact_check
 
 TimingObserver = Callable[[str, float], None]  # detector name, seconds it spent on one batch
 TURNED_OFF = "turned off by the application's policy"

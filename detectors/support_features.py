@@ -23,7 +23,7 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from detectors.contradiction import StatedValue
+from detectors.contradiction.detector import StatedValue
 from detectors.models.embeddings import TokenVectors
 from detectors.text.prose import word_list
 

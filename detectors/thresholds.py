@@ -1,13 +1,20 @@
-"""Versioned detector thresholds (docs/operations.md): loaded once at start, recorded with every finding."""
+"""Versioned detector thresholds (docs/operations.md): loaded once at start, recorded with every finding.
+
+Each detector's built-in threshold is its descriptor's (``DETECTOR.threshold``); the built-in
+file (``detectors/data/thresholds.yaml``) and a thresholds file from ``halluwatch calibrate``
+override them detector by detector.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from detectors.registry import DETECTORS
 
 BUILTIN_THRESHOLDS = "thresholds.yaml"
 
@@ -50,10 +57,13 @@ class Thresholds:
 def load_thresholds(path: Path | None = None) -> Thresholds:
     """Read a thresholds file, or the built-in defaults when ``path`` is None.
 
-    Detectors a file does not name keep their built-in threshold (listed in ``inherited``).
+    Detectors a file does not name keep their built-in threshold (listed in ``inherited``):
+    the built-in file's, else their descriptor's.
     """
     text = resources.files("detectors.data").joinpath(BUILTIN_THRESHOLDS).read_text("utf-8")
     builtin = _parse(yaml.safe_load(text), f"built-in {BUILTIN_THRESHOLDS}")
+    defaults = {spec.name: spec.threshold for spec in DETECTORS}
+    builtin = replace(builtin, by_detector={**defaults, **builtin.by_detector})
     if path is None:
         return builtin
     try:

@@ -25,8 +25,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS, DetectorResult, DetectorStatus
+from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
+from detectors.registry import FACT_DETECTORS
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences

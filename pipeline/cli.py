@@ -183,6 +183,7 @@ def baseline(
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
     """
     from detectors.baselines import BaselineError
+    from detectors.confidence import DETECTOR as CONFIDENCE
     from pipeline.offline.baseline import run_baseline
     from pipeline.sinks.clickhouse import open_clickhouse
 
@@ -191,7 +192,7 @@ def baseline(
     settings = _settings(config_path)
     output_path = output_path or settings.data_dir / "baselines.yaml"
     writable_dir(output_path.parent, "baselines")
-    confidence = settings.detectors.confidence
+    confidence = CONFIDENCE.config_in(settings.detectors)
     try:
         summary = run_baseline(
             output_path,
@@ -367,9 +368,11 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     import yaml
     from tqdm import tqdm
 
+    from detectors.grounding import DETECTOR as GROUNDING
     from detectors.models.embeddings import Embedder
     from detectors.thresholds import load_thresholds
-    from detectors.unsupported_spans import UnsupportedSpansDetector
+    from detectors.unsupported_spans import DETECTOR as UNSUPPORTED_SPANS
+    from detectors.unsupported_spans.detector import UnsupportedSpansDetector
     from pipeline.offline import train as training
     from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.evaluate import evaluate
@@ -383,7 +386,10 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     writable_dir(output_dir, "model output")
     support_files = {name: files[name] for name in training.TRAINING_SETS}
     detector = UnsupportedSpansDetector(
-        detectors.unsupported_spans, 0.5, Embedder(detectors.embeddings), language=detectors.grounding.language
+        UNSUPPORTED_SPANS.config_in(detectors),
+        0.5,
+        Embedder(detectors.embeddings),
+        language=GROUNDING.config_in(detectors).language,
     )
     rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
     try:

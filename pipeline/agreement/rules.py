@@ -28,15 +28,12 @@ from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
+from pipeline.sinks.finding import Finding, as_probability
 
 
-def counts_toward_agreement(finding: Mapping[str, Any]) -> bool:
+def counts_toward_agreement(finding: Finding) -> bool:
     """Whether a findings record is a hallucination flag the rule may combine."""
-    return (
-        finding.get("status") == "ok"
-        and finding.get("flagged") is True
-        and finding.get("detector") not in NOT_HALLUCINATION_EVIDENCE
-    )
+    return finding.status == "ok" and finding.flagged and finding.detector not in NOT_HALLUCINATION_EVIDENCE
 
 
 @dataclass(slots=True)
@@ -80,7 +77,7 @@ class TraceState:
             policy=str(raw.get("policy", DEFAULT_POLICY)),
             flags={flag.detector: flag for flag in flags},
             fired=[str(name) for name in raw.get("fired", ())],
-            probability=_probability(raw.get("probability")),
+            probability=as_probability(raw.get("probability")),
         )
 
     def raise_probability(self, probability: float | None) -> bool:
@@ -148,7 +145,7 @@ class AgreementRule:
         """Whether a window that opened at ``first_seen`` has closed."""
         return now - first_seen > self.window_seconds
 
-    def apply(self, state: TraceState | None, findings: Iterable[Mapping[str, Any]], now: float) -> Decision:
+    def apply(self, state: TraceState | None, findings: Iterable[Finding], now: float) -> Decision:
         """Fold a trace's findings (those of one batch) into its state, then decide once.
 
         Deciding after the whole batch means findings that arrive together (all detectors
@@ -161,14 +158,14 @@ class AgreementRule:
                 continue
             if state is None or self.expired(state.first_seen, now):
                 state = TraceState(
-                    trace_id=str(finding.get("trace_id", "")),
+                    trace_id=finding.trace_id,
                     first_seen=now,
-                    service=str(finding.get("service", "")),
-                    model=str(finding.get("model", "")),
-                    operation=str(finding.get("operation", "")),
-                    policy=str(finding.get("policy", DEFAULT_POLICY)),
+                    service=finding.service,
+                    model=finding.model,
+                    operation=finding.operation,
+                    policy=finding.policy,
                 )
-            changed |= state.raise_probability(_probability(finding.get("p_hallucination")))
+            changed |= state.raise_probability(finding.p_hallucination)
             flag = _evidence(finding)
             held = state.flags.get(flag.detector)
             if held is None or _strength(flag) > _strength(held):  # else a repeat, or a weaker flag
@@ -221,22 +218,16 @@ class AgreementRule:
         )
 
 
-def _evidence(finding: Mapping[str, Any]) -> DetectorEvidence:
-    evidence = finding.get("evidence")
+def _evidence(finding: Finding) -> DetectorEvidence:
     return DetectorEvidence(
-        detector=str(finding.get("detector", "")),
-        score=float(finding.get("score") or 0.0),
-        threshold=float(finding.get("threshold") or 0.0),
-        severity=int(finding.get("severity") or 0),
-        summary=str(finding.get("summary", "")),
-        span_id=str(finding.get("span_id", "")),
-        evidence=evidence if isinstance(evidence, Mapping) else {},
+        detector=finding.detector,
+        score=finding.score,
+        threshold=finding.threshold,
+        severity=finding.severity,
+        summary=finding.summary,
+        span_id=finding.span_id,
+        evidence=finding.evidence,
     )
-
-
-def _probability(value: Any) -> float | None:
-    """A record's probability, or None when it carries none (or nothing usable)."""
-    return float(value) if isinstance(value, int | float) and 0.0 <= value <= 1.0 else None
 
 
 def _strength(flag: DetectorEvidence) -> tuple[int, float]:

@@ -14,15 +14,16 @@ import json
 import logging
 import time
 from collections import defaultdict
-from typing import Any
 
 import faust
 from faust.types import StreamT
 
 from pipeline import metrics
 from pipeline.agreement.rules import AgreementRule, TraceState
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
-from pipeline.config.settings import Settings
+from pipeline.config.stream import StreamSettings
+from pipeline.sinks.finding import Finding
 from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)
@@ -36,34 +37,34 @@ class AgreementStage:
     def __init__(
         self,
         app: faust.App,
-        settings: Settings,
+        stream: StreamSettings,
+        config: AlertingSettings,
         policies: PolicyBook,
         findings_topic: faust.TopicT,
         alerts_topic: faust.TopicT,
         dead_letter: DeadLetterSender,
     ) -> None:
-        config = settings.alerting
-        self._settings = settings
+        self._stream = stream
         self.rule = AgreementRule.from_settings(config, policies)
         self.alerts_topic = alerts_topic
         self._policies = policies
         # A malformed finding's reason quotes the record, which holds what the findings mode allows.
-        self._dead_letter = withholding(dead_letter, settings.content_policies().findings)
-        self.states = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self._dead_letter = withholding(dead_letter, stream.content.findings)
+        self.states = trace_table(app, TABLE_NAME, stream.topic_partitions)
         self.findings_seen = 0  # findings records fully handled by this process
         self.alerts_published = 0
         app.agent(findings_topic, name="halluwatch.agreement")(self._consume)
         app.timer(min(60.0, config.window_seconds / 2))(self._expire)
 
     async def _consume(self, stream: StreamT[bytes]) -> None:
-        s = self._settings
+        s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
-            by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            by_trace: dict[str, list[Finding]] = defaultdict(list)
             for event in events:
                 message = event.message
                 try:
-                    finding = json.loads(message.value or b"")
-                    by_trace[str(finding["trace_id"])].append(finding)
+                    finding = Finding.from_json(json.loads(message.value or b""))
+                    by_trace[finding.trace_id].append(finding)
                 except (ValueError, KeyError, TypeError) as exc:
                     await self._dead_letter(message, "malformed_finding", f"not a findings record: {exc!r}")
             for trace_id, findings in by_trace.items():
@@ -72,7 +73,7 @@ class AgreementStage:
             metrics.AGREEMENT_FINDINGS.inc(len(events))
             metrics.TRACE_STATES.set(len(self.states))
 
-    async def apply(self, trace_id: str, findings: list[dict[str, Any]]) -> None:
+    async def apply(self, trace_id: str, findings: list[Finding]) -> None:
         """Fold a trace's findings into its state; publish an alert when a rule fires."""
         key = trace_id.encode()
         held = self.states.get(key)
@@ -82,7 +83,7 @@ class AgreementStage:
             # then carry the same.
             alert = decision.alert.with_content(self._policies.named(decision.alert.policy).content.alerts)
             # Acknowledged by the broker before the state says "fired"; never given up on.
-            await publish(self.alerts_topic, key, alert.to_json(), self._settings.write_retry_max_seconds)
+            await publish(self.alerts_topic, key, alert.to_json(), self._stream.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()
             self.alerts_published += 1
             logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names,

@@ -36,7 +36,7 @@ CONFIRM_ACTION = "halluwatch_confirm"
 FALSE_ALARM_ACTION = "halluwatch_false_alarm"
 
 
-# Each detector's own rendering of its evidence (detectors/<name>.py, ``DETECTOR.render``).
+# Each detector's own rendering of its evidence (``render_evidence`` of detectors/<name>/detector.py).
 _EVIDENCE = {spec.name: spec.render for spec in DETECTORS}
 
 

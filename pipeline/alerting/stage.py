@@ -36,7 +36,8 @@ from pipeline.alerting.dispatch import Dispatcher, Outcome
 from pipeline.alerting.routes import build_destinations
 from pipeline.alerting.silence_cache import ActiveSilences, SilenceReader
 from pipeline.alerting.silencing import silenced, silenced_outcomes, silencing
-from pipeline.config.settings import Settings
+from pipeline.config.alerting import AlertingSettings
+from pipeline.config.stream import StreamSettings
 from pipeline.stream.plumbing import (
     BATCHES,
     DeadLetterSender,
@@ -73,23 +74,24 @@ class AlertRouter:
     def __init__(
         self,
         app: faust.App,
-        settings: Settings,
+        stream: StreamSettings,
+        config: AlertingSettings,
         topics: tuple[faust.TopicT, faust.TopicT, faust.TopicT],
         store: RowStore,
         dead_letter: DeadLetterSender,
         read_silences: SilenceReader,
         group: Grouping | None = None,
     ) -> None:
-        self.config = settings.alerting
+        self.config = config
         self._group = group or _ungrouped
-        self._max_delay = settings.write_retry_max_seconds
+        self._max_delay = stream.write_retry_max_seconds
         alerts_topic, self.retry_topic, self.dlq_topic = topics
         self._store = store
-        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
+        self._dead_letter = withholding(dead_letter, stream.content.llm_calls)
         self._app = app
-        content = settings.content_policies().alerts  # delivery errors are kept as alerts content is
+        content = stream.content.alerts  # delivery errors are kept as alerts content is
         self.dispatcher = Dispatcher(self.config, build_destinations(self.config), sleep=self._sleep, content=content)
-        self.deliveries = trace_table(app, TABLE_NAME, settings.kafka_topic_partitions)
+        self.deliveries = trace_table(app, TABLE_NAME, stream.topic_partitions)
         self.silences = ActiveSilences(read_silences, self.config.silence_refresh_seconds)
         self.alerts_seen = 0  # alerts records fully handled by this process
         app.agent(alerts_topic, name="halluwatch.alert-router")(self._route)

@@ -12,7 +12,8 @@ from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS
+from detectors.base import VERDICT_DETECTORS
+from detectors.registry import FACT_DETECTORS
 
 # A rule's ``min_probability`` that means "the value calibrated for the rule's route".
 ROUTE_PROBABILITY: Final = "route"

@@ -59,6 +59,7 @@ import phonenumbers
 from pydantic import SecretStr
 
 from detectors.llm_call import LLMCall, Message
+from detectors.registry import structural_evidence_keys
 
 ContentMode = Literal["store", "hash", "redact", "drop"]
 ContentTable = Literal["llm_calls", "findings", "alerts"]
@@ -78,10 +79,6 @@ _CALL_EVIDENCE_KEYS = frozenset({"truncated", "detector"})
 @functools.cache
 def structural_keys() -> frozenset[str]:
     """Evidence keys that hold no content: the call's own and each detector's (its ``DETECTOR.structural_keys``)."""
-    # The registry imports every detector's runtime (numpy, the model sessions): imported on first
-    # use, in the processes that write evidence, so that reading the settings stays light.
-    from detectors.registry import structural_evidence_keys
-
     return _CALL_EVIDENCE_KEYS | structural_evidence_keys()
 
 

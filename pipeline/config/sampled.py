@@ -8,9 +8,13 @@ settings never imports the ``openai`` library.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from detectors.config import ClaimsConfig, SelfConsistencyConfig
+from detectors.registry import DETECTORS
+from detectors.settings import with_detector_sections
+from detectors.spec import SampledConfig
 
 
 class RiskRule(BaseModel):
@@ -64,8 +68,8 @@ class LLMEndpointConfig(BaseModel):
     max_tokens_per_day: int = Field(default=2_000_000, ge=1)
 
 
-class ConsistencySettings(BaseModel):
-    """Sampling, endpoint, budget and the two sampled detectors."""
+class SharedConsistencySettings(BaseModel):
+    """Sampling, endpoint, budget and the sampled detectors (self_consistency, claims)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -78,11 +82,9 @@ class ConsistencySettings(BaseModel):
     # Larger calls are not sampled: the whole call travels on the topic (Kafka's default limit is 1 MB).
     max_call_bytes: int = Field(default=512 * 1024, ge=1024)
     llm: LLMEndpointConfig = Field(default_factory=LLMEndpointConfig)
-    self_consistency: SelfConsistencyConfig = Field(default_factory=SelfConsistencyConfig)
-    claims: ClaimsConfig = Field(default_factory=ClaimsConfig)
 
     @model_validator(mode="after")
-    def _budget_fits_one_call(self) -> ConsistencySettings:
+    def _budget_fits_one_call(self) -> SharedConsistencySettings:
         needed = self.requests_per_call
         if self.enabled and not needed:
             raise ValueError("consistency is enabled but both self_consistency and claims are off")
@@ -96,5 +98,12 @@ class ConsistencySettings(BaseModel):
     @property
     def requests_per_call(self) -> int:
         """Requests the enabled detectors make for one sampled call."""
-        consistency = self.self_consistency.samples if self.self_consistency.enabled else 0
-        return consistency + (ClaimsConfig.REQUESTS if self.claims.enabled else 0)
+        configs: list[SampledConfig] = [spec.config_in(self) for spec in DETECTORS if spec.kind == "sampled"]
+        return sum(config.requests for config in configs if config.enabled)
+
+
+# Each sampled detector's settings, named like it, after the fields above (see detectors/settings.py).
+if TYPE_CHECKING:
+    ConsistencySettings = SharedConsistencySettings
+else:
+    ConsistencySettings = with_detector_sections(SharedConsistencySettings, "ConsistencySettings", ("sampled",))

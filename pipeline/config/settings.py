@@ -16,7 +16,8 @@ import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from detectors.config import DetectorSettings, default_model_cache
+from detectors.config import default_model_cache
+from detectors.settings import DetectorSettings
 from detectors.thresholds import load_thresholds
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import ClickHouseTLS, KafkaSecurity, checked_clickhouse_dsn
@@ -33,6 +34,7 @@ from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
 from pipeline.config.strong_secrets import StrongSecret
 from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
@@ -239,6 +241,29 @@ class Settings(BaseSettings):
     def content_limits(self) -> ContentLimits:
         """The cap on the text one call brings to the detectors."""
         return ContentLimits(self.max_call_chars)
+
+    def stream(self) -> StreamSettings:
+        """What every stage's Kafka loop shares."""
+        return StreamSettings(
+            self.batch_max_messages,
+            self.batch_max_wait_seconds,
+            self.write_retry_max_seconds,
+            self.kafka_topic_partitions,
+            self.content_policies(),
+        )
+
+    def log_join(self) -> LogJoinSettings:
+        """The log join stage's part of the settings."""
+        join = JoinConfig(
+            self.log_join_window_seconds,
+            self.log_join_max_entries,
+            self.log_join_max_age_seconds,
+            self.log_join_max_records_per_span,
+            self.trace_facts_window_seconds,
+        )
+        return LogJoinSettings(
+            self.kafka_logs_topic, self.kafka_log_join_topic, self.kafka_input_encoding, self.max_message_bytes, join
+        )
 
 
 def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:

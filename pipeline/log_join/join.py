@@ -45,12 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from detectors.llm_call import ContentSource, LLMCall
 from pipeline import metrics
+from pipeline.config.stream import JoinConfig
 from pipeline.ingest.conventions.log_events import is_complete, merge_log_content
 from pipeline.ingest.otlp_logs import GenAIRecord, SpanKey
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict, fact_from_dict, fact_span_id
 
 if TYPE_CHECKING:
-    from pipeline.config.settings import Settings
+    pass
 
 # A waiting entry {"seen", "due", "span": LLMCall dict | None, "records": [record dicts]}
 # (with "awaits_facts": true for a call held for its trace's facts), a released marker
@@ -72,28 +73,6 @@ class Outcome(StrEnum):
     ABSENT = "absent"  # the window closed with no content
     EVICTED = "evicted"  # the state was full: released early with what had come
     ORPHANED = "orphaned"  # log records whose span never came (no call)
-
-
-@dataclass(frozen=True, slots=True)
-class JoinConfig:
-    """Wait window and state bounds (settings ``log_join_*``)."""
-
-    window_seconds: float = 5.0
-    max_entries: int = 50_000
-    max_age_seconds: float = 600.0
-    max_records_per_span: int = 256
-    facts_window_seconds: float = 2.0  # how long a call without sources waits for its trace's facts
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> JoinConfig:
-        """The join's part of the worker settings."""
-        return cls(
-            settings.log_join_window_seconds,
-            settings.log_join_max_entries,
-            settings.log_join_max_age_seconds,
-            settings.log_join_max_records_per_span,
-            settings.trace_facts_window_seconds,
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,11 +36,11 @@ import faust
 from faust.types import EventT, StreamT
 
 from detectors.llm_call import LLMCall
-from pipeline.config.settings import Settings
+from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict, fact_from_dict
-from pipeline.log_join.join import Entry, JoinConfig, LogJoin, Release
+from pipeline.log_join.join import Entry, LogJoin, Release
 from pipeline.stream.plumbing import (
     DeadLetterSender,
     TraceTable,
@@ -68,17 +68,23 @@ class LogJoinStage:
     """Registers the logs and join agents, the join table and its timer on ``app``."""
 
     def __init__(
-        self, app: faust.App, settings: Settings, on_release: ReleasedCalls, dead_letter: DeadLetterSender
+        self,
+        app: faust.App,
+        stream: StreamSettings,
+        config: LogJoinSettings,
+        on_release: ReleasedCalls,
+        dead_letter: DeadLetterSender,
     ) -> None:
-        self._settings = settings
+        self._stream = stream
+        self._config = config
         self._on_release = on_release
-        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
-        self._encoding = None if settings.kafka_input_encoding == "auto" else Encoding(settings.kafka_input_encoding)
-        partitions = settings.kafka_topic_partitions
-        self.logs_topic = raw_topic(app, partitions, settings.kafka_logs_topic)
-        self.join_topic = raw_topic(app, partitions, settings.kafka_log_join_topic)
+        self._dead_letter = withholding(dead_letter, stream.content.llm_calls)
+        self._encoding = None if config.input_encoding == "auto" else Encoding(config.input_encoding)
+        partitions = stream.topic_partitions
+        self.logs_topic = raw_topic(app, partitions, config.logs_topic)
+        self.join_topic = raw_topic(app, partitions, config.join_topic)
         self.table = trace_table(app, TABLE_NAME, partitions)
-        self.join = LogJoin(JoinConfig.from_settings(settings), TableStore(self.table))
+        self.join = LogJoin(config.join, TableStore(self.table))
         self.logs_messages_done = 0  # logs-topic messages fully handled by this process
         self.calls_held = 0  # calls this process handed to the join (content-free, or waiting for facts)
         # Sent to the join lately: their later calls go behind the facts, their later facts to the calls.
@@ -87,7 +93,7 @@ class LogJoinStage:
         self.calls_released = 0  # calls the join released to on_release in this process
         app.agent(self.logs_topic, name="halluwatch.logs")(self._rekey_logs)
         app.agent(self.join_topic, name="halluwatch.log_join")(self._join)
-        app.timer(min(1.0, settings.log_join_window_seconds / _TICKS_PER_WINDOW))(self._expire)
+        app.timer(min(1.0, config.join.window_seconds / _TICKS_PER_WINDOW))(self._expire)
 
     async def offer_spans(
         self, calls: Sequence[LLMCall], facts: Sequence[Fact] = (), incomplete_traces: Set[str] = frozenset()
@@ -122,7 +128,7 @@ class LogJoinStage:
                 ready += attach_trace_facts([call], stored)
             elif call.trace_id in self._facts_sent:  # behind its facts, just sent to the join
                 held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": False}))
-            elif call.trace_id in incomplete_traces and self._settings.trace_facts_window_seconds > 0:
+            elif call.trace_id in incomplete_traces and self._config.join.facts_window_seconds > 0:
                 held.append(_keyed(call.trace_id, {"span": call.to_dict(), "awaits_facts": True}))
                 self._calls_waiting.update([call.trace_id])
             else:
@@ -136,7 +142,7 @@ class LogJoinStage:
         return any(entry.get("awaits_facts") for entry in self.join.store.get(trace_id, {}).values())
 
     async def _rekey_logs(self, stream: StreamT[bytes]) -> None:
-        s = self._settings
+        s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
             outgoing: list[tuple[bytes, bytes]] = []
             for event in events:
@@ -148,8 +154,8 @@ class LogJoinStage:
         """One join-topic message per trace with GenAI records; bad input goes to the DLQ."""
         message = event.message
         value = message.value or b""
-        if len(value) > self._settings.max_message_bytes:
-            reason = f"message of {len(value)} bytes exceeds max_message_bytes={self._settings.max_message_bytes}"
+        if len(value) > self._config.max_message_bytes:
+            reason = f"message of {len(value)} bytes exceeds max_message_bytes={self._config.max_message_bytes}"
             await self._dead_letter(message, "too_large", reason)
             return []
         try:
@@ -167,7 +173,7 @@ class LogJoinStage:
         return per_trace
 
     async def _join(self, stream: StreamT[bytes]) -> None:
-        s = self._settings
+        s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
             now = time.time()
             releases: list[Release] = []
@@ -204,7 +210,7 @@ class LogJoinStage:
         self.join.settle(releases, time.time())
 
     async def _publish_all(self, messages: list[tuple[bytes, bytes]]) -> None:
-        max_delay = self._settings.write_retry_max_seconds
+        max_delay = self._stream.write_retry_max_seconds
         await asyncio.gather(*(publish(self.join_topic, key, value, max_delay) for key, value in messages))
 
 

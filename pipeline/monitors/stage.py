@@ -7,12 +7,13 @@ rebalance or a restart carries on with the same incidents.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import faust
 
 from pipeline.alerting.destinations import Destination
-from pipeline.config.settings import Settings
+from pipeline.config.alerting import AlertingSettings
+from pipeline.config.monitors import MonitorConfig
 from pipeline.monitors.evaluate import Incident
 from pipeline.monitors.grouping import OpenIncidents
 from pipeline.monitors.runner import Blocking, MonitorRunner
@@ -26,7 +27,8 @@ class MonitorStage:
     def __init__(
         self,
         app: faust.App,
-        settings: Settings,
+        monitors: Mapping[str, MonitorConfig],
+        alerting: AlertingSettings,
         store: IncidentStore,
         blocking: Blocking,
         rows: RowStore,
@@ -38,9 +40,9 @@ class MonitorStage:
         async def read_open() -> list[Incident]:
             return await blocking(store.open_incidents)
 
-        self.open_incidents = OpenIncidents(read_open, settings.monitors)
-        self.runner = MonitorRunner(settings.monitors, settings.alerting, store, destinations, save, blocking)
-        for name, config in settings.monitors.items():
+        self.open_incidents = OpenIncidents(read_open, monitors)
+        self.runner = MonitorRunner(monitors, alerting, store, destinations, save, blocking)
+        for name, config in monitors.items():
             app.timer(config.interval_seconds, on_leader=True, name=f"halluwatch.monitor.{name}")(self._timer(name))
 
     def _timer(self, name: str) -> Callable[[], object]:

@@ -25,7 +25,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from detectors.baselines import BaselineError, content_version, write_baselines
-from detectors.confidence import mean_entropy
+from detectors.confidence.detector import mean_entropy
 from detectors.config import DEFAULT_MIN_TOKENS, DEFAULT_TOP_K, ModelBaseline
 from detectors.llm_call import LLMCall, Message, TokenLogprob, TopLogprob
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from detectors.sentinel import (
+from detectors.sentinel.detector import (
     FACTUAL,
     LABELS,
     N_FEATURES,

@@ -42,7 +42,8 @@ from detectors.support_features import (
     call_features,
     flagged_runs,
 )
-from detectors.unsupported_spans import SupportModel, UnsupportedSpansDetector
+from detectors.unsupported_spans import DETECTOR as UNSUPPORTED_SPANS
+from detectors.unsupported_spans.detector import SupportModel, UnsupportedSpansDetector
 from detectors.verdict import VERDICT_FEATURES, VerdictModel
 from pipeline.config.settings import Settings
 from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
@@ -283,7 +284,7 @@ def describe_data(files: dict[str, Path], rows: Sequence[RecordFeatures]) -> dic
 def with_support_model(settings: Settings, path: Path) -> Settings:
     """``settings`` whose unsupported_spans detector reads the model file at ``path``."""
     detectors = settings.detectors
-    support = detectors.unsupported_spans.model_copy(update={"model_path": path})
+    support = UNSUPPORTED_SPANS.config_in(detectors).model_copy(update={"model_path": path})
     return settings.model_copy(update={"detectors": detectors.model_copy(update={"unsupported_spans": support})})
 
 

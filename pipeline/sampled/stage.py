@@ -25,25 +25,27 @@ import logging
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
 
 import faust
 from faust.types import Message, StreamT
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
+from detectors.build import build_sampled
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY
 from detectors.models.embeddings import Embedder, Vectors
-from detectors.registry import build_sampled
+from detectors.settings import DetectorSettings
 from detectors.suite import TURNED_OFF
-from detectors.thresholds import load_thresholds
+from detectors.thresholds import Thresholds
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
-from pipeline.config.settings import Settings
+from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.stream import StreamSettings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
@@ -60,7 +62,10 @@ class ConsistencyStage:
     def __init__(
         self,
         app: faust.App,
-        settings: Settings,
+        stream: StreamSettings,
+        config: ConsistencySettings,
+        detectors: DetectorSettings,
+        thresholds: Thresholds,
         policies: PolicyBook,
         consistency_topic: faust.TopicT,
         findings_topic: faust.TopicT,
@@ -68,15 +73,14 @@ class ConsistencyStage:
         dead_letter: DeadLetterSender,
         finding_sinks: FindingSinks | None = None,
     ) -> None:
-        config = settings.consistency
-        self._settings = settings
+        self._stream = stream
         self._config = config
         self._findings_topic = findings_topic
         self._policies = policies  # each call is sampled, judged and stored as its application's policy says
-        self._content = settings.content_policies().findings  # of endpoint errors in the log
+        self._content = stream.content.findings  # of endpoint errors in the log
         self._store = store
         self._finding_sinks = finding_sinks or FindingSinks()
-        self._dead_letter = withholding(dead_letter, settings.content_policies().llm_calls)
+        self._dead_letter = withholding(dead_letter, stream.content.llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
         self.calls_judged = 0  # sampled calls whose findings this process made durable
@@ -84,14 +88,13 @@ class ConsistencyStage:
         self._client: LLMClient | None = None
         if not config.enabled:
             return
-        thresholds = load_thresholds(settings.thresholds_file)
         self._thresholds_version = thresholds.version
         self._client = LLMClient(config.llm)
         # The grounding detector's model; one thread keeps embedding off the event loop.
-        self._embedder = Embedder(settings.detectors.embeddings)
+        self._embedder = Embedder(detectors.embeddings)
         self._embedder.load()
         self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
-        self.detectors = build_sampled(settings.detectors, config, thresholds, self._client, self._embed)
+        self.detectors = build_sampled(detectors, config, thresholds, self._client, self._embed)
         app.agent(consistency_topic, name="halluwatch.consistency")(self._consume)
 
     def sample(self, calls: Sequence[LLMCall]) -> list[tuple[bytes, bytes]]:
@@ -128,7 +131,7 @@ class ConsistencyStage:
             self._embedder.close()
 
     async def _consume(self, stream: StreamT[bytes]) -> None:
-        s = self._settings
+        s = self._stream
         async for events in durable_batches(stream, self._config.max_concurrency, s.batch_max_wait_seconds):
             judged = await asyncio.gather(*(self._findings(event.message) for event in events))
             records = [record for records in judged for record in records]
@@ -138,8 +141,8 @@ class ConsistencyStage:
                 *(
                     publish(
                         self._findings_topic,
-                        record["trace_id"].encode(),
-                        json.dumps(record, ensure_ascii=False, default=str).encode(),
+                        record.trace_id.encode(),
+                        json.dumps(record.to_json(), ensure_ascii=False, default=str).encode(),
                         s.write_retry_max_seconds,
                     )
                     for record in records
@@ -149,7 +152,7 @@ class ConsistencyStage:
             self.calls_judged += len(events)
             metrics.CONSISTENCY_DONE.inc(len(events))
 
-    async def _findings(self, message: Message) -> list[dict[str, Any]]:
+    async def _findings(self, message: Message) -> list[Finding]:
         """The findings records of one sampled call (none for a message that is not one)."""
         try:
             sampled = json.loads(message.value or b"")

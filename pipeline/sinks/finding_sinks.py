@@ -7,17 +7,18 @@ findings topic are not side channels: a batch is durable only once they have it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from pipeline.config.settings import Settings
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.findings_otlp import FindingExporter
 
 
 class FindingSink(Protocol):
     """Where findings records go besides ClickHouse and the findings topic."""
 
-    def emit(self, findings: Iterable[Mapping[str, Any]]) -> None:
+    def emit(self, findings: Iterable[Finding]) -> None:
         """Queue the findings; returns at once."""
 
     def shutdown(self) -> None:
@@ -36,7 +37,7 @@ class FindingSinks:
         candidates = (FindingExporter.from_settings(settings),)
         return cls([sink for sink in candidates if sink is not None])
 
-    def emit(self, findings: Sequence[Mapping[str, Any]]) -> None:
+    def emit(self, findings: Sequence[Finding]) -> None:
         """Hand the findings to every sink."""
         for sink in self.sinks:
             sink.emit(findings)

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from opentelemetry._logs import SeverityNumber
 from opentelemetry.context import Context
@@ -37,6 +37,7 @@ from detectors.base import DetectorStatus
 from pipeline import metrics
 from pipeline.config.settings import Settings
 from pipeline.ingest.otlp_logs import EVALUATION_RESULT_EVENT
+from pipeline.sinks.finding import Finding
 
 logger = logging.getLogger(__name__)
 
@@ -47,57 +48,57 @@ DEFAULT_SCHEDULE_DELAY_MILLIS: Final = 1000
 _MAX_EXPORT_BATCH_SIZE: Final = 512
 
 
-def evaluation_attributes(finding: Mapping[str, Any]) -> dict[str, AttributeValue]:
+def evaluation_attributes(finding: Finding) -> dict[str, AttributeValue]:
     """The event's attributes: the GenAI evaluation ones, then halluwatch's own.
 
     A score is only sent for findings whose detector ran (status ok): skipped and failed
     runs have none worth plotting. The label is the low-cardinality verdict the UI shows.
     """
-    status = finding["status"]
+    status = finding.status
     attributes: dict[str, AttributeValue] = {
-        gen_ai.GEN_AI_EVALUATION_NAME: finding["detector"],
+        gen_ai.GEN_AI_EVALUATION_NAME: finding.detector,
         gen_ai.GEN_AI_EVALUATION_SCORE_LABEL: score_label(finding),
-        gen_ai.GEN_AI_EVALUATION_EXPLANATION: finding["summary"],
+        gen_ai.GEN_AI_EVALUATION_EXPLANATION: finding.summary,
         "halluwatch.status": status,
-        "halluwatch.flagged": bool(finding["flagged"]),
-        "halluwatch.severity": int(finding["severity"]),
-        "halluwatch.threshold": float(finding["threshold"]),
-        "halluwatch.detector.version": finding["detector_version"],
-        "halluwatch.thresholds.version": finding["thresholds_version"],
+        "halluwatch.flagged": bool(finding.flagged),
+        "halluwatch.severity": int(finding.severity),
+        "halluwatch.threshold": float(finding.threshold),
+        "halluwatch.detector.version": finding.detector_version,
+        "halluwatch.thresholds.version": finding.thresholds_version,
         # The evaluated call's; the resource's service.name is halluwatch, which made the event.
-        "halluwatch.call.service": finding["service"],
-        "halluwatch.call.model": finding["model"],
-        "halluwatch.call.operation": finding["operation"],
+        "halluwatch.call.service": finding.service,
+        "halluwatch.call.model": finding.model,
+        "halluwatch.call.operation": finding.operation,
     }
-    if finding.get("p_hallucination") is not None:  # the call's, the same on each of its findings
-        attributes["halluwatch.p_hallucination"] = float(finding["p_hallucination"])
-        attributes["halluwatch.verdict.version"] = str(finding["verdict_version"])
+    if finding.p_hallucination is not None:  # the call's, the same on each of its findings
+        attributes["halluwatch.p_hallucination"] = float(finding.p_hallucination)
+        attributes["halluwatch.verdict.version"] = finding.verdict_version
     if status == DetectorStatus.OK:
-        attributes[gen_ai.GEN_AI_EVALUATION_SCORE_VALUE] = float(finding["score"])
+        attributes[gen_ai.GEN_AI_EVALUATION_SCORE_VALUE] = float(finding.score)  # an int score stays a double
     elif status == DetectorStatus.ERROR:
         attributes[ERROR_TYPE] = "detector_error"
     return attributes
 
 
-def score_label(finding: Mapping[str, Any]) -> str:
+def score_label(finding: Finding) -> str:
     """``flagged`` or ``ok`` for a detector that ran, else its status (``skipped``, ``error``)."""
-    if finding["status"] != DetectorStatus.OK:
-        return str(finding["status"])
-    return "flagged" if finding["flagged"] else "ok"
+    if finding.status != DetectorStatus.OK:
+        return finding.status
+    return "flagged" if finding.flagged else "ok"
 
 
-def _severity(finding: Mapping[str, Any]) -> SeverityNumber:
+def _severity(finding: Finding) -> SeverityNumber:
     """Log severity, so log views can filter: flagged warns, a detector error is an error."""
-    if finding["status"] == DetectorStatus.ERROR:
+    if finding.status == DetectorStatus.ERROR:
         return SeverityNumber.ERROR
-    return SeverityNumber.WARN if finding["flagged"] else SeverityNumber.INFO
+    return SeverityNumber.WARN if finding.flagged else SeverityNumber.INFO
 
 
-def _parent(finding: Mapping[str, Any]) -> Context:
+def _parent(finding: Finding) -> Context:
     """A context whose current span is the evaluated one, which the SDK copies onto the record."""
     span = SpanContext(
-        trace_id=int(finding["trace_id"], 16),
-        span_id=int(finding["span_id"], 16),
+        trace_id=int(finding.trace_id, 16),
+        span_id=int(finding.span_id, 16),
         is_remote=True,
         trace_flags=TraceFlags(TraceFlags.SAMPLED),
     )
@@ -178,10 +179,10 @@ class FindingExporter:
             only_flagged=settings.findings_otlp_only_flagged,
         )
 
-    def emit(self, findings: Iterable[Mapping[str, Any]]) -> None:
+    def emit(self, findings: Iterable[Finding]) -> None:
         """Queue the findings (only flagged ones if so configured) for sending; returns at once."""
         for finding in findings:
-            if self._only_flagged and not finding.get("flagged"):
+            if self._only_flagged and not finding.flagged:
                 continue
             if not self._reserve():
                 metrics.FINDINGS_EXPORTED.labels("dropped").inc()
@@ -194,10 +195,10 @@ class FindingExporter:
                     attributes=evaluation_attributes(finding),
                     event_name=EVALUATION_RESULT_EVENT,
                 )
-            except (KeyError, TypeError, ValueError) as exc:  # a malformed record must not stop the batch
+            except (TypeError, ValueError) as exc:  # a malformed id must not stop the batch
                 self._release(1)
                 metrics.FINDINGS_EXPORTED.labels("invalid").inc()
-                trace_id = finding.get("trace_id")
+                trace_id = finding.trace_id
                 logger.warning("finding of trace %s not exported: %r", trace_id, exc, extra={"trace_id": trace_id})
 
     def shutdown(self) -> None:

@@ -17,6 +17,7 @@ from detectors.llm_call import LLMCall, TokenLogprob
 from detectors.verdict import CallJudgement, CallVerdict
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.sinks.finding import Finding
 
 LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
@@ -51,7 +52,7 @@ TABLE_COLUMNS = {
 }
 
 
-# Columns before ``evidence`` are copied from the Kafka record as they are.
+# Columns before ``evidence`` are the record's fields of the same name, as they are.
 _COLUMNS_COPIED_FROM_RECORD = FINDING_COLUMNS[: FINDING_COLUMNS.index("evidence")]
 
 
@@ -112,7 +113,7 @@ def finding_record(
     content: ContentPolicy,
     policy: str = DEFAULT_POLICY,
     verdict: CallVerdict | None = None,
-) -> dict[str, Any]:
+) -> Finding:
     """The finding as written to ClickHouse and published on ``halluwatch.findings`` (JSON, key = trace id).
 
     Its summary and evidence are as ``content`` allows; a call cut to the content cap
@@ -120,35 +121,35 @@ def finding_record(
     ``p_hallucination`` (None: nothing checked the call) for the agreement stage and the trace UI.
     """
     evidence = {**result.evidence, "truncated": list(call.truncated)} if call.truncated else result.evidence
-    return {
-        "trace_id": call.trace_id,
-        "span_id": call.span_id,
-        "service": call.service,
-        "model": call.model,
-        "operation": call.operation,
-        "policy": policy,
-        "detector": result.detector,
-        "detector_version": result.detector_version,
-        "thresholds_version": thresholds_version,
-        "status": str(result.status),
-        "score": result.score,
-        "threshold": result.threshold,
-        "flagged": result.flagged,
-        "severity": result.severity,
-        "summary": content.summary(result.summary),
-        "evidence": content.evidence(evidence),
-        "span_start_time_unix_nano": call.start_time_unix_nano,
-        "p_hallucination": verdict.probability if verdict else None,
-        "verdict_version": verdict.model_version if verdict else "",
-    }
+    return Finding(
+        trace_id=call.trace_id,
+        span_id=call.span_id,
+        service=call.service,
+        model=call.model,
+        operation=call.operation,
+        policy=policy,
+        detector=result.detector,
+        detector_version=result.detector_version,
+        thresholds_version=thresholds_version,
+        status=str(result.status),
+        score=result.score,
+        threshold=result.threshold,
+        flagged=result.flagged,
+        severity=result.severity,
+        summary=content.summary(result.summary),
+        evidence=content.evidence(evidence),
+        span_start_time_unix_nano=call.start_time_unix_nano,
+        p_hallucination=verdict.probability if verdict else None,
+        verdict_version=verdict.model_version if verdict else "",
+    )
 
 
-def finding_row(record: dict[str, Any], now: datetime) -> list[Any]:
-    """One ``findings`` row, in ``FINDING_COLUMNS`` order, from a :func:`finding_record`."""
+def finding_row(finding: Finding, now: datetime) -> list[Any]:
+    """One ``findings`` row, in ``FINDING_COLUMNS`` order."""
     return [
-        *(record[column] for column in _COLUMNS_COPIED_FROM_RECORD),
-        json.dumps(record["evidence"], ensure_ascii=False, default=str),
-        from_unix_nano(record["span_start_time_unix_nano"]),
+        *(getattr(finding, column) for column in _COLUMNS_COPIED_FROM_RECORD),
+        json.dumps(finding.evidence, ensure_ascii=False, default=str),
+        from_unix_nano(finding.span_start_time_unix_nano),
         now,
     ]
 

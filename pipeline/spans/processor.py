@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from detectors.config import DEFAULT_FLAG_PROBABILITY
 from detectors.llm_call import LLMCall
@@ -23,6 +22,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.rows import finding_record
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class BatchResult:
 
     spans: int = 0
     llm_calls: list[LLMCall] = field(default_factory=list)
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     judgements: dict[tuple[str, str], CallJudgement] = field(default_factory=dict)  # by (trace id, span id)
     rekeyed: list[tuple[bytes, bytes]] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)

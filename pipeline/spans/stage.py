@@ -35,7 +35,7 @@ from detectors.llm_call import LLMCall
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.config.policy_book import PolicyBook
-from pipeline.config.settings import Settings
+from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row
@@ -64,7 +64,8 @@ class SpansStage:
     def __init__(
         self,
         app: faust.App,
-        settings: Settings,
+        stream: StreamSettings,
+        log_join: LogJoinSettings,
         policies: PolicyBook,
         processor: SpanBatchProcessor,
         detector_pool: Executor,
@@ -74,7 +75,7 @@ class SpansStage:
         dead_letter: DeadLetterSender,
         finding_sinks: FindingSinks,
     ) -> None:
-        self._settings = settings
+        self._stream = stream
         self._processor = processor
         self._detector_pool = detector_pool
         self._outputs = outputs
@@ -82,14 +83,14 @@ class SpansStage:
         self._sample = sample
         self._finding_sinks = finding_sinks
         self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
-        self._llm_calls_content: ContentPolicy = settings.content_policies().llm_calls  # dead letters' reasons
+        self._llm_calls_content: ContentPolicy = stream.content.llm_calls  # dead letters' reasons
         self.messages_done = 0  # input messages durably processed by this process
         self.findings_published = 0  # findings records this process published (and the broker acked)
-        self.log_join = LogJoinStage(app, settings, self.detect_joined, dead_letter)
+        self.log_join = LogJoinStage(app, stream, log_join, self.detect_joined, dead_letter)
 
     async def consume(self, stream: StreamT[bytes]) -> None:
         """The agent body: batches of span messages, each acked only once durable."""
-        s = self._settings
+        s = self._stream
         batches = stream.take_events(s.batch_max_messages, within=s.batch_max_wait_seconds)  # type: ignore[attr-defined]
         async for events in batches:
             for event in events:
@@ -139,7 +140,7 @@ class SpansStage:
             llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call))
             for call in result.llm_calls
         ]  # fmt: skip
-        findings = [finding_row(record, now) for record in result.findings]
+        findings = [finding_row(finding, now) for finding in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 
     def withheld(self, letter: DeadLetter) -> DeadLetter:
@@ -155,9 +156,9 @@ class SpansStage:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
                 pending.append(await out.rekeyed.send(key=key, value=value))
-            for record in result.findings:
-                value = json.dumps(record, ensure_ascii=False, default=str).encode()
-                pending.append(await out.findings.send(key=record["trace_id"].encode(), value=value))
+            for finding in result.findings:
+                value = json.dumps(finding.to_json(), ensure_ascii=False, default=str).encode()
+                pending.append(await out.findings.send(key=finding.trace_id.encode(), value=value))
             for key, value in sampled:
                 pending.append(await out.sampled.send(key=key, value=value))
             for letter in (self.withheld(letter) for letter in result.dead_letters):
@@ -173,6 +174,6 @@ class SpansStage:
                 )
             await wait_acknowledged(pending)
 
-        await retrying("Kafka publish", send_all, self._settings.write_retry_max_seconds)
+        await retrying("Kafka publish", send_all, self._stream.write_retry_max_seconds)
         self.findings_published += len(result.findings)
         self._finding_sinks.emit(result.findings)  # fire and forget: each sink queues for its own thread

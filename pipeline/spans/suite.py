@@ -7,7 +7,7 @@ so the detectors package itself reads no settings and imports nothing from ``pip
 from __future__ import annotations
 
 from detectors.baselines import load_baselines
-from detectors.registry import build_suite
+from detectors.build import build_suite
 from detectors.suite import DetectorSuite
 from detectors.thresholds import Thresholds
 from pipeline import metrics

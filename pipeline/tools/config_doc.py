@@ -71,7 +71,10 @@ def _comments(source: str) -> tuple[dict[int, str], set[int]]:
 @cache
 def field_notes(model: type[BaseModel]) -> dict[str, str]:
     """The comments written beside each field of ``model``'s class body (its own fields only)."""
-    source = textwrap.dedent(inspect.getsource(model))
+    try:
+        source = textwrap.dedent(inspect.getsource(model))
+    except OSError:  # a model derived with create_model (detectors/settings.py): no class body, no comments
+        return {}
     by_line, alone = _comments(source)
     body = ast.parse(source).body[0]
     assert isinstance(body, ast.ClassDef)  # noqa: S101 - inspect.getsource of a class is its class statement

@@ -385,9 +385,10 @@ def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
 
 def _registries(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
     """Each configured tool facts registry loads (a worker runs without one, skipping what it covers)."""
-    from detectors.tool_facts import ToolFactsDetector
+    from detectors.tool_facts import DETECTOR
+    from detectors.tool_facts.detector import ToolFactsDetector
 
-    for name, error in ToolFactsDetector(settings.detectors.tool_facts, threshold=0.5).registries().items():
+    for name, error in ToolFactsDetector(DETECTOR.config_in(settings.detectors), threshold=0.5).registries().items():
         if error:
             yield Check(name, True, f"cannot be loaded, the calls it covers are skipped: {error}", warning=True)
         else:

@@ -62,7 +62,7 @@ class PipelineWorker:
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         check_faust_internals()  # before models load or ClickHouse is reached: a faust upgrade fails at once
         self.settings = settings
-        thresholds = load_thresholds(settings.thresholds_file)
+        self.thresholds = thresholds = load_thresholds(settings.thresholds_file)
         self.suite = suite_from_settings(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
         logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
@@ -129,12 +129,23 @@ class PipelineWorker:
             # (aiokafka's default is 1 MiB, so a 2 MiB trace could be consumed but not re-produced).
             producer_max_request_size=s.max_produce_bytes,
         )
-        partitions = s.kafka_topic_partitions
+        stream = s.stream()  # what every stage's loop shares; each also gets its own section
+        partitions = stream.topic_partitions
         findings_topic = raw_topic(app, partitions, s.kafka_findings_topic)
         self.dlq_topic = raw_topic(app, partitions, s.kafka_dlq_topic)
         consistency_topic = raw_topic(app, partitions, s.consistency.topic)
         self.consistency = ConsistencyStage(
-            app, s, self.policies, consistency_topic, findings_topic, self.store, self.dead_letter, self.finding_sinks
+            app,
+            stream,
+            s.consistency,
+            s.detectors,
+            self.thresholds,
+            self.policies,
+            consistency_topic,
+            findings_topic,
+            self.store,
+            self.dead_letter,
+            self.finding_sinks,
         )
         outputs = SpansOutputs(
             findings=findings_topic,
@@ -144,7 +155,8 @@ class PipelineWorker:
         )
         self.spans = SpansStage(
             app,
-            s,
+            stream,
+            s.log_join(),
             self.policies,
             self.processor,
             self._detector_pool,
@@ -158,7 +170,9 @@ class PipelineWorker:
         source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self.spans.consume)
         alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
-        self.agreement = AgreementStage(app, s, self.policies, findings_topic, alerts_topic, self.dead_letter)
+        self.agreement = AgreementStage(
+            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter
+        )
         alert_topics = (
             alerts_topic,
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),
@@ -168,9 +182,13 @@ class PipelineWorker:
         self.monitors = None
         if self.incidents is not None:  # the sink migrated the database: the incidents table is there
             destinations = self._route_destinations
-            self.monitors = MonitorStage(app, s, self.incidents, self._in_sink_thread, self.store, destinations)
+            self.monitors = MonitorStage(
+                app, s.monitors, s.alerting, self.incidents, self._in_sink_thread, self.store, destinations
+            )
         grouping = self.monitors.open_incidents.group if self.monitors else None
-        self.router = AlertRouter(app, s, alert_topics, self.store, self.dead_letter, self.read_silences, grouping)
+        self.router = AlertRouter(
+            app, stream, s.alerting, alert_topics, self.store, self.dead_letter, self.read_silences, grouping
+        )
         commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)

@@ -27,6 +27,7 @@ from pipeline.alerting.alert_row import alert_row
 from pipeline.config.policy import AppPolicy
 from pipeline.config.policy_book import PolicyBook
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
@@ -65,10 +66,10 @@ def fill_with_demo_data(
                            for call in result.llm_calls])  # fmt: skip
     sink.add("findings", [finding_row(record, now) for record in result.findings])
     rule = AgreementRule.from_settings(settings.alerting, book)
-    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_trace: dict[str, list[Finding]] = defaultdict(list)
     for record in result.findings:
         # As the agreement stage reads them: the JSON the worker publishes on halluwatch.findings.
-        by_trace[record["trace_id"]].append(json.loads(json.dumps(record, default=str)))
+        by_trace[record.trace_id].append(Finding.from_json(json.loads(json.dumps(record.to_json(), default=str))))
     for findings in by_trace.values():
         alert = rule.apply(None, findings, time.time()).alert
         if alert is not None:

@@ -36,6 +36,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from detectors.thresholds import load_thresholds
 from pipeline.agreement.rules import counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings
+from pipeline.sinks.finding import Finding
 
 # The attribute prefixes that make a span an LLM call, in the conventions the examples use.
 LLM_ATTRIBUTE_PREFIXES = ("gen_ai.", "llm.", "openinference.")
@@ -128,7 +129,8 @@ def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[M
     flagged: dict[str, dict[str, int]] = defaultdict(dict)
     sql = f"SELECT trace_id, detector, status, flagged, severity FROM {database}.findings FINAL"
     for trace_id, detector, status, is_flagged, severity in query(sql):
-        if counts_toward_agreement({"detector": detector, "status": status, "flagged": is_flagged}):
+        record = {"trace_id": trace_id, "detector": detector, "status": status, "flagged": is_flagged}
+        if counts_toward_agreement(Finding.from_json(record)):
             flagged[trace_id][detector] = severity
     matching = {
         trace: [r.name for r in rules if r.matches(flags, signal_of, probability.get(trace))]

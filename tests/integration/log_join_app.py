@@ -70,7 +70,7 @@ def main(bootstrap: str, prefix: str, input_dir: Path, output: Path) -> None:
     async def dead_letter(message: Message, reason_kind: str, reason: str) -> None:
         dead_letters.append(reason_kind)
 
-    stage = LogJoinStage(app, settings, on_release, dead_letter)
+    stage = LogJoinStage(app, settings.stream(), settings.log_join(), on_release, dead_letter)
     worker = Worker(app, loglevel="warn", quiet=True, redirect_stdouts=False)
     stopping: list[asyncio.Future[None]] = []
 

@@ -175,7 +175,7 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
     verdict = json.loads(runs[0]["verdict.json"])
     assert "summedits" in verdict["training"]["data"] and verdict["model"]["kind"] == "scaled_logistic"
     # A worker or eval reads them when pointed at them.
-    from detectors.unsupported_spans import load_support_model
+    from detectors.unsupported_spans.detector import load_support_model
     from detectors.verdict import load_verdict_model
 
     assert load_support_model(tmp_path / "first" / "unsupported_spans.json").version == support["version"]

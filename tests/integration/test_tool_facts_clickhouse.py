@@ -8,9 +8,9 @@ from clickhouse_connect.driver.client import Client
 from pydantic import SecretStr
 
 from detectors.base import DetectorStatus
-from detectors.config import KnownValuesConfig, ToolFactsConfig
 from detectors.llm_call import Message, ToolCall
-from detectors.tool_facts import ToolFactsDetector
+from detectors.tool_facts import KnownValuesConfig, ToolFactsConfig
+from detectors.tool_facts.detector import ToolFactsDetector
 from tests.calls import make_llm_call
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -12,31 +13,35 @@ from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_ag
 from pipeline.config.alerting import AlertingSettings, AlertRule, default_rules
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
+from pipeline.sinks.finding import Finding
 
 TRACE = "ab" * 16
 
 
-def finding(detector: str, *, flagged: bool = True, severity: int = 2, score: float = 0.8, **extra: Any) -> dict:
-    return {
-        "trace_id": TRACE,
-        "span_id": "cd" * 8,
-        "service": "support-bot",
-        "model": "gpt-4o",
-        "operation": "chat",
-        "detector": detector,
-        "status": "ok",
-        "score": score,
-        "threshold": 0.5,
-        "flagged": flagged,
-        "severity": severity if flagged else 0,
-        "summary": f"{detector} says so",
-        "evidence": {"spans": []},
-        "p_hallucination": 0.95,
-        **extra,
-    }
+def finding(detector: str, *, flagged: bool = True, severity: int = 2, score: float = 0.8, **extra: Any) -> Finding:
+    """A findings record as the agreement stage reads it off the topic."""
+    return Finding.from_json(
+        {
+            "trace_id": TRACE,
+            "span_id": "cd" * 8,
+            "service": "support-bot",
+            "model": "gpt-4o",
+            "operation": "chat",
+            "detector": detector,
+            "status": "ok",
+            "score": score,
+            "threshold": 0.5,
+            "flagged": flagged,
+            "severity": severity if flagged else 0,
+            "summary": f"{detector} says so",
+            "evidence": {"spans": []},
+            "p_hallucination": 0.95,
+            **extra,
+        }
+    )
 
 
-def run(rule: AgreementRule, findings: list[dict], start: float = 1000.0) -> tuple[TraceState | None, list]:
+def run(rule: AgreementRule, findings: list[Finding], start: float = 1000.0) -> tuple[TraceState | None, list]:
     state, alerts = None, []
     for offset, record in enumerate(findings):
         decision = rule.apply(state, [record], start + offset)
@@ -115,7 +120,7 @@ def test_severe_contradiction_needs_severity_four_plus_any_other():
     ],
 )
 def test_findings_that_are_not_flags_do_not_count(other):
-    record = finding(**other) if "detector" in other and len(other) == 1 else {**finding("x"), **other}
+    record = finding(**other) if "detector" in other and len(other) == 1 else replace(finding("x"), **other)
     assert not counts_toward_agreement(record)
     _, alerts = run(DEFAULT, [finding("grounding"), record])
     assert alerts == []
@@ -137,9 +142,14 @@ def test_the_strongest_flag_of_a_detector_is_kept():
     assert decision.state is None  # nothing to store: weaker than what is held
 
 
-def test_odd_records_are_ignored_not_raised_on():
-    assert DEFAULT.apply(None, [{"detector": "grounding"}], 1.0).state is None
-    decision = DEFAULT.apply(None, [{**finding("grounding"), "score": None, "evidence": "not a mapping"}], 1.0)
+def test_odd_records_are_read_as_empty_fields_or_refused():
+    with pytest.raises(KeyError):  # the stage dead-letters a record without a trace id
+        Finding.from_json({"detector": "grounding"})
+    with pytest.raises(ValueError):
+        Finding.from_json({"trace_id": TRACE, "score": "high"})
+    odd = finding("grounding", score=None, evidence="not a mapping", p_hallucination=1.5, flagged="yes")
+    assert (odd.score, odd.evidence, odd.p_hallucination, odd.flagged) == (0.0, {}, None, False)
+    decision = DEFAULT.apply(None, [replace(odd, flagged=True)], 1.0)
     assert decision.state is not None and decision.state.flags["grounding"].evidence == {}
 
 
@@ -190,7 +200,7 @@ def test_rules_on_guesses_need_the_probability_of_their_route_and_rules_on_facts
 
 def test_a_trace_keeps_its_highest_probability_and_the_alert_carries_it():
     first = finding("contradiction", severity=4, p_hallucination=0.5)
-    state, alerts = run(DEFAULT, [first, {**finding("grounding", p_hallucination=0.93), "span_id": "ef" * 8}])
+    state, alerts = run(DEFAULT, [first, finding("grounding", p_hallucination=0.93, span_id="ef" * 8)])
     assert state is not None and state.probability == 0.93
     assert [(a.rule, a.p_hallucination) for a in alerts] == [("severe-contradiction", 0.93)]
 

@@ -10,7 +10,8 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.claims import (
+from detectors.claims import ClaimsConfig
+from detectors.claims.detector import (
     ClaimsDetector,
     JudgeOutputError,
     Verdict,
@@ -18,7 +19,6 @@ from detectors.claims import (
     parse_json_object,
     parse_verdicts,
 )
-from detectors.config import ClaimsConfig
 from detectors.llm_call import LLMCall, Source
 from detectors.models.chat import USAGE_KEY
 from pipeline.alerting.alert import DetectorEvidence

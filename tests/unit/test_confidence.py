@@ -8,8 +8,9 @@ from itertools import pairwise
 import pytest
 
 from detectors.base import DetectorStatus
-from detectors.confidence import ConfidenceDetector, anomaly_score, mean_entropy, position_entropy
-from detectors.config import ConfidenceConfig, ModelBaseline
+from detectors.confidence import ConfidenceConfig
+from detectors.confidence.detector import ConfidenceDetector, anomaly_score, mean_entropy, position_entropy
+from detectors.config import ModelBaseline
 from detectors.llm_call import LLMCall, TokenLogprob, TopLogprob
 from tests.calls import make_llm_call
 

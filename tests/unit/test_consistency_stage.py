@@ -67,11 +67,17 @@ def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
     app = faust.App("test-consistency", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
     topic = raw_topic(app, 1, "consistency")
     findings = raw_topic(app, 1, "findings")
-    return ConsistencyStage(app, settings, policy_book(settings), topic, findings, no_store, no_dead_letter)
+    return built(app, settings, topic, findings)
 
 
-def policy_book(settings: Settings) -> PolicyBook:
-    return PolicyBook(settings, load_thresholds())
+def built(app: faust.App, settings: Settings, topic: faust.TopicT, findings: faust.TopicT) -> ConsistencyStage:
+    """The stage as the worker builds it: the stream settings and its own section."""
+    thresholds = load_thresholds()
+    book = PolicyBook(settings, thresholds)
+    return ConsistencyStage(
+        app, settings.stream(), settings.consistency, settings.detectors, thresholds, book, topic, findings,
+        no_store, no_dead_letter,
+    )  # fmt: skip
 
 
 def call(trace: int = 1, attributes: Mapping[str, Any] = MEDICAL, **fields: Any) -> LLMCall:
@@ -89,9 +95,7 @@ def judge(target: ConsistencyStage, sampled: LLMCall) -> list[DetectorResult]:
 def test_disabled_samples_nothing_and_registers_no_agent() -> None:
     settings = Settings()
     app = faust.App("test-disabled", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    target = ConsistencyStage(
-        app, settings, policy_book(settings), raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), no_store, no_dead_letter
-    )
+    target = built(app, settings, raw_topic(app, 1, "c"), raw_topic(app, 1, "f"))
     assert target.sample([call()]) == []
     assert not app.agents
 

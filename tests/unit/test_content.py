@@ -10,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult
-from detectors.confidence import position_entropy
+from detectors.confidence.detector import position_entropy
 from detectors.llm_call import LLMCall, Message, Source, TokenLogprob, TopLogprob
 from detectors.text.evidence import WITHHELD
 from pipeline.alerting.alert import Alert, DetectorEvidence
@@ -179,19 +179,19 @@ RESULT = DetectorResult(
 def test_no_content_reaches_rows_or_records(mode):
     policy = ContentPolicy(mode, KEY)
     record = finding_record(CALL, RESULT, "v1", policy)
-    outputs = [json.dumps(record), repr(finding_row(record, NOW)), repr(llm_call_row(CALL, policy, NOW))]
+    outputs = [json.dumps(record.to_json()), repr(finding_row(record, NOW)), repr(llm_call_row(CALL, policy, NOW))]
     assert not any("Canary" in output or "jane@" in output for output in outputs)
     row = llm_call_row(CALL, policy, NOW)
     assert row[LLM_CALL_COLUMNS.index("attributes")] == {
         "app.domain": "medical",
         "enduser.email": "[email]",
     }  # routing attributes kept, PII masked
-    assert record["score"] == 0.9 and record["flagged"] is True
+    assert record.score == 0.9 and record.flagged is True
 
 
 def test_alerts_render_withheld_text_but_keep_the_numbers():
     policy = ContentPolicy("drop")
-    evidence = DetectorEvidence.from_dict(finding_record(CALL, RESULT, "v1", ContentPolicy("store")))
+    evidence = DetectorEvidence.from_dict(finding_record(CALL, RESULT, "v1", ContentPolicy("store")).to_json())
     alert = Alert("ab" * 16, "two-detectors", "slack", 2, "svc", "m", "chat", (evidence, evidence), NOW).with_content(
         policy
     )
@@ -225,7 +225,7 @@ def test_the_cap_keeps_the_answer_first_and_names_what_was_cut():
     assert capped.sources == () and capped.system_instructions == ""
     assert capped.truncated == ("input_messages", "system_instructions", "sources")
     record = finding_record(capped, RESULT, "v1", ContentPolicy("store"))
-    assert record["evidence"]["truncated"] == ["input_messages", "system_instructions", "sources"]
+    assert record.evidence["truncated"] == ["input_messages", "system_instructions", "sources"]
     assert LLMCall.from_dict(json.loads(json.dumps(capped.to_dict()))).truncated == capped.truncated
 
 

@@ -6,8 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.config import ContradictionConfig
-from detectors.contradiction import ContradictionDetector
+from detectors.contradiction import ContradictionConfig
+from detectors.contradiction.detector import ContradictionDetector
 from detectors.llm_call import LLMCall, Source
 from detectors.text.quantities import Kind, extract_claims, extract_names, extract_values
 from tests.calls import make_llm_call

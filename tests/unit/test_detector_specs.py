@@ -18,17 +18,25 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from detectors.base import FACT_DETECTORS, VERDICT_DETECTORS, DetectorResult, DetectorStatus, SampledDetector
-from detectors.config import ClaimsConfig, DetectorSettings, EmbeddingConfig, SelfConsistencyConfig, SpanModelConfig
+from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus, SampledDetector
+from detectors.build import build_sampled, build_suite
+from detectors.claims import DETECTOR as CLAIMS
+from detectors.claims import ClaimsConfig
+from detectors.config import EmbeddingConfig
+from detectors.contradiction import DETECTOR as CONTRADICTION
+from detectors.grounding import DETECTOR as GROUNDING
 from detectors.llm_call import Message, Source, TokenLogprob, ToolCall, ToolDefinition
 from detectors.models.embeddings import Embedder, Vectors
-from detectors.registry import DETECTORS, build_sampled, build_suite
+from detectors.registry import DETECTORS
+from detectors.self_consistency import SelfConsistencyConfig
+from detectors.settings import DetectorSettings
+from detectors.span_model import SpanModelConfig
 from detectors.thresholds import load_thresholds
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
 from pipeline.config.content_policy import ContentPolicy, structural_keys
 from pipeline.config.sampled import ConsistencySettings, LLMEndpointConfig
-from pipeline.config.settings import Settings
+from pipeline.config.settings import ConfigError, Settings, load_settings
 from pipeline.sampled.llm_client import LLMClient
 from tests.calls import make_llm_call
 from tests.openai_server import OpenAIServer
@@ -162,16 +170,28 @@ def test_every_sampled_detector_judges_a_call_and_an_unusable_answer_then_closes
     assert results["claims"][1].status is DetectorStatus.ERROR
 
 
-def test_settings_thresholds_and_renderings_agree_with_the_registry() -> None:
+def test_settings_thresholds_and_renderings_agree_with_the_registry(tmp_path: Path) -> None:
     names = [spec.name for spec in DETECTORS]
     assert len(names) == len(set(names))
-    # A detector's settings section is named like it: every section is a detector's, but those
-    # the embedding detectors and the verdict share (a detector needs no section of its own).
+    # Each detector's settings are the section named like it, in the section of its kind, with
+    # its own defaults; nothing else is there but what detectors share.
+    settings = Settings()
+    for spec in DETECTORS:
+        section = settings.consistency if spec.kind == "sampled" else settings.detectors
+        assert type(section).model_fields[spec.name].annotation is spec.config
+        assert spec.config_in(section) == spec.config()
     shared = {"embeddings", "verdict_model", "flag_probability"}
-    assert set(DetectorSettings.model_fields) - shared <= {s.name for s in SPAN_LEVEL}
+    assert set(DetectorSettings.model_fields) == shared | {s.name for s in SPAN_LEVEL}
     assert {s.name for s in SAMPLED} <= set(ConsistencySettings.model_fields)
-    # Every detector has a built-in threshold, and nothing else has one.
-    assert set(load_thresholds().by_detector) == set(names)
+    # Every detector has a built-in threshold, its descriptor's unless the built-in file calibrated
+    # it, and nothing else has one; a file that names none of them inherits every one.
+    builtin = load_thresholds()
+    assert set(builtin.by_detector) == set(names)
+    assert all(0.0 <= spec.threshold <= 1.0 for spec in DETECTORS)
+    assert {name: builtin.by_detector[name] for name in names} == {spec.name: spec.threshold for spec in DETECTORS}
+    empty_file = tmp_path / "thresholds.yaml"
+    empty_file.write_text("version: v1\ndetectors: {}\n")
+    assert load_thresholds(empty_file).by_detector == builtin.by_detector
     # Structural keys reach the content policy; every detector renders (maybe nothing) in alerts.
     assert frozenset().union(*(spec.structural_keys for spec in DETECTORS)) <= structural_keys()
     empty: Mapping[str, Any] = {}
@@ -182,8 +202,20 @@ def test_settings_thresholds_and_renderings_agree_with_the_registry() -> None:
     Settings(policies={"p": {"match": {"service": "s"}, "disabled_detectors": [names[-1]]}})
 
 
+def test_a_detector_section_reads_from_the_settings_file_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "halluwatch.yaml"
+    config.write_text("detectors:\n  grounding:\n    min_claim_words: 7\nconsistency:\n  claims:\n    max_claims: 3\n")
+    monkeypatch.setenv("HALLUWATCH_DETECTORS__CONTRADICTION__MAX_COUNT", "4")
+    settings = load_settings(config)
+    assert GROUNDING.config_in(settings.detectors).min_claim_words == 7
+    assert CONTRADICTION.config_in(settings.detectors).max_count == 4
+    assert CLAIMS.config_in(settings.consistency).max_claims == 3
+    with pytest.raises(ConfigError, match=r"detectors\.no_such_detector"):
+        load_settings(config, detectors={"no_such_detector": {}})
+
+
 def test_the_verdict_and_the_alert_rules_name_detectors_the_registry_knows() -> None:
     kinds = {spec.name: spec.kind for spec in DETECTORS}
-    # A fact needs no probability: the rules' list of fact detectors is the registry's structural ones.
-    assert {name for name, kind in kinds.items() if kind == "structural"} == FACT_DETECTORS
     assert set(VERDICT_DETECTORS) <= {name for name, kind in kinds.items() if kind in ("structural", "content")}

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from detectors.config import ToolOutcomeConfig
-from detectors.tool_outcome import ToolOutcomeDetector
+from detectors.tool_outcome import ToolOutcomeConfig
+from detectors.tool_outcome.detector import ToolOutcomeDetector
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_traces import attributes, iter_spans
 from pipeline.tools.example_traces import (

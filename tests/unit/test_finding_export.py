@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 from pipeline.config.secrets import secret_values
 from pipeline.config.settings import ConfigError, load_settings
 from pipeline.ingest.otlp_logs import EVALUATION_RESULT_EVENT, decode_logs, genai_records
+from pipeline.sinks.finding import Finding
 from pipeline.sinks.findings_otlp import FindingExporter
 from tests.servers import Reply, Request, ScriptedServer
 
@@ -26,9 +27,9 @@ TOKEN = "Basic cGstbGYtMTpzay1sZi0x"
 Exporters = Callable[..., FindingExporter]
 
 
-def finding(**overrides: Any) -> dict[str, Any]:
+def finding(**overrides: Any) -> Finding:
     """A findings record as pipeline.sinks.rows.finding_record makes it."""
-    record = {
+    record: dict[str, Any] = {
         "trace_id": TRACE_ID,
         "span_id": SPAN_ID,
         "service": "travel-guide",
@@ -45,8 +46,11 @@ def finding(**overrides: Any) -> dict[str, Any]:
         "summary": "answer says 1950, context says 1887",
         "evidence": {"answer_value": "1950"},
         "span_start_time_unix_nano": 1_700_000_000_000_000_000,
+        "policy": "default",
+        "p_hallucination": None,
+        "verdict_version": "",
     }
-    return {**record, **overrides}
+    return Finding(**{**record, **overrides})
 
 
 def otlp_ok(request: Request) -> Reply:

@@ -23,17 +23,15 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from detectors.confidence import ConfidenceDetector
-from detectors.config import (
-    ConfidenceConfig,
-    ContradictionConfig,
-    ModelBaseline,
-    SchemaViolationConfig,
-    SentinelConfig,
-)
-from detectors.contradiction import ContradictionDetector
-from detectors.schema_violation import SchemaViolationDetector
-from detectors.sentinel import SentinelDetector
+from detectors.confidence import ConfidenceConfig
+from detectors.confidence.detector import ConfidenceDetector
+from detectors.config import ModelBaseline
+from detectors.contradiction import ContradictionConfig
+from detectors.contradiction.detector import ContradictionDetector
+from detectors.schema_violation import SchemaViolationConfig
+from detectors.schema_violation.detector import SchemaViolationDetector
+from detectors.sentinel import SentinelConfig
+from detectors.sentinel.detector import SentinelDetector
 from detectors.suite import DetectorSuite
 from detectors.text.prose import parse_citations, split_sentences
 from detectors.text.quantities import extract_claims, extract_names, extract_values
@@ -94,7 +92,7 @@ def process(*messages: InboundMessage) -> BatchResult:
         assert letter.reason_kind in DEAD_LETTER_KINDS, letter.reason
         assert letter.reason and all(value for _, value in letter.headers())
     for record in result.findings:
-        assert math.isfinite(record["score"]) and 0.0 <= record["score"] <= 1.0, record
+        assert math.isfinite(record.score) and 0.0 <= record.score <= 1.0, record
         json.dumps(record, ensure_ascii=False, default=str, allow_nan=False).encode()  # strict JSON, valid UTF-8
         _encodes(finding_row(record, NOW))
     for call in result.llm_calls:
@@ -331,7 +329,7 @@ def test_huge_content_is_cut_and_the_findings_say_so():
     (call,) = result.llm_calls
     assert len(call.answer) == MAX_CALL_CHARS and call.system_instructions == ""
     assert call.truncated == ("output_messages", "system_instructions")
-    assert all(record["evidence"]["truncated"] == list(call.truncated) for record in result.findings)
+    assert all(record.evidence["truncated"] == list(call.truncated) for record in result.findings)
 
 
 def test_a_message_of_100k_spans():
@@ -450,5 +448,5 @@ def test_a_backtracking_pattern_in_a_span_tool_schema_is_matched_in_linear_time(
         {"type": "tool_call", "name": "lookup", "arguments": {"code": "a" * 50_000 + "!"}}]}])  # fmt: skip
     result = process(keyed(traces_of(_span({"gen_ai.tool.definitions": tools, "gen_ai.output.messages": call}))
                            .SerializeToString()))  # fmt: skip
-    (schema,) = [record for record in result.findings if record["detector"] == "schema_violation"]
-    assert schema["flagged"] and "violates 'pattern'" in schema["summary"]
+    (schema,) = [record for record in result.findings if record.detector == "schema_violation"]
+    assert schema.flagged and "violates 'pattern'" in schema.summary

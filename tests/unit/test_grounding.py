@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorStatus, run_detector
-from detectors.config import EmbeddingConfig, GroundingConfig
-from detectors.grounding import CONTEXT_SOURCE_ID, GroundingDetector
+from detectors.config import EmbeddingConfig
+from detectors.grounding import GroundingConfig
+from detectors.grounding.detector import CONTEXT_SOURCE_ID, GroundingDetector
 from detectors.llm_call import LLMCall, Message, Source
 from detectors.models.embeddings import Embedder, Vectors
 from tests.calls import make_llm_call

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from detectors.config import ToolOutcomeConfig
 from detectors.suite import DetectorSuite
-from detectors.tool_outcome import ToolOutcomeDetector
+from detectors.tool_outcome import ToolOutcomeConfig
+from detectors.tool_outcome.detector import ToolOutcomeDetector
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from tests.instrumented import fake_openai
 from tests.instrumented.run_langchain import BOOKING_ERROR

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_RUNTIMES = {"onnxruntime", "tokenizers", "torch", "transformers", "numpy", "jsonschema", "re2", "faust"}
@@ -33,3 +37,14 @@ def test_reading_settings_loads_no_model_runtime_or_stream_library():
 def test_command_line_stays_lazy_until_a_command_runs():
     loaded = loaded_top_level_modules("import pipeline.cli")
     assert not loaded & (MODEL_RUNTIMES | {"chdb", "clickhouse_connect", "confluent_kafka"})
+
+
+@pytest.mark.parametrize(
+    "stage",
+    ["spans.stage.SpansStage", "log_join.stage.LogJoinStage", "sampled.stage.ConsistencyStage",
+     "agreement.stage.AgreementStage", "alerting.stage.AlertRouter", "monitors.stage.MonitorStage"],
+)  # fmt: skip
+def test_each_stage_takes_its_own_settings_sections_not_the_whole_settings(stage: str):
+    module, name = f"pipeline.{stage}".rsplit(".", 1)
+    parameters = inspect.signature(getattr(importlib.import_module(module), name)).parameters.values()
+    assert "Settings" not in {str(p.annotation) for p in parameters}

@@ -20,12 +20,13 @@ from detectors.llm_call import (
     Usage,
 )
 from pipeline.config.settings import Settings
+from pipeline.config.stream import JoinConfig
 from pipeline.ingest.conventions.log_events import merge_log_content
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
 from pipeline.ingest.otlp_traces import decode_traces, iter_spans
 from pipeline.ingest.trace_facts import Retrieval, ToolExecution
-from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
+from pipeline.log_join.join import LogJoin, Outcome, Release
 from pipeline.log_join.stage import RecentTraces
 from tests.genai_logs import ANSWER, QUESTION, Telemetry, deprecated_events, details_event
 
@@ -293,7 +294,7 @@ def test_a_release_not_settled_before_a_restart_is_released_again() -> None:
 
 def test_config_from_settings() -> None:
     settings = Settings(log_join_window_seconds=2.5, log_join_max_entries=7, log_join_max_age_seconds=30)
-    assert JoinConfig.from_settings(settings) == JoinConfig(2.5, 7, 30.0, 256, 2.0)
+    assert settings.log_join().join == JoinConfig(2.5, 7, 30.0, 256, 2.0)
 
 
 def test_llm_call_survives_json_with_every_field() -> None:

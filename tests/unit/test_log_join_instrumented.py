@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from detectors.llm_call import ContentSource, LLMCall, Source, ToolCall
+from pipeline.config.stream import JoinConfig
 from pipeline.ingest.normalize import normalize_span
 from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json, genai_records
 from pipeline.ingest.otlp_traces import decode_traces, iter_spans
-from pipeline.log_join.join import JoinConfig, LogJoin, Outcome, Release
+from pipeline.log_join.join import LogJoin, Outcome, Release
 from tests.instrumented import fake_openai
 from tests.instrumented.run_instrumented import TOOL_RESULT
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall, Source, TokenLogprob, ToolCall, TopLogprob, Usage
-from detectors.tool_outcome import ToolOutcomeDetector
+from detectors.tool_outcome import ToolOutcomeConfig
+from detectors.tool_outcome.detector import ToolOutcomeDetector
 from pipeline.ingest.normalize import normalize_span
 from tests.instrumented import fake_openai
 from tests.instrumented.run_instrumented import FAILED_BOOKING, TOOL_RESULT

@@ -154,7 +154,7 @@ def test_the_worker_and_the_command_line_import_without_any_extra():
         "import detectors.registry, detectors.models.embeddings, detectors.models.onnx_export\n"
         "import pipeline.sinks.findings_otlp\n"
         "from pipeline.config.settings import load_settings\n"
-        "from detectors.registry import build_suite\n"
+        "from detectors.build import build_suite\n"
         "from detectors.thresholds import load_thresholds\n"
         "settings = load_settings()\n"
         "build_suite(settings.detectors, load_thresholds(settings.thresholds_file), {})\n"

@@ -20,6 +20,7 @@ from pipeline.alerting.routes import build_destinations
 from pipeline.cli import main
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import ConfigError, Settings, load_settings
+from pipeline.sinks.finding import Finding
 from pipeline.spans.processor import SpanBatchProcessor
 from tests.calls import make_llm_call
 
@@ -140,15 +141,15 @@ def test_each_call_is_judged_under_its_own_policy():
     suite = DetectorSuite([ScoreDetector("grounding"), ScoreDetector("contradiction")])
     processor = SpanBatchProcessor(suite, "v", policies=book())
     result = processor.detect_joined([call("medbot"), call("docs"), call("shop")])
-    by = {(f["service"], f["detector"]): f for f in result.findings}
+    by = {(f.service, f.detector): f for f in result.findings}
     # medbot's grounding threshold 0.2 flags the 0.3 score the global 0.5 does not.
-    assert by["medbot", "grounding"]["flagged"] and by["medbot", "grounding"]["severity"] == 2
-    assert by["medbot", "grounding"]["threshold"] == 0.2 and by["medbot", "grounding"]["policy"] == "medbot"
-    assert not by["shop", "grounding"]["flagged"] and by["shop", "grounding"]["policy"] == "default"
+    assert by["medbot", "grounding"].flagged and by["medbot", "grounding"].severity == 2
+    assert by["medbot", "grounding"].threshold == 0.2 and by["medbot", "grounding"].policy == "medbot"
+    assert not by["shop", "grounding"].flagged and by["shop", "grounding"].policy == "default"
     # docs turned grounding off: recorded as skipped, never run.
-    assert by["docs", "grounding"]["status"] == str(DetectorStatus.SKIPPED)
-    assert by["docs", "grounding"]["summary"] == TURNED_OFF
-    assert by["docs", "contradiction"]["status"] == str(DetectorStatus.OK)
+    assert by["docs", "grounding"].status == str(DetectorStatus.SKIPPED)
+    assert by["docs", "grounding"].summary == TURNED_OFF
+    assert by["docs", "contradiction"].status == str(DetectorStatus.OK)
 
 
 def test_a_policy_content_mode_shapes_its_findings():
@@ -158,7 +159,7 @@ def test_a_policy_content_mode_shapes_its_findings():
 
     processor = SpanBatchProcessor(DetectorSuite([Quoting("grounding")]), "v", policies=book())
     medbot, shop = processor.detect_joined([call("medbot"), call("shop")]).findings
-    assert "ana@example.com" not in medbot["summary"] and "ana@example.com" in shop["summary"]
+    assert "ana@example.com" not in medbot.summary and "ana@example.com" in shop.summary
 
 
 def test_a_result_judged_at_another_threshold_keeps_its_severity_only_when_flagged():
@@ -176,10 +177,10 @@ def test_a_result_judged_at_another_threshold_keeps_its_severity_only_when_flagg
 # --- agreement and routes -----------------------------------------------------------------------------
 
 
-def finding(detector: str, policy: str, severity: int = 2) -> dict[str, Any]:
-    return {"trace_id": "t" * 32, "span_id": "s" * 16, "service": "svc", "detector": detector, "status": "ok",
-            "flagged": True, "severity": severity, "score": 0.9, "threshold": 0.5, "policy": policy,
-            "p_hallucination": 0.99}  # fmt: skip
+def finding(detector: str, policy: str, severity: int = 2) -> Finding:
+    return Finding.from_json({"trace_id": "t" * 32, "span_id": "s" * 16, "service": "svc", "detector": detector,
+                              "status": "ok", "flagged": True, "severity": severity, "score": 0.9, "threshold": 0.5,
+                              "policy": policy, "p_hallucination": 0.99})  # fmt: skip
 
 
 def test_a_policy_re_points_routes_and_its_rules_replace_the_global_ones():

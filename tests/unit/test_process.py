@@ -41,11 +41,11 @@ def test_keyed_messages_yield_calls_and_one_finding_per_detector_and_call():
     result = processor.process([_keyed(t) for t in traces])
     assert result.spans == sum(len(list(iter_spans(t))) for t in traces)
     assert len(result.llm_calls) == 4
-    assert [f["detector"] for f in result.findings] == ["fixed", "exploding"] * 4  # call by call
-    exploded = [f for f in result.findings if f["detector"] == "exploding"]
-    assert {f["status"] for f in exploded} == {str(DetectorStatus.ERROR)}
-    assert "model file vanished" in exploded[0]["summary"]
-    assert all(f["thresholds_version"] == "v-test" for f in result.findings)
+    assert [f.detector for f in result.findings] == ["fixed", "exploding"] * 4  # call by call
+    exploded = [f for f in result.findings if f.detector == "exploding"]
+    assert {f.status for f in exploded} == {str(DetectorStatus.ERROR)}
+    assert "model file vanished" in exploded[0].summary
+    assert all(f.thresholds_version == "v-test" for f in result.findings)
     assert not result.dead_letters and not result.rekeyed
 
 
@@ -118,4 +118,4 @@ def test_calls_the_log_join_completes_are_bounded_and_detected_like_span_calls()
     joined = processor.detect_joined(normalized.llm_calls)
     (call,) = joined.llm_calls
     assert sum(len(m.text) for m in call.output_messages) <= 40 and "output_messages" in call.truncated
-    assert [(f["span_id"], f["detector"]) for f in joined.findings] == [(call.span_id, "fixed")]
+    assert [(f.span_id, f.detector) for f in joined.findings] == [(call.span_id, "fixed")]

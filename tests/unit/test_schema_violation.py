@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, run_detector
-from detectors.config import SchemaViolationConfig, ToolSpec
 from detectors.llm_call import LLMCall, Message, ToolCall, ToolDefinition
-from detectors.schema_violation import MAX_VIOLATIONS, SchemaViolationDetector
+from detectors.schema_violation import SchemaViolationConfig, ToolSpec
+from detectors.schema_violation.detector import MAX_VIOLATIONS, SchemaViolationDetector
 
 SEARCH_DOCS = ToolDefinition(
     name="search_docs",

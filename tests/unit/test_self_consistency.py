@@ -11,11 +11,12 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.config import EmbeddingConfig, SelfConsistencyConfig
+from detectors.config import EmbeddingConfig
 from detectors.llm_call import Message, ToolCall
 from detectors.models.chat import USAGE_KEY
 from detectors.models.embeddings import Embedder, Vectors
-from detectors.self_consistency import SelfConsistencyDetector, replay_messages
+from detectors.self_consistency import SelfConsistencyConfig
+from detectors.self_consistency.detector import SelfConsistencyDetector, replay_messages
 from pipeline.alerting.alert import DetectorEvidence
 from pipeline.alerting.render import evidence_lines
 from pipeline.config.sampled import LLMEndpointConfig

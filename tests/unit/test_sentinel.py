@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from detectors.base import DetectorStatus, SentinelVerdict
-from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall, Message, Source
-from detectors.sentinel import LABELS, SentinelDetector, SentinelModel, SentinelModelError, needs_fact_check
+from detectors.sentinel import SentinelConfig
+from detectors.sentinel.detector import LABELS, SentinelDetector, SentinelModel, SentinelModelError, needs_fact_check
 from tests.calls import make_llm_call
 
 

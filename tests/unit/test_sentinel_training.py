@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from detectors.sentinel import LABELS, SentinelModel, SentinelModelError
+from detectors.sentinel.detector import LABELS, SentinelModel, SentinelModelError
 from pipeline.offline.sentinel_training import read_prompts, train_sentinel
 
 PROMPTS = Path(__file__).parents[2] / "detectors" / "data" / "sentinel_prompts.jsonl"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from detectors.thresholds import ThresholdsError, load_thresholds
-from pipeline.config.settings import ConfigError, load_settings
+from pipeline.config.settings import ConfigError, Settings, load_settings
 
 
 def test_defaults_are_embedded(monkeypatch: pytest.MonkeyPatch):
@@ -197,3 +197,10 @@ def test_embedded_and_server_dsns_are_accepted(dsn: str):
 def test_a_server_dsn_needs_a_host():
     with pytest.raises(ConfigError, match=r"^invalid configuration: clickhouse_dsn: http:// without a host$"):
         load_settings(clickhouse_dsn="http://")
+
+
+def test_the_stages_views_carry_the_settings_they_are_built_from():
+    settings = Settings(batch_max_messages=7, kafka_topic_partitions=3, content_mode="drop", kafka_logs_topic="logs")
+    stream = settings.stream()
+    assert (stream.batch_max_messages, stream.topic_partitions, stream.content.findings.mode) == (7, 3, "drop")
+    assert settings.log_join().logs_topic == "logs"

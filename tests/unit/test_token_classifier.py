@@ -9,10 +9,10 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall, Source
 from detectors.models.onnx_models import ModelLoadError
-from detectors.token_classifier import TokenClassifierDetector, build_token_classifier_detector
+from detectors.span_model import SpanModelConfig
+from detectors.span_model.detector import TokenClassifierDetector, build_token_classifier_detector
 from tests.calls import make_llm_call
 from tests.unit import tiny_models
 from tests.unit.tiny_models import probability

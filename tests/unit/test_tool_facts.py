@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.config import KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
 from detectors.llm_call import LLMCall, Message, ToolCall
-from detectors.tool_facts import ToolFactsDetector
+from detectors.tool_facts import KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
+from detectors.tool_facts.detector import ToolFactsDetector
 from detectors.tool_registries import Refreshing, RegistryError, parse_openapi
 from tests.calls import make_llm_call
 from tests.servers import Reply, ScriptedServer

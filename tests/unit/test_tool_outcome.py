@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall, Message, ToolCall, ToolSpan
-from detectors.tool_outcome import ToolOutcomeDetector, past_forms
+from detectors.tool_outcome import ToolOutcomeConfig
+from detectors.tool_outcome.detector import ToolOutcomeDetector, past_forms
 from detectors.tool_runs import Outcome, failure_reason, tool_runs
 from tests.calls import make_llm_call
 

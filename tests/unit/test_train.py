@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from detectors.support_features import WORD_FEATURES
-from detectors.unsupported_spans import SupportModel
+from detectors.unsupported_spans.detector import SupportModel
 from detectors.verdict import VERDICT_FEATURES, load_verdict_model
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.train import (

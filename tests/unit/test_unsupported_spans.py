@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from detectors.base import DetectorStatus
-from detectors.config import EmbeddingConfig, GroundingConfig, UnsupportedSpansConfig
-from detectors.grounding import GroundingDetector
+from detectors.config import EmbeddingConfig
+from detectors.grounding import GroundingConfig
+from detectors.grounding.detector import GroundingDetector
 from detectors.llm_call import Message, Source
 from detectors.models.embeddings import Embedder
 from detectors.support_features import WORD_FEATURES
-from detectors.unsupported_spans import SupportModelError, UnsupportedSpansDetector, load_support_model
+from detectors.unsupported_spans import UnsupportedSpansConfig
+from detectors.unsupported_spans.detector import SupportModelError, UnsupportedSpansDetector, load_support_model
 from tests.calls import make_llm_call
 
 EIFFEL = (

@@ -39,12 +39,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from detectors import grounding
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import ToolOutcomeConfig
 from detectors.llm_call import LLMCall
-from detectors.spec import DetectorSpec
+from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.prose import Sentence, key_words, split_sentences, word_list
+from detectors.tool_outcome import DETECTOR, ToolOutcomeConfig
 from detectors.tool_runs import FAILURE_STATUSES, Outcome, ToolRun, current_turn, tool_runs
 
 MAX_SPANS_LISTED = 5
@@ -237,12 +238,6 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "line(s)")
 
 
-DETECTOR = DetectorSpec(
-    name=ToolOutcomeDetector.name,
-    kind="structural",
-    build=lambda ing: ToolOutcomeDetector(
-        ing.settings.tool_outcome, ing.threshold, language=ing.settings.grounding.language
-    ),
-    render=render_evidence,
-    structural_keys=frozenset({"tool", "status", "outcome", "call_id"}),
-)
+def build(ing: Ingredients) -> ToolOutcomeDetector:
+    """The detector, from its settings and threshold."""
+    return ToolOutcomeDetector(ing.config(DETECTOR), ing.threshold, language=ing.config(grounding.DETECTOR).language)

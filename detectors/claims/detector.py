@@ -25,10 +25,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, field_validator
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.config import ClaimsConfig
+from detectors.claims import DETECTOR, ClaimsConfig
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
-from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -146,7 +146,7 @@ class ClaimsDetector(SampledDetector):
         context = estimate_tokens(call.grounding_text[: self.config.max_context_chars])
         answer, question = estimate_tokens(call.answer), estimate_tokens(call.prompt)
         instructions = estimate_tokens(EXTRACT_INSTRUCTIONS + VERDICT_INSTRUCTIONS)
-        return instructions + question + 2 * answer + context + self.config.REQUESTS * self.config.max_tokens
+        return instructions + question + 2 * answer + context + self.config.requests * self.config.max_tokens
 
     async def evaluate(self, call: LLMCall) -> DetectorResult:
         """Extract, judge, score; an unusable judge answer is an error result."""
@@ -226,15 +226,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
 
 
-def _build(ing: Ingredients) -> ClaimsDetector | None:
-    config = required(ing.sampled, "the sampled detectors' settings").claims
+def build(ing: Ingredients) -> ClaimsDetector | None:
+    """The judge, or None when its settings turn it off."""
+    config = ing.config(DETECTOR)
     return ClaimsDetector(config, ing.threshold, required(ing.chat, "an LLM endpoint")) if config.enabled else None
-
-
-DETECTOR = DetectorSpec(
-    name=ClaimsDetector.name,
-    kind="sampled",
-    build=_build,
-    render=render_evidence,
-    structural_keys=frozenset({"verdict"}),
-)

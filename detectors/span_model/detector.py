@@ -47,10 +47,10 @@ import numpy as np
 from tokenizers import Encoding, Tokenizer
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import SpanModelConfig
 from detectors.llm_call import LLMCall
 from detectors.models.onnx_models import FloatArray, IntArray, OnnxClassifier, TokenSequence, load_tokenizer, softmax
-from detectors.spec import DetectorSpec
+from detectors.span_model import DETECTOR, SpanModelConfig
+from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 
 MAX_SPANS = 20  # per call in the evidence, so rows stay small
@@ -413,10 +413,6 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "span(s)")
 
 
-DETECTOR = DetectorSpec(
-    name="span_model",
-    kind="content",
-    build=lambda ing: build_token_classifier_detector(ing.settings.span_model, ing.threshold),
-    render=render_evidence,
-    structural_keys=frozenset({"nli", "aggregation", "label"}),
-)
+def build(ing: Ingredients) -> TokenClassifierDetector | None:
+    """The detector, from its settings and threshold."""
+    return build_token_classifier_detector(ing.config(DETECTOR), ing.threshold)

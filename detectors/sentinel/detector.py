@@ -54,9 +54,9 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, DetectorStatus, SentinelVerdict, checked_threshold
-from detectors.config import SentinelConfig
 from detectors.llm_call import LLMCall
-from detectors.spec import DetectorSpec, no_evidence_lines
+from detectors.sentinel import DETECTOR, SentinelConfig
+from detectors.spec import Ingredients, no_evidence_lines
 
 LABELS = ("factual", "creative", "code", "opinion", "chitchat")
 FACTUAL = "factual"
@@ -308,10 +308,9 @@ class SentinelDetector(Detector):
         return replace(result, sentinel=verdict)
 
 
-DETECTOR = DetectorSpec(
-    name=SentinelDetector.name,
-    kind="gate",
-    build=lambda ing: SentinelDetector(ing.settings.sentinel, ing.threshold),
-    render=no_evidence_lines,  # its flag means "unverified": it never reaches an alert
-    structural_keys=frozenset({"label"}),
-)
+def build(ing: Ingredients) -> SentinelDetector:
+    """The detector, from its settings and threshold."""
+    return SentinelDetector(ing.config(DETECTOR), ing.threshold)
+
+
+render_evidence = no_evidence_lines  # its flag means "unverified": it never reaches an alert

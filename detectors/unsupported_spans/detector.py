@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from detectors import grounding
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import UnsupportedSpansConfig
-from detectors.contradiction import index_values, stated_values
+from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
 from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
-from detectors.spec import DetectorSpec, Ingredients, no_evidence_lines, required
+from detectors.spec import Ingredients, no_evidence_lines, required
 from detectors.support_features import (
     CALL_FEATURES,
     SUPPORT_KINDS,
@@ -51,6 +51,7 @@ from detectors.support_features import (
     word_support,
 )
 from detectors.text.prose import citation_spans, is_json_document, is_structured_answer, split_sentences
+from detectors.unsupported_spans import DETECTOR, UnsupportedSpansConfig
 
 _BUILT_IN = "unsupported_spans.json"
 _SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
@@ -249,17 +250,12 @@ class UnsupportedSpansDetector(Detector):
         return span
 
 
-def _build(ing: Ingredients) -> UnsupportedSpansDetector:
+def build(ing: Ingredients) -> UnsupportedSpansDetector:
+    """The detector, on the process's embedder."""
     embedder = required(ing.embedder, "the embedder")
     return UnsupportedSpansDetector(
-        ing.settings.unsupported_spans, ing.threshold, embedder, language=ing.settings.grounding.language
+        ing.config(DETECTOR), ing.threshold, embedder, language=ing.config(grounding.DETECTOR).language
     )
 
 
-DETECTOR = DetectorSpec(
-    name=UnsupportedSpansDetector.name,
-    kind="content",
-    build=_build,
-    render=no_evidence_lines,  # its summary quotes the spans
-    structural_keys=frozenset({"source_id"}),
-)
+render_evidence = no_evidence_lines  # its summary quotes the spans

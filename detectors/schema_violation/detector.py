@@ -47,10 +47,10 @@ from jsonschema.exceptions import ValidationError
 from rapidfuzz import fuzz, process, utils
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import SchemaViolationConfig
 from detectors.llm_call import LLMCall, ToolCall
 from detectors.schema_validators import SchemaValidators
-from detectors.spec import DetectorSpec
+from detectors.schema_violation import DETECTOR, SchemaViolationConfig
+from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.prose import JSON_FENCE
 
@@ -379,10 +379,6 @@ def _violation_line(violation: Mapping[str, Any]) -> str:
     return " ".join([shown.word(violation.get("kind")), *where]).strip()
 
 
-DETECTOR = DetectorSpec(
-    name=SchemaViolationDetector.name,
-    kind="structural",
-    build=lambda ing: SchemaViolationDetector(ing.settings.schema_violation, ing.threshold),
-    render=render_evidence,
-    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion"}),
-)
+def build(ing: Ingredients) -> SchemaViolationDetector:
+    """The detector, from its settings and threshold."""
+    return SchemaViolationDetector(ing.config(DETECTOR), ing.threshold)

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from detectors.base import DetectorResult, SampledDetector, checked_threshold
-from detectors.config import SelfConsistencyConfig
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.models.embeddings import Vectors
-from detectors.spec import DetectorSpec, Ingredients, required
+from detectors.self_consistency import DETECTOR, SelfConsistencyConfig
+from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
 
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised rows, off the event loop
@@ -134,19 +134,11 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return [f"least similar re-asked answer{scored}: {shown.quoted(answer)}" for answer in answers[:2]]
 
 
-def _build(ing: Ingredients) -> SelfConsistencyDetector | None:
-    config = required(ing.sampled, "the sampled detectors' settings").self_consistency
+def build(ing: Ingredients) -> SelfConsistencyDetector | None:
+    """The detector, or None when its settings turn it off."""
+    config = ing.config(DETECTOR)
     if not config.enabled:
         return None
     return SelfConsistencyDetector(
         config, ing.threshold, required(ing.chat, "an LLM endpoint"), required(ing.embed, "an embedding function")
     )
-
-
-DETECTOR = DetectorSpec(
-    name=SelfConsistencyDetector.name,
-    kind="sampled",
-    build=_build,
-    render=render_evidence,
-    structural_keys=frozenset(),
-)

@@ -35,9 +35,9 @@ from statistics import fmean
 from typing import Any
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import ConfidenceConfig
+from detectors.confidence import DETECTOR, ConfidenceConfig
 from detectors.llm_call import LLMCall, TokenLogprob
-from detectors.spec import DetectorSpec, Ingredients
+from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 
 MAX_SPANS = 10  # low-confidence spans listed in the evidence, lowest first
@@ -214,17 +214,8 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return [f"lowest token probability {lowest:.3f}"] if lowest is not None else []
 
 
-def _build(ing: Ingredients) -> ConfidenceDetector:
-    # Baselines written in the settings win over a baselines file's.
-    config = ing.settings.confidence
+def build(ing: Ingredients) -> ConfidenceDetector:
+    """The detector; baselines written in its settings win over a baselines file's."""
+    config = ing.config(DETECTOR)
     baselines = {**ing.baselines, **config.baselines}
     return ConfidenceDetector(config.model_copy(update={"baselines": baselines}), ing.threshold)
-
-
-DETECTOR = DetectorSpec(
-    name=ConfidenceDetector.name,
-    kind="content",
-    build=_build,
-    render=render_evidence,
-    structural_keys=frozenset({"baseline_model", "baseline_version"}),
-)

@@ -49,10 +49,10 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import GroundingConfig
+from detectors.grounding import DETECTOR, GroundingConfig
 from detectors.llm_call import LLMCall, Source
 from detectors.models.embeddings import Embedder
-from detectors.spec import DetectorSpec, required
+from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
 from detectors.text.prose import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
@@ -369,10 +369,6 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines + shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
 
 
-DETECTOR = DetectorSpec(
-    name=GroundingDetector.name,
-    kind="content",
-    build=lambda ing: GroundingDetector(ing.settings.grounding, ing.threshold, required(ing.embedder, "the embedder")),
-    render=render_evidence,
-    structural_keys=frozenset({"source_id", "missing_source_ids"}),
-)
+def build(ing: Ingredients) -> GroundingDetector:
+    """The detector, from its settings and threshold."""
+    return GroundingDetector(ing.config(DETECTOR), ing.threshold, required(ing.embedder, "the embedder"))

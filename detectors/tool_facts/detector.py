@@ -30,10 +30,10 @@ from urllib.parse import parse_qsl, urlsplit
 from rapidfuzz import fuzz, process, utils
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
 from detectors.llm_call import LLMCall, ToolCall
-from detectors.schema_violation import render_evidence as violations_as_lines
-from detectors.spec import DetectorSpec
+from detectors.schema_violation.detector import render_evidence as render_evidence  # the same violations shape
+from detectors.spec import Ingredients
+from detectors.tool_facts import DETECTOR, KnownValuesConfig, OpenAPIRegistryConfig, PermissionsConfig, ToolFactsConfig
 from detectors.tool_registries import (
     OpenAPIDocument,
     Permissions,
@@ -286,10 +286,6 @@ def _clip(text: str) -> str:
     return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
 
 
-DETECTOR = DetectorSpec(
-    name=ToolFactsDetector.name,
-    kind="structural",
-    build=lambda ing: ToolFactsDetector(ing.settings.tool_facts, ing.threshold),
-    render=violations_as_lines,  # the same violations shape as schema_violation's
-    structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion", "registries"}),
-)
+def build(ing: Ingredients) -> ToolFactsDetector:
+    """The detector, from its settings and threshold."""
+    return ToolFactsDetector(ing.config(DETECTOR), ing.threshold)

@@ -66,9 +66,9 @@ from enum import StrEnum
 from typing import Any, Final
 
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import ContradictionConfig
+from detectors.contradiction import DETECTOR, ContradictionConfig
 from detectors.llm_call import LLMCall
-from detectors.spec import DetectorSpec
+from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
@@ -513,10 +513,6 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     return lines[: shown.EVIDENCE_ITEMS] + shown.more(len(lines), shown.EVIDENCE_ITEMS, "claim(s)")
 
 
-DETECTOR = DetectorSpec(
-    name=ContradictionDetector.name,
-    kind="content",
-    build=lambda ing: ContradictionDetector(ing.settings.contradiction, ing.threshold),
-    render=render_evidence,
-    structural_keys=frozenset({"kind", "verdict", "family"}),
-)
+def build(ing: Ingredients) -> ContradictionDetector:
+    """The detector, from its settings and threshold."""
+    return ContradictionDetector(ing.config(DETECTOR), ing.threshold)

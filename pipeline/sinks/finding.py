@@ -1,0 +1,85 @@
+"""The findings record: one detector's result on one LLM call, as the stages after the detectors pass it on.
+
+Built once (:func:`pipeline.sinks.rows.finding_record`, content already shaped by the findings
+mode), then turned into its forms only at the edges: a ClickHouse row
+(:func:`pipeline.sinks.rows.finding_row`), the JSON value of ``halluwatch.findings``
+(:meth:`Finding.to_json`, key = trace id), an OTLP event (:mod:`pipeline.sinks.findings_otlp`).
+The agreement stage reads the topic back with :meth:`Finding.from_json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from pipeline.config.policy import DEFAULT_POLICY
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding; its fields, in this order, are the keys of its JSON form."""
+
+    trace_id: str
+    span_id: str
+    service: str
+    model: str
+    operation: str
+    policy: str
+    detector: str
+    detector_version: str
+    thresholds_version: str
+    status: str  # a DetectorStatus value: ok, skipped, error
+    score: float
+    threshold: float
+    flagged: bool
+    severity: int
+    summary: str
+    evidence: Mapping[str, Any]
+    span_start_time_unix_nano: int
+    p_hallucination: float | None  # the call's, the same on each of its findings; None: nothing checked the call
+    verdict_version: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as the findings topic carries it (serialize with ``json.dumps``)."""
+        return {name: getattr(self, name) for name in _FIELD_NAMES}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Finding:
+        """A record read back from the findings topic.
+
+        Untrusted: a record without a trace id, or with numbers that are not numbers, raises
+        KeyError, TypeError or ValueError; other missing fields read as empty, and a probability
+        outside [0, 1] as none.
+        """
+        trace_id = str(raw["trace_id"])
+        evidence = raw.get("evidence")
+        return cls(
+            trace_id=trace_id,
+            span_id=str(raw.get("span_id", "")),
+            service=str(raw.get("service", "")),
+            model=str(raw.get("model", "")),
+            operation=str(raw.get("operation", "")),
+            policy=str(raw.get("policy", DEFAULT_POLICY)),
+            detector=str(raw.get("detector", "")),
+            detector_version=str(raw.get("detector_version", "")),
+            thresholds_version=str(raw.get("thresholds_version", "")),
+            status=str(raw.get("status", "")),
+            score=float(raw.get("score") or 0.0),
+            threshold=float(raw.get("threshold") or 0.0),
+            flagged=raw.get("flagged") is True,
+            severity=int(raw.get("severity") or 0),
+            summary=str(raw.get("summary", "")),
+            evidence=evidence if isinstance(evidence, Mapping) else {},
+            span_start_time_unix_nano=int(raw.get("span_start_time_unix_nano") or 0),
+            p_hallucination=as_probability(raw.get("p_hallucination")),
+            verdict_version=str(raw.get("verdict_version", "")),
+        )
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(Finding))
+
+
+def as_probability(value: Any) -> float | None:
+    """A probability read from JSON, or None when there is none (or nothing usable)."""
+    return float(value) if isinstance(value, int | float) and 0.0 <= value <= 1.0 else None
