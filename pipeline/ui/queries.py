@@ -22,7 +22,7 @@ from pipeline.sinks.alert_lifecycle import IncidentChange, Recorded, record_inci
 from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
-_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "detector"}
+_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "withdrawn"}
 ORDERS = ("newest", "probability")
 
 
@@ -115,15 +115,16 @@ class AlertView:
 
 @dataclass(frozen=True, slots=True)
 class LabelView:
-    """One person's current verdict on one call."""
+    """One person's current verdict on one call, or the verdict they withdrew."""
 
     span_id: str
     hallucinated: bool
-    detector: str
+    detector: str  # the finding it was given on ("": the whole call)
     labeller: str
     labelled_at: datetime
     note: str
     source: str
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +240,7 @@ class TriageStore:
             LabelView(span, bool(label), *rest)
             for span, label, *rest in self._rows(
                 f"""
-                SELECT span_id, label, detector, labeller, labelled_at, note, source
+                SELECT span_id, label, detector, labeller, labelled_at, note, source, withdrawn
                 FROM {self._db}.labels FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY labelled_at DESC
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -256,6 +257,18 @@ class TriageStore:
         )
         present = {(table, column) for table, column in rows}
         return [f"{table}.{column}" for table, column in _NEEDED.items() if (table, column) not in present]
+
+    def current_label(self, trace_id: str, span_id: str, labeller: str) -> Label | None:
+        """``labeller``'s standing verdict on one call; None when they gave none or withdrew it."""
+        rows = self._rows(
+            f"""
+            SELECT label, labelled_at, note, detector FROM {self._db}.labels FINAL
+            WHERE trace_id = {{trace:String}} AND span_id = {{span:String}} AND labeller = {{labeller:String}}
+              AND NOT withdrawn
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"trace": trace_id, "span": span_id, "labeller": labeller},
+        )
+        return next((Label(trace_id, span_id, bool(label), labeller, *rest) for label, *rest in rows), None)
 
     def add_label(self, label: Label, source: str) -> None:
         """Store one verdict (``source``: ``ui`` or ``slack``)."""

@@ -115,6 +115,17 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             page.wait_for_selector(".flash")
             assert "Recorded: false alarm" in page.inner_text(".flash")
             assert "the brochure says 1889" in page.locator("section.labels").inner_text()
+            # The verdict stands on the row it was given on, in place of the buttons, and can be undone.
+            judged = page.locator("table.findings tr.flagged", has_text="contradiction")
+            assert "False alarm by oncall" in judged.inner_text()
+            assert judged.locator("button.false-alarm").count() == 0
+            judged.get_by_role("button", name="Undo your verdict (false alarm on contradiction)").click()
+            page.wait_for_selector(".flash")
+            assert "Withdrawn: your false alarm" in page.inner_text(".flash")
+            assert contradiction.locator("button.false-alarm").count() == 1
+            contradiction.locator("input[name=note]").fill("the brochure says 1889")
+            contradiction.locator("button.false-alarm").click()
+            page.wait_for_selector(".flash")
         finally:
             browser.close()
         assert labels() == [(alerted.span_id, False, "contradiction", "oncall", "the brochure says 1889", "ui")]

@@ -235,3 +235,32 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
     ]
     migrate(client, name)
     assert TriageStore(client, name).schema_gaps() == []
+
+
+def _findings_row(html: str, detector: str) -> str:
+    (row,) = re.findall(rf'<tr class="flagged">\s*<td>{detector}</td>.*?</tr>', html, re.S)
+    return row
+
+
+def test_a_verdict_shows_on_the_row_it_was_given_on_and_can_be_undone(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+    html = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    form = {"span_id": span, "detector": "contradiction", "verdict": "false_alarm", "note": "330 m is right"}
+    assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
+
+    judged = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    row = _findings_row(judged, "contradiction")
+    assert re.search(r"<strong>False alarm</strong> by alice · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row)
+    assert "330 m is right" in row and 'class="false-alarm"' not in row  # the verdict instead of the buttons
+    assert 'class="false-alarm"' in _findings_row(judged, "unsupported_spans")  # other rows keep theirs
+
+    assert web.post(f"/trace/{trace}/undo", data={"span_id": span}, headers=BEARER).status_code == 303
+    undone = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    assert 'class="false-alarm"' in _findings_row(undone, "contradiction")
+    assert "withdrawn (was false alarm)" in undone
+    # The undo is a newer row that supersedes the verdict: calibration no longer counts the call.
+    assert _labels(demo_database)[-1][2:] == (False, "contradiction", "alice", "330 m is right", "ui")
+    assert labelled_scores_from_clickhouse(*demo_database) == []
+    assert web.post(f"/trace/{trace}/undo", data={"span_id": span}, headers=BEARER).status_code == 409
