@@ -39,6 +39,15 @@ class ListFilters:
     alerted_only: bool = False
     min_probability: float | None = None
     order: str = "newest"  # or "probability": most likely hallucinated first
+    trace: str = ""  # a trace id or its first characters (lower-case hex)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCount:
+    """The standing verdicts on one call: how many people said hallucination, how many false alarm."""
+
+    hallucination: int = 0
+    false_alarm: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,7 @@ class FlaggedCall:
     severity: int
     summary: str
     rules: tuple[str, ...]  # alerts of its trace (one per rule)
+    verdicts: VerdictCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,8 +177,14 @@ class TriageStore:
             {**params, "limit": limit, "offset": offset},
         )
         flags = self._flags_of(calls)
-        rules = self._rules_of(sorted({row[0] for row in calls}))
-        return [_flagged_call(row, flags.get((row[0], row[1]), ((), 0, "")), rules.get(row[0], ())) for row in calls]
+        traces = sorted({row[0] for row in calls})
+        rules = self._rules_of(traces)
+        verdicts = self._verdicts_of(traces)
+        return [
+            _flagged_call(row, flags.get((row[0], row[1]), ((), 0, "")), rules.get(row[0], ()),
+                          verdicts.get((row[0], row[1]), VerdictCount()))
+            for row in calls
+        ]  # fmt: skip
 
     def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], int, str]]:
         """The listed calls' flagging detectors, highest severity and strongest summary (read for the page only)."""
@@ -289,6 +305,9 @@ class TriageStore:
             if value := getattr(filters, column):
                 where.append(f"{column} = {{{column}:String}}")
                 params[column] = value
+        if filters.trace:
+            where.append("startsWith(trace_id, {trace:String})")
+            params["trace"] = filters.trace
         if filters.since is not None:
             where.append("start_time >= {since:DateTime64(6, 'UTC')}")
             params["since"] = filters.since
@@ -322,6 +341,18 @@ class TriageStore:
         )
         return {trace: tuple(rules) for trace, rules in rows}
 
+    def _verdicts_of(self, trace_ids: Sequence[str]) -> dict[tuple[str, str], VerdictCount]:
+        if not trace_ids:
+            return {}
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, countIf(label), countIf(NOT label) FROM {self._db}.labels FINAL
+            WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"traces": list(trace_ids)},
+        )
+        return {(trace, span): VerdictCount(int(yes), int(no)) for trace, span, yes, no in rows}
+
     def _distinct(self, column: str, table: str) -> list[str]:
         sql = f"SELECT DISTINCT {column} FROM {self._db}.{table} WHERE {column} != '' ORDER BY 1"  # noqa: S608 - identifiers fixed
         return [row[0] for row in self._rows(sql)]
@@ -339,13 +370,16 @@ def _json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _flagged_call(row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], rules: tuple[str, ...]) -> FlaggedCall:
+def _flagged_call(
+    row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], rules: tuple[str, ...], verdicts: VerdictCount
+) -> FlaggedCall:
     trace_id, span_id, service, operation, model, started, p = row
     detectors, severity, summary = flags
     probability = None if p is None else float(p)
     return FlaggedCall(
-        trace_id, span_id, service, operation, model, started, probability, detectors, severity, summary, rules
-    )
+        trace_id, span_id, service, operation, model, started, probability, detectors, severity, summary, rules,
+        verdicts,
+    )  # fmt: skip
 
 
 def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:

@@ -32,6 +32,7 @@ from pipeline.ui.slack_actions import slack_blueprint
 from pipeline.ui.verdicts import WHOLE_CALL, standing_by_row, verdict_words
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
+_TRACE_PREFIX = re.compile(r"[0-9a-f]{8,32}")
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
 # Reached without an identity: signing in, the stylesheet, Slack and PagerDuty (they sign their requests instead).
@@ -221,7 +222,16 @@ def _filters() -> ListFilters:
         alerted_only=args.get("alerted") == "1",
         min_probability=_probability_arg("min_p"),
         order=_choice_arg("order", ORDERS),
+        trace=_trace_prefix_arg("trace"),
     )
+
+
+def _trace_prefix_arg(name: str) -> str:
+    """A trace id or its first 8+ characters (fewer would match too many traces to mean one)."""
+    value = request.args.get(name, "").strip().lower()
+    if value and not _TRACE_PREFIX.fullmatch(value):
+        abort(400, description=f"{name}: a trace id or its first 8 or more hex characters, not {value[:64]!r}")
+    return value
 
 
 def _probability_arg(name: str) -> float | None:

@@ -99,6 +99,10 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             rows = page.locator("table.list tbody tr")
             assert rows.count() == len(alerted_calls)
             _screenshot(page, "triage-list.png")
+            page.get_by_label("trace id (or its first 8+ characters)").fill(alerted.trace_id[:8])
+            page.keyboard.press("Enter")
+            page.wait_for_url(f"**trace={alerted.trace_id[:8]}*")
+            assert rows.count() == 1 and alerted.trace_id[:12] in rows.first.inner_text()
 
             page.locator(f'a[href^="/trace/{alerted.trace_id}"]').click()
             page.wait_for_url(f"**/trace/{alerted.trace_id}*")

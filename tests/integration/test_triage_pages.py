@@ -264,3 +264,27 @@ def test_a_verdict_shows_on_the_row_it_was_given_on_and_can_be_undone(demo_datab
     assert _labels(demo_database)[-1][2:] == (False, "contradiction", "alice", "330 m is right", "ui")
     assert labelled_scores_from_clickhouse(*demo_database) == []
     assert web.post(f"/trace/{trace}/undo", data={"span_id": span}, headers=BEARER).status_code == 409
+
+
+def test_the_list_finds_a_trace_by_its_id_or_prefix_and_shows_probabilities_and_verdicts(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+    for search in (trace, trace[:8].upper(), f" {trace[:8]} "):
+        found = _html(web.get("/", query_string={"trace": search}, headers=BEARER))
+        assert set(_listed_traces(found)) == {trace}
+        assert f'value="{search.strip().lower()}"' in found  # the search stays in its box
+    assert f"<code>{trace[:12]}…</code></a>" in found  # the trace id is the link's text
+    assert web.get("/?trace=45e33e3", headers=BEARER).status_code == 400  # 7 characters match too much
+    assert web.get("/?trace=not-hex-at-all", headers=BEARER).status_code == 400
+    unknown = _html(web.get(f"/?trace={'0' * 32}", headers=BEARER))
+    assert _listed_traces(unknown) == [] and f'href="/trace/{"0" * 32}"' in unknown
+
+    everything = _html(web.get("/", headers=BEARER))
+    probabilities = re.findall(r'<td class="probability">([0-9.]+)</td>', everything)
+    assert len(set(probabilities)) >= 4  # rows differ by the call's calibrated probability
+    assert everything.count("none yet") == len(_listed_traces(everything))
+    span = re.search(rf'href="/trace/{trace}#call-([0-9a-f]{{16}})"', everything)[1]
+    form = {"span_id": span, "detector": "contradiction", "verdict": "confirmed"}
+    assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
+    judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
+    assert '<span class="tag alert">1 hallucination</span>' in judged and "none yet" not in judged
