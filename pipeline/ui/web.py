@@ -12,7 +12,7 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -22,12 +22,15 @@ from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
+from pipeline.alerting.console import delivery_words
 from pipeline.config.ui import UISettings
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
+from pipeline.ui.evidence import EvidenceView, evidence_view
+from pipeline.ui.explain import sentence
 from pipeline.ui.highlight import marks, segments
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
-from pipeline.ui.queries import ORDERS, CallView, LabelView, ListFilters, TriageStore
+from pipeline.ui.queries import ORDERS, CallView, FindingView, LabelView, ListFilters, TriageStore
 from pipeline.ui.slack_actions import slack_blueprint
 from pipeline.ui.verdicts import WHOLE_CALL, standing_by_row, verdict_words
 
@@ -66,6 +69,7 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
         "pretty_json": _pretty_json,
         "score": _score,
         "verdict_words": verdict_words,
+        "delivery_words": delivery_words,
     }
     app.jinja_env.globals |= {"page_url": _page_url}
 
@@ -138,10 +142,21 @@ def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
     return trace
 
 
+@dataclass(frozen=True, slots=True)
+class _FindingRow:
+    """A finding as its row on the trace page shows it."""
+
+    finding: FindingView
+    sentence: str
+    evidence: EvidenceView
+
+
 def _call_context(call: CallView, labels: Sequence[LabelView]) -> dict[str, Any]:
     answer_marks = marks(call.answer, call.findings)
     return {
         "call": call,
+        "findings": [_FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings],
+        "flagged_by": [f.detector for f in call.findings if f.flagged],
         "verdicts": standing_by_row(labels, call.span_id),
         "marks": answer_marks,
         "segments": segments(call.answer, answer_marks),

@@ -112,6 +112,17 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             assert highlight not in ("rgba(0, 0, 0, 0)", "transparent")  # visibly highlighted
             assert "1887" in page.locator("table.marks").inner_text()  # the source text beside it
             _screenshot(page, "triage-trace.png")
+            # Top-down: the probability and the alert above the detectors; raw evidence one key press away.
+            top = page.locator("section.decision").bounding_box()["y"]
+            assert top < page.locator("table.findings").bounding_box()["y"]
+            assert "logged" in page.locator("section.decision table.alerts").inner_text()
+            claims = page.locator("table.evidence-table", has=page.locator("caption", has_text="claims"))
+            assert "1887 and 1889" in claims.inner_text()
+            raw = page.locator("tr.evidence", has=claims).locator("details.raw")
+            assert not raw.locator("pre").is_visible()
+            raw.locator("summary").focus()
+            page.keyboard.press("Enter")
+            assert '"context_start"' in raw.locator("pre").inner_text()
 
             contradiction = page.locator("table.findings tr.flagged", has_text="contradiction")
             contradiction.locator("input[name=note]").fill("the brochure says 1889")
