@@ -38,8 +38,8 @@ VERDICTS = {"confirmed": True, "false_alarm": False}
 _TRACE_PREFIX = re.compile(r"[0-9a-f]{8,32}")
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
-# Reached without an identity: signing in, the stylesheet, Slack and PagerDuty (they sign their requests instead).
-_OPEN_ENDPOINTS = {"login", "static", "slack.interactions", "pagerduty.webhook"}
+# Reached without an identity: signing in, the stylesheet and icon, Slack and PagerDuty (they sign their requests).
+_OPEN_ENDPOINTS = {"login", "static", "favicon", "slack.interactions", "pagerduty.webhook"}
 # Stored text withheld by the worker's content policy, and what the page says about it.
 _WITHHELD = {
     "hash": "stored as HMAC digests under content_mode=hash: the text cannot be shown",
@@ -100,6 +100,8 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     app.add_url_rule("/trace/<trace_id>", "trace", _trace_page(store))
     app.add_url_rule("/trace/<trace_id>/verdict", "verdict", _verdict(store), methods=["POST"])
     app.add_url_rule("/trace/<trace_id>/undo", "undo", _undo(store), methods=["POST"])
+    # Browsers ask for /favicon.ico whatever the pages link: the same small SVG answers it.
+    app.add_url_rule("/favicon.ico", "favicon", lambda: app.send_static_file("favicon.svg"))
     app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if settings.slack_signing_secret is not None:

@@ -316,3 +316,9 @@ def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
     assert "<tr><td>year</td><td>1950</td><td>conflict</td><td>1887 and 1889</td></tr>" in claims
     raw = re.findall(r'<details class="raw"><summary>raw JSON</summary><pre>(.*?)</pre>', html, re.S)
     assert any('"context_start": 35' in unescape(block) for block in raw)
+
+
+def test_the_favicon_is_served_without_signing_in(clickhouse):
+    icon = _client(clickhouse).get("/favicon.ico")
+    assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
+    assert icon.get_data(as_text=True).startswith("<svg")
