@@ -62,8 +62,7 @@ class FlaggedCall:
     started: datetime
     p_hallucination: float | None
     detectors: tuple[str, ...]  # those that flagged it
-    severity: int
-    summary: str
+    summary: str  # the most severe flag's
     rules: tuple[str, ...]  # alerts of its trace (one per rule)
     verdicts: VerdictCount
 
@@ -181,26 +180,25 @@ class TriageStore:
         rules = self._rules_of(traces)
         verdicts = self._verdicts_of(traces)
         return [
-            _flagged_call(row, flags.get((row[0], row[1]), ((), 0, "")), rules.get(row[0], ()),
+            _flagged_call(row, flags.get((row[0], row[1]), ((), "")), rules.get(row[0], ()),
                           verdicts.get((row[0], row[1]), VerdictCount()))
             for row in calls
         ]  # fmt: skip
 
-    def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], int, str]]:
-        """The listed calls' flagging detectors, highest severity and strongest summary (read for the page only)."""
+    def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], str]]:
+        """The listed calls' flagging detectors and most severe summary (read for the page only)."""
         if not calls:
             return {}
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, arraySort(groupUniqArray(detector)), max(severity), argMax(summary, severity)
+            SELECT trace_id, span_id, arraySort(groupUniqArray(detector)), argMax(summary, severity)
             FROM {self._db}.findings
             WHERE flagged AND trace_id IN {{traces:Array(String)}} AND span_id IN {{spans:Array(String)}}
             GROUP BY trace_id, span_id
             """,  # noqa: S608 - identifiers validated, values bound
             {"traces": sorted({c[0] for c in calls}), "spans": sorted({c[1] for c in calls})},
         )
-        return {(trace, span): (tuple(detectors), int(severity), summary) for trace, span, detectors, severity, summary
-                in rows}  # fmt: skip
+        return {(trace, span): (tuple(detectors), summary) for trace, span, detectors, summary in rows}
 
     def choices(self) -> dict[str, list[str]]:
         """The values each filter can take: services, operations, detectors, rules seen (empty ones filter nothing)."""
@@ -371,15 +369,14 @@ def _json_object(text: str) -> dict[str, Any]:
 
 
 def _flagged_call(
-    row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], rules: tuple[str, ...], verdicts: VerdictCount
+    row: Sequence[Any], flags: tuple[tuple[str, ...], str], rules: tuple[str, ...], verdicts: VerdictCount
 ) -> FlaggedCall:
     trace_id, span_id, service, operation, model, started, p = row
-    detectors, severity, summary = flags
+    detectors, summary = flags
     probability = None if p is None else float(p)
     return FlaggedCall(
-        trace_id, span_id, service, operation, model, started, probability, detectors, severity, summary, rules,
-        verdicts,
-    )  # fmt: skip
+        trace_id, span_id, service, operation, model, started, probability, detectors, summary, rules, verdicts
+    )
 
 
 def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:
