@@ -12,7 +12,7 @@ FROM
            countIf(label) AS yes, countIf(NOT label) AS no,
            if(yes = no, argMax(label, (labelled_at, labeller)), yes > no) AS hallucinated
     FROM halluwatch.labels FINAL
-    WHERE $__timeFilter(labelled_at)
+    WHERE $__timeFilter(labelled_at) AND NOT withdrawn
     GROUP BY trace_id, span_id
 ) AS verdicts
 INNER JOIN

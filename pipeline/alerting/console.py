@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from pipeline.alerting.alert import Alert
+from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.incident import IncidentNote
 from pipeline.alerting.render import console_text, digest_text, incident_console_text
@@ -35,3 +35,8 @@ class ConsoleDestination(Destination):
         """Log the incident event in one line."""
         logger.warning("%s", incident_console_text(note))
         return ""
+
+
+def delivery_words(status: str, destination: str) -> str:
+    """A delivery status as people read it: an alert "delivered" to the worker's log was logged, not sent."""
+    return "logged" if destination == ConsoleDestination.name and status == DeliveryStatus.DELIVERED else status

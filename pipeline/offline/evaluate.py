@@ -246,21 +246,24 @@ def report(records: Sequence[EvalRecord], outputs: Sequence[EvalOutput]) -> str:
     rows = [f"{'detector':<18} {'n':>6} {'P':>6} {'R':>6} {'F1':>6} {'AUROC':>6}  (ok / skipped / error)"]
     # The sentinel's flag means "unverified", not "hallucinated": no P/R for it.
     detector_names = sorted({name for _, o in labelled for name in o.detectors} - NOT_HALLUCINATION_EVIDENCE)
-    for name in [*detector_names, "combined"]:
-        if name == "combined":
-            scores = [o.score for _, o in labelled]
-            verdicts = [o.hallucinated for _, o in labelled]
-            statuses = ""
-        else:
-            entries = [
-                o.detectors.get(name, {"score": 0.0, "flagged": False, "status": "skipped"}) for _, o in labelled
-            ]
+    skipped_all = []
+    for name in detector_names:
+        entries = [o.detectors.get(name, {"score": 0.0, "flagged": False, "status": "skipped"}) for _, o in labelled]
+        counts = {s: sum(e["status"] == s for e in entries) for s in ("ok", "skipped", "error")}
+        statuses = f"  ({counts['ok']} / {counts['skipped']} / {counts['error']})"
+        if counts["skipped"] == len(entries):
+            skipped_all.append(name)
+        if counts["ok"]:
             scores = [float(e["score"]) for e in entries]
-            verdicts = [bool(e["flagged"]) for e in entries]
-            counts = {s: sum(e["status"] == s for e in entries) for s in ("ok", "skipped", "error")}
-            statuses = f"  ({counts['ok']} / {counts['skipped']} / {counts['error']})"
-        rows.append(_row(name, verdicts, scores, actual) + statuses)
+            rows.append(_row(name, [bool(e["flagged"]) for e in entries], scores, actual) + statuses)
+        else:  # it judged no record: zeros would read as a measurement
+            rows.append(f"{name:<18} {len(entries):>6} " + " ".join(f"{'n/a':>6}" for _ in range(4)) + statuses)
+    rows.append(_row("combined", [o.hallucinated for _, o in labelled], [o.score for _, o in labelled], actual))
     rows.append(f"{'all-positive':<18} {len(actual):>6} {'':>6} {'':>6} {all_positive_f1(actual):>6.3f}")
+    if detector_names and skipped_all == detector_names:
+        without_context = not any(r.context for r, _ in labelled)
+        why = ": no record has context (sources) to check an answer against" if without_context else ""
+        rows.append(f"every content detector skipped every record{why}")
     rows.extend(agreement_report([o for _, o in labelled], actual))
     spans = span_scores([r for r, _ in labelled], [o for _, o in labelled])
     if spans is not None:

@@ -141,7 +141,7 @@ def export_for_labelling(
         WHERE status = 'ok'
           AND NOT has({{not_evidence:Array(String)}}, detector)
           AND span_start_time >= {{since:DateTime64(6, 'UTC')}}
-          AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM {database}.labels)
+          AND (trace_id, span_id) NOT IN (SELECT trace_id, span_id FROM {database}.labels FINAL WHERE NOT withdrawn)
         GROUP BY trace_id, span_id
     """  # noqa: S608 - identifiers validated, values bound
     parameters = {"not_evidence": sorted(NOT_HALLUCINATION_EVIDENCE), "since": since or _EPOCH}
@@ -184,7 +184,7 @@ def labelled_scores_from_clickhouse(
                    countIf(label) AS yes, countIf(NOT label) AS no,
                    if(yes = no, argMax(label, (labelled_at, labeller)), yes > no) AS hallucinated
             FROM {database}.labels FINAL
-            WHERE labelled_at >= {{since:DateTime64(3, 'UTC')}}
+            WHERE labelled_at >= {{since:DateTime64(3, 'UTC')}} AND NOT withdrawn
             GROUP BY trace_id, span_id
         ) AS labelled
         LEFT JOIN

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
-LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source"]
+LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn"]
 # Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 SPAN_ID = re.compile(r"[0-9a-f]{16}")
-# Label's field for each column but the last (source, given per batch).
+# Label's field for each column but source (given per batch, second to last).
 _FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
 
 
@@ -23,7 +23,8 @@ class Label:
 
     ``detector`` names the finding the person judged from (empty: the call as a whole); the
     verdict is about the call either way, and a person's newest verdict on a call replaces
-    their earlier one.
+    their earlier one.  ``withdrawn``: the person took this verdict back (an undo); the call
+    counts as not labelled by them.
     """
 
     trace_id: str
@@ -33,6 +34,7 @@ class Label:
     labelled_at: datetime
     note: str = ""
     detector: str = ""
+    withdrawn: bool = False
 
 
 def to_utc_ms(moment: datetime) -> datetime:
@@ -46,7 +48,7 @@ def insert_labels(client: Client, database: str, labels: Sequence[Label], source
 
     Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
     """
-    rows = [[getattr(label, name) for name in _FIELDS] + [source] for label in labels]
+    rows = [[getattr(label, name) for name in _FIELDS] + [source, label.withdrawn] for label in labels]
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)

@@ -23,6 +23,7 @@ import click
 from confluent_kafka import Producer
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.alerting.console import delivery_words
 from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
@@ -184,7 +185,7 @@ def summarize(settings: Settings) -> str:
         lines.append(f"  {convention:<14} {calls:>3}  content: {source:<6}  grounding: {sources_from}")
     lines.append("Findings by detector (flagged / ok / skipped / error):")
     for detector, flagged, ok, skipped, errors in client.query(
-        f"SELECT detector, countIf(flagged), countIf(status = 'ok'), countIf(status = 'skipped'), "  # noqa: S608 - identifiers validated, values bound
+        f"SELECT detector, countIf(flagged), countIf(status = 'ok' AND NOT flagged), countIf(status = 'skipped'), "  # noqa: S608 - identifiers validated, values bound
         f"countIf(status = 'error') FROM {db}.findings FINAL GROUP BY detector ORDER BY detector"
     ).result_rows:
         lines.append(f"  {detector:<18} {flagged} / {ok} / {skipped} / {errors}")
@@ -202,13 +203,13 @@ def summarize(settings: Settings) -> str:
         routes = ", ".join(f"{rule_route} -> {route}" for rule_route, route in policy.routes.items())
         lines.append(f"  {name}: {policy.match.describe()}; routes {routes}")
     lines.append("Alerts (two or more detectors agreed on the trace; the route is the app's policy's):")
-    for service, operation, trace_id, rule, route, policy, detectors, status in client.query(
-        f"SELECT service, operation, trace_id, rule, route, policy, detectors, status FROM {db}.alerts FINAL "  # noqa: S608 - identifiers validated, values bound
-        "ORDER BY service, trace_id, rule"
+    for service, operation, trace_id, rule, route, policy, detectors, status, destination in client.query(
+        f"SELECT service, operation, trace_id, rule, route, policy, detectors, status, destination "  # noqa: S608 - identifiers validated, values bound
+        f"FROM {db}.alerts FINAL ORDER BY service, trace_id, rule"
     ).result_rows:
         lines.append(
-            f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {rule} -> {route} ({status}) policy {policy}: "
-            + " + ".join(detectors)
+            f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {rule} -> {route} "
+            f"({delivery_words(status, destination)}) policy {policy}: " + " + ".join(detectors)
         )
     lines.append("Flagged by one detector only (recorded, not alerted):")
     for service, operation, trace_id, detector, summary in client.query(

@@ -22,7 +22,7 @@ from pipeline.sinks.alert_lifecycle import IncidentChange, Recorded, record_inci
 from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
-_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "detector"}
+_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "withdrawn"}
 ORDERS = ("newest", "probability")
 
 
@@ -39,6 +39,15 @@ class ListFilters:
     alerted_only: bool = False
     min_probability: float | None = None
     order: str = "newest"  # or "probability": most likely hallucinated first
+    trace: str = ""  # a trace id or its first characters (lower-case hex)
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCount:
+    """The standing verdicts on one call: how many people said hallucination, how many false alarm."""
+
+    hallucination: int = 0
+    false_alarm: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,9 +62,9 @@ class FlaggedCall:
     started: datetime
     p_hallucination: float | None
     detectors: tuple[str, ...]  # those that flagged it
-    severity: int
-    summary: str
+    summary: str  # the most severe flag's
     rules: tuple[str, ...]  # alerts of its trace (one per rule)
+    verdicts: VerdictCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,15 +124,16 @@ class AlertView:
 
 @dataclass(frozen=True, slots=True)
 class LabelView:
-    """One person's current verdict on one call."""
+    """One person's current verdict on one call, or the verdict they withdrew."""
 
     span_id: str
     hallucinated: bool
-    detector: str
+    detector: str  # the finding it was given on ("": the whole call)
     labeller: str
     labelled_at: datetime
     note: str
     source: str
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,24 +176,29 @@ class TriageStore:
             {**params, "limit": limit, "offset": offset},
         )
         flags = self._flags_of(calls)
-        rules = self._rules_of(sorted({row[0] for row in calls}))
-        return [_flagged_call(row, flags.get((row[0], row[1]), ((), 0, "")), rules.get(row[0], ())) for row in calls]
+        traces = sorted({row[0] for row in calls})
+        rules = self._rules_of(traces)
+        verdicts = self._verdicts_of(traces)
+        return [
+            _flagged_call(row, flags.get((row[0], row[1]), ((), "")), rules.get(row[0], ()),
+                          verdicts.get((row[0], row[1]), VerdictCount()))
+            for row in calls
+        ]  # fmt: skip
 
-    def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], int, str]]:
-        """The listed calls' flagging detectors, highest severity and strongest summary (read for the page only)."""
+    def _flags_of(self, calls: Sequence[Sequence[Any]]) -> dict[tuple[str, str], tuple[tuple[str, ...], str]]:
+        """The listed calls' flagging detectors and most severe summary (read for the page only)."""
         if not calls:
             return {}
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, arraySort(groupUniqArray(detector)), max(severity), argMax(summary, severity)
+            SELECT trace_id, span_id, arraySort(groupUniqArray(detector)), argMax(summary, severity)
             FROM {self._db}.findings
             WHERE flagged AND trace_id IN {{traces:Array(String)}} AND span_id IN {{spans:Array(String)}}
             GROUP BY trace_id, span_id
             """,  # noqa: S608 - identifiers validated, values bound
             {"traces": sorted({c[0] for c in calls}), "spans": sorted({c[1] for c in calls})},
         )
-        return {(trace, span): (tuple(detectors), int(severity), summary) for trace, span, detectors, severity, summary
-                in rows}  # fmt: skip
+        return {(trace, span): (tuple(detectors), summary) for trace, span, detectors, summary in rows}
 
     def choices(self) -> dict[str, list[str]]:
         """The values each filter can take: services, operations, detectors, rules seen (empty ones filter nothing)."""
@@ -239,7 +254,7 @@ class TriageStore:
             LabelView(span, bool(label), *rest)
             for span, label, *rest in self._rows(
                 f"""
-                SELECT span_id, label, detector, labeller, labelled_at, note, source
+                SELECT span_id, label, detector, labeller, labelled_at, note, source, withdrawn
                 FROM {self._db}.labels FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY labelled_at DESC
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -256,6 +271,18 @@ class TriageStore:
         )
         present = {(table, column) for table, column in rows}
         return [f"{table}.{column}" for table, column in _NEEDED.items() if (table, column) not in present]
+
+    def current_label(self, trace_id: str, span_id: str, labeller: str) -> Label | None:
+        """``labeller``'s standing verdict on one call; None when they gave none or withdrew it."""
+        rows = self._rows(
+            f"""
+            SELECT label, labelled_at, note, detector FROM {self._db}.labels FINAL
+            WHERE trace_id = {{trace:String}} AND span_id = {{span:String}} AND labeller = {{labeller:String}}
+              AND NOT withdrawn
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"trace": trace_id, "span": span_id, "labeller": labeller},
+        )
+        return next((Label(trace_id, span_id, bool(label), labeller, *rest) for label, *rest in rows), None)
 
     def add_label(self, label: Label, source: str) -> None:
         """Store one verdict (``source``: ``ui`` or ``slack``)."""
@@ -276,6 +303,9 @@ class TriageStore:
             if value := getattr(filters, column):
                 where.append(f"{column} = {{{column}:String}}")
                 params[column] = value
+        if filters.trace:
+            where.append("startsWith(trace_id, {trace:String})")
+            params["trace"] = filters.trace
         if filters.since is not None:
             where.append("start_time >= {since:DateTime64(6, 'UTC')}")
             params["since"] = filters.since
@@ -309,6 +339,18 @@ class TriageStore:
         )
         return {trace: tuple(rules) for trace, rules in rows}
 
+    def _verdicts_of(self, trace_ids: Sequence[str]) -> dict[tuple[str, str], VerdictCount]:
+        if not trace_ids:
+            return {}
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, countIf(label), countIf(NOT label) FROM {self._db}.labels FINAL
+            WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id
+            """,  # noqa: S608 - identifiers validated, values bound
+            {"traces": list(trace_ids)},
+        )
+        return {(trace, span): VerdictCount(int(yes), int(no)) for trace, span, yes, no in rows}
+
     def _distinct(self, column: str, table: str) -> list[str]:
         sql = f"SELECT DISTINCT {column} FROM {self._db}.{table} WHERE {column} != '' ORDER BY 1"  # noqa: S608 - identifiers fixed
         return [row[0] for row in self._rows(sql)]
@@ -326,12 +368,14 @@ def _json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _flagged_call(row: Sequence[Any], flags: tuple[tuple[str, ...], int, str], rules: tuple[str, ...]) -> FlaggedCall:
+def _flagged_call(
+    row: Sequence[Any], flags: tuple[tuple[str, ...], str], rules: tuple[str, ...], verdicts: VerdictCount
+) -> FlaggedCall:
     trace_id, span_id, service, operation, model, started, p = row
-    detectors, severity, summary = flags
+    detectors, summary = flags
     probability = None if p is None else float(p)
     return FlaggedCall(
-        trace_id, span_id, service, operation, model, started, probability, detectors, severity, summary, rules
+        trace_id, span_id, service, operation, model, started, probability, detectors, summary, rules, verdicts
     )
 
 

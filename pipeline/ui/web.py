@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -21,19 +22,24 @@ from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
+from pipeline.alerting.console import delivery_words
 from pipeline.config.ui import UISettings
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
+from pipeline.ui.evidence import EvidenceView, evidence_view
+from pipeline.ui.explain import sentence
 from pipeline.ui.highlight import marks, segments
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
-from pipeline.ui.queries import ORDERS, CallView, ListFilters, TriageStore
+from pipeline.ui.queries import ORDERS, CallView, FindingView, LabelView, ListFilters, TriageStore
 from pipeline.ui.slack_actions import slack_blueprint
+from pipeline.ui.verdicts import WHOLE_CALL, standing_by_row, verdict_words
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
+_TRACE_PREFIX = re.compile(r"[0-9a-f]{8,32}")
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
-# Reached without an identity: signing in, the stylesheet, Slack and PagerDuty (they sign their requests instead).
-_OPEN_ENDPOINTS = {"login", "static", "slack.interactions", "pagerduty.webhook"}
+# Reached without an identity: signing in, the stylesheet and icon, Slack and PagerDuty (they sign their requests).
+_OPEN_ENDPOINTS = {"login", "static", "favicon", "slack.interactions", "pagerduty.webhook"}
 # Stored text withheld by the worker's content policy, and what the page says about it.
 _WITHHELD = {
     "hash": "stored as HMAC digests under content_mode=hash: the text cannot be shown",
@@ -58,7 +64,13 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     )
     csrf = CSRFProtect(app)
     app.extensions["halluwatch.access"] = access = access or Access(settings)
-    app.jinja_env.filters |= {"when": _when, "pretty_json": _pretty_json, "score": _score}
+    app.jinja_env.filters |= {
+        "when": _when,
+        "pretty_json": _pretty_json,
+        "score": _score,
+        "verdict_words": verdict_words,
+        "delivery_words": delivery_words,
+    }
     app.jinja_env.globals |= {"page_url": _page_url}
 
     @app.before_request
@@ -87,6 +99,9 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     app.add_url_rule("/", "calls", _calls_page(store, settings.page_size))
     app.add_url_rule("/trace/<trace_id>", "trace", _trace_page(store))
     app.add_url_rule("/trace/<trace_id>/verdict", "verdict", _verdict(store), methods=["POST"])
+    app.add_url_rule("/trace/<trace_id>/undo", "undo", _undo(store), methods=["POST"])
+    # Browsers ask for /favicon.ico whatever the pages link: the same small SVG answers it.
+    app.add_url_rule("/favicon.ico", "favicon", lambda: app.send_static_file("favicon.svg"))
     app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if settings.slack_signing_secret is not None:
@@ -123,16 +138,28 @@ def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
         view = store.trace(trace_id)
         if not view.found:
             abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
-        calls = [_call_context(call) for call in view.calls]
-        return render_template("trace.html", trace=view, calls=calls)
+        calls = [_call_context(call, view.labels) for call in view.calls]
+        return render_template("trace.html", trace=view, calls=calls, whole_call=WHOLE_CALL)
 
     return trace
 
 
-def _call_context(call: CallView) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _FindingRow:
+    """A finding as its row on the trace page shows it."""
+
+    finding: FindingView
+    sentence: str
+    evidence: EvidenceView
+
+
+def _call_context(call: CallView, labels: Sequence[LabelView]) -> dict[str, Any]:
     answer_marks = marks(call.answer, call.findings)
     return {
         "call": call,
+        "findings": [_FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings],
+        "flagged_by": [f.detector for f in call.findings if f.flagged],
+        "verdicts": standing_by_row(labels, call.span_id),
         "marks": answer_marks,
         "segments": segments(call.answer, answer_marks),
         "withheld": _WITHHELD.get(call.content_mode, ""),
@@ -158,11 +185,28 @@ def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
             detector=request.form.get("detector", "").strip(),
         )
         store.add_label(label, source="ui")
-        what = "confirmed hallucination" if label.hallucinated else "false alarm"
+        what = verdict_words(label.hallucinated)
         flash(f"Recorded: {what} on span {span_id}" + (f" ({label.detector})" if label.detector else ""))
         return redirect(url_for("trace", trace_id=trace_id, _anchor=f"call-{span_id}"), code=303)
 
     return verdict
+
+
+def _undo(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
+    """Withdraw the person's own standing verdict on a call: a newer label row that supersedes it."""
+
+    def undo(trace_id: str) -> ResponseReturnValue:
+        trace_id = _checked(trace_id, TRACE_ID, "trace id")
+        span_id = _checked(request.form.get("span_id", ""), SPAN_ID, "span id")
+        identity: Identity = g.identity
+        standing = store.current_label(trace_id, span_id, identity.user)
+        if standing is None:
+            abort(409, description=f"{identity.user} has no verdict on span {span_id} to undo.")
+        store.add_label(replace(standing, labelled_at=to_utc_ms(datetime.now(UTC)), withdrawn=True), source="ui")
+        flash(f"Withdrawn: your {verdict_words(standing.hallucinated)} on span {span_id}")
+        return redirect(url_for("trace", trace_id=trace_id, _anchor=f"call-{span_id}"), code=303)
+
+    return undo
 
 
 def _login(access: Access) -> Callable[[], ResponseReturnValue]:
@@ -195,7 +239,16 @@ def _filters() -> ListFilters:
         alerted_only=args.get("alerted") == "1",
         min_probability=_probability_arg("min_p"),
         order=_choice_arg("order", ORDERS),
+        trace=_trace_prefix_arg("trace"),
     )
+
+
+def _trace_prefix_arg(name: str) -> str:
+    """A trace id or its first 8+ characters (fewer would match too many traces to mean one)."""
+    value = request.args.get(name, "").strip().lower()
+    if value and not _TRACE_PREFIX.fullmatch(value):
+        abort(400, description=f"{name}: a trace id or its first 8 or more hex characters, not {value[:64]!r}")
+    return value
 
 
 def _probability_arg(name: str) -> float | None:

@@ -215,7 +215,8 @@ def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(da
     hr = store.flagged_calls(ListFilters(service="hr-assistant"), 10)[0]
     order = store.flagged_calls(ListFilters(service="order-intake"), 10)[0]
     insert_labels(client, database, [
-        Label(hr.trace_id, hr.span_id, True, "alice", now), Label(order.trace_id, order.span_id, False, "alice", now)
+        Label(hr.trace_id, hr.span_id, True, "alice", now), Label(order.trace_id, order.span_id, False, "alice", now),
+        Label(hr.trace_id, hr.span_id, False, "bob", now, withdrawn=True),  # undone: would tie, and win the tie
     ], "test")  # fmt: skip
     (by_app,) = [p for p in clickhouse_panels() if p.name == "verdicts_by_app"]
     rows = {row["app"]: row for row in _rows(client, expand(by_app.query, _window(), database))}

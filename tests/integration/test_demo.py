@@ -49,19 +49,24 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     calls_by_origin = out.split("came from):\n", 1)[1].split("Findings by detector", 1)[0].splitlines()
     trace_grounded = [line for line in calls_by_origin if line.endswith("content: span    grounding: trace")]
     assert any("openinference" in line for line in trace_grounded)
+    # Each finding counted once: flagged, ok (and not flagged), skipped or error add up to the calls.
+    calls = sum(int(line.split()[1]) for line in calls_by_origin if line.strip())
+    by_detector = out.split("(flagged / ok / skipped / error):\n", 1)[1].split("Flagged calls", 1)[0].splitlines()
+    (schema,) = [line.split(None, 1)[1] for line in by_detector if line.split()[0] == "schema_violation"]
+    assert sum(int(count) for count in schema.split(" / ")) == calls
     assert any("[hr-assistant chat]" in line and "contradiction: answer says 15" in line for line in flagged_lines)
     # It ends with the HTML report of what it stored (tests/integration/test_report.py opens one in Chromium).
     report = Path(out.rsplit("Report: ", 1)[1].splitlines()[0])
     assert report == (tmp_path / "demo" / "report.html").resolve()
     assert 'id="alerts_by_route_and_rule" data-chart="table" data-rows="5"' in report.read_text()
-    # No Slack or pager configured: alerts print to the log, and the summary lists them.
+    # No Slack or pager configured: alerts print to the log, and the summary lists them as logged.
     alert_lines = out.split("Alerts (two or more detectors agreed on the trace", 1)[1].split("Flagged by one")[0]
     # Two applications routed their own way: HR pages its own on-call, order extraction only posts to Slack.
     assert "hr: service=hr-assistant; routes page -> hr-oncall, slack -> hr-oncall" in out
     hr_lines = [line for line in alert_lines.splitlines() if "[hr-assistant " in line]
-    assert len(hr_lines) == 2 and all("-> hr-oncall (delivered) policy hr:" in line for line in hr_lines)
+    assert len(hr_lines) == 2 and all("-> hr-oncall (logged) policy hr:" in line for line in hr_lines)
     (order,) = [line for line in alert_lines.splitlines() if "[order-intake extract_order]" in line]
-    assert "-> slack (delivered) policy order-extraction:" in order
+    assert "-> slack (logged) policy order-extraction:" in order
     assert agreeing(order) == {"schema_violation", "contradiction"}  # 30 boxes where the email says 3, no address
     # JSON cut off at the token limit is schema_violation's alone: recorded, never read as an ungrounded sentence.
     single = out.split("Flagged by one detector only", 1)[1]
@@ -70,7 +75,7 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     (travel,) = [line for line in alert_lines.splitlines() if "[travel-guide chat]" in line]
     # Which second detector joins contradiction depends on arrival order (grounding or unsupported_spans).
     assert (
-        "severe-contradiction -> page (delivered) policy default" in travel
+        "severe-contradiction -> page (logged) policy default" in travel
         and "contradiction" in agreeing(travel)
         and len(agreeing(travel)) >= 2
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from pydantic import SecretStr
@@ -139,6 +140,13 @@ def test_exported_file_labelled_and_imported_feeds_calibration(clickhouse, tmp_p
     # Labelled calls are not offered again.
     assert export_for_labelling(client, database, path) == 1
     assert [line["span_id"] for line in read_lines(path)] == [span(3)]
+    # A verdict withdrawn (the triage page's undo) leaves its call unlabelled: offered again, not fitted on.
+    (first,) = [label for label in label_file.labels if label.span_id == span(1)]
+    later = first.labelled_at + timedelta(seconds=1)
+    insert_labels(client, database, [replace(first, labelled_at=later, withdrawn=True)], "ui")
+    assert [s.id for s in labelled_scores_from_clickhouse(client, database)] == [f"{TRACE}:{span(2)}"]
+    assert export_for_labelling(client, database, path) == 2
+    assert sorted(line["span_id"] for line in read_lines(path)) == [span(1), span(3)]
 
 
 def test_newest_label_per_labeller_then_majority(clickhouse, caplog):

@@ -99,6 +99,10 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             rows = page.locator("table.list tbody tr")
             assert rows.count() == len(alerted_calls)
             _screenshot(page, "triage-list.png")
+            page.get_by_label("trace id (or its first 8+ characters)").fill(alerted.trace_id[:8])
+            page.keyboard.press("Enter")
+            page.wait_for_url(f"**trace={alerted.trace_id[:8]}*")
+            assert rows.count() == 1 and alerted.trace_id[:12] in rows.first.inner_text()
 
             page.locator(f'a[href^="/trace/{alerted.trace_id}"]').click()
             page.wait_for_url(f"**/trace/{alerted.trace_id}*")
@@ -108,6 +112,17 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             assert highlight not in ("rgba(0, 0, 0, 0)", "transparent")  # visibly highlighted
             assert "1887" in page.locator("table.marks").inner_text()  # the source text beside it
             _screenshot(page, "triage-trace.png")
+            # Top-down: the probability and the alert above the detectors; raw evidence one key press away.
+            top = page.locator("section.decision").bounding_box()["y"]
+            assert top < page.locator("table.findings").bounding_box()["y"]
+            assert "logged" in page.locator("section.decision table.alerts").inner_text()
+            claims = page.locator("table.evidence-table", has=page.locator("caption", has_text="claims"))
+            assert "1887 and 1889" in claims.inner_text()
+            raw = page.locator("tr.evidence", has=claims).locator("details.raw")
+            assert not raw.locator("pre").is_visible()
+            raw.locator("summary").focus()
+            page.keyboard.press("Enter")
+            assert '"context_start"' in raw.locator("pre").inner_text()
 
             contradiction = page.locator("table.findings tr.flagged", has_text="contradiction")
             contradiction.locator("input[name=note]").fill("the brochure says 1889")
@@ -115,6 +130,17 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             page.wait_for_selector(".flash")
             assert "Recorded: false alarm" in page.inner_text(".flash")
             assert "the brochure says 1889" in page.locator("section.labels").inner_text()
+            # The verdict stands on the row it was given on, in place of the buttons, and can be undone.
+            judged = page.locator("table.findings tr.flagged", has_text="contradiction")
+            assert "False alarm by oncall" in judged.inner_text()
+            assert judged.locator("button.false-alarm").count() == 0
+            judged.get_by_role("button", name="Undo your verdict (false alarm on contradiction)").click()
+            page.wait_for_selector(".flash")
+            assert "Withdrawn: your false alarm" in page.inner_text(".flash")
+            assert contradiction.locator("button.false-alarm").count() == 1
+            contradiction.locator("input[name=note]").fill("the brochure says 1889")
+            contradiction.locator("button.false-alarm").click()
+            page.wait_for_selector(".flash")
         finally:
             browser.close()
         assert labels() == [(alerted.span_id, False, "contradiction", "oncall", "the brochure says 1889", "ui")]

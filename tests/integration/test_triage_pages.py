@@ -121,7 +121,7 @@ def test_the_list_sorts_and_filters_by_probability(demo_database):
 def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_compared_with(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
-    assert re.search(r"p_hallucination <strong>0\.9\d</strong> · flagged", html)  # the call as a whole
+    assert re.search(r"p_hallucination <strong>0\.9\d\d</strong> · flagged", html)  # the call as a whole
 
     (answer,) = re.findall(r'<div class="answer">(.*?)</div>', html, re.S)
     marked = [unescape(text) for text in re.findall(r"<mark[^>]*>(.*?)</mark>", answer, re.S)]
@@ -133,7 +133,7 @@ def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_com
     compared = {(unescape(text), detector): unescape(source) for text, detector, source in rows}
     assert "1887" in compared[("1950", "contradiction")]
     assert compared[("500 m", "contradiction")] == "330 m"
-    assert "severe-contradiction" in html and "delivered" in html  # the alert and its delivery
+    assert "severe-contradiction" in html and ">logged</span>" in html  # the alert, delivered to the log only
     assert "No verdicts yet." in html
 
 
@@ -231,7 +231,94 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
         "llm_calls.flagged",
         "findings.evidence",
         "alerts.resolved_by",
-        "labels.detector",
+        "labels.withdrawn",
     ]
     migrate(client, name)
     assert TriageStore(client, name).schema_gaps() == []
+
+
+def _findings_row(html: str, detector: str) -> str:
+    (row,) = re.findall(rf'<tr class="flagged">\s*<td>{detector}</td>.*?</tr>', html, re.S)
+    return row
+
+
+def test_a_verdict_shows_on_the_row_it_was_given_on_and_can_be_undone(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+    html = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    form = {"span_id": span, "detector": "contradiction", "verdict": "false_alarm", "note": "330 m is right"}
+    assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
+
+    judged = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    row = _findings_row(judged, "contradiction")
+    assert re.search(r"<strong>False alarm</strong> by alice · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row)
+    assert "330 m is right" in row and 'class="false-alarm"' not in row  # the verdict instead of the buttons
+    assert 'class="false-alarm"' in _findings_row(judged, "unsupported_spans")  # other rows keep theirs
+
+    assert web.post(f"/trace/{trace}/undo", data={"span_id": span}, headers=BEARER).status_code == 303
+    undone = _html(web.get(f"/trace/{trace}", headers=BEARER))
+    assert 'class="false-alarm"' in _findings_row(undone, "contradiction")
+    assert "withdrawn (was false alarm)" in undone
+    # The undo is a newer row that supersedes the verdict: calibration no longer counts the call.
+    assert _labels(demo_database)[-1][2:] == (False, "contradiction", "alice", "330 m is right", "ui")
+    assert labelled_scores_from_clickhouse(*demo_database) == []
+    assert web.post(f"/trace/{trace}/undo", data={"span_id": span}, headers=BEARER).status_code == 409
+
+
+def test_the_list_finds_a_trace_by_its_id_or_prefix_and_shows_probabilities_and_verdicts(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+    for search in (trace, trace[:8].upper(), f" {trace[:8]} "):
+        found = _html(web.get("/", query_string={"trace": search}, headers=BEARER))
+        assert set(_listed_traces(found)) == {trace}
+        assert f'value="{search.strip().lower()}"' in found  # the search stays in its box
+    assert f"<code>{trace[:12]}…</code></a>" in found  # the trace id is the link's text
+    assert web.get("/?trace=45e33e3", headers=BEARER).status_code == 400  # 7 characters match too much
+    assert web.get("/?trace=not-hex-at-all", headers=BEARER).status_code == 400
+    unknown = _html(web.get(f"/?trace={'0' * 32}", headers=BEARER))
+    assert _listed_traces(unknown) == [] and f'href="/trace/{"0" * 32}"' in unknown
+
+    everything = _html(web.get("/", headers=BEARER))
+    probabilities = re.findall(r'<td class="probability">([0-9.]+)</td>', everything)
+    assert len(set(probabilities)) >= 4  # rows differ by the call's calibrated probability
+    assert everything.count("none yet") == len(_listed_traces(everything))
+    span = re.search(rf'href="/trace/{trace}#call-([0-9a-f]{{16}})"', everything)[1]
+    form = {"span_id": span, "detector": "contradiction", "verdict": "confirmed"}
+    assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
+    judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
+    assert '<span class="tag alert">1 hallucination</span>' in judged and "none yet" not in judged
+
+
+def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
+    # First the call's probability and the alert, then the detectors, then the answer.
+    decision = html.index('class="decision"')
+    assert decision < html.index("severe-contradiction") < html.index('class="findings"') < html.index('class="answer"')
+    assert re.search(r'p_hallucination <strong class="p">0\.9\d\d</strong> · flagged by contradiction', html)
+
+    def sentence(detector: str) -> str:
+        row = re.search(rf"<td>{detector}</td><td>\w+</td>\s*<td class=\"sentence\">(.*?)</td>", html, re.S)
+        return unescape(row[1])
+
+    assert sentence("grounding").startswith("Checked whether each answer sentence is about")
+    assert "found nothing to flag (every sentence supported" in sentence("grounding")
+    assert "cannot judge values: it compares meaning" in sentence("grounding")  # why it passes what contradiction flags
+    assert "decides whether the content detectors apply; let the content detectors run" in sentence("sentinel")
+    assert sentence("contradiction").startswith("Checked the numbers, dates") and "; flagged (answer says 1950" in (
+        sentence("contradiction")
+    )
+
+    # Evidence as tables without character offsets; the raw JSON one click away.
+    claims = re.search(r"<caption>claims</caption>(.*?)</table>", html, re.S)[1]
+    assert '<th scope="col">context text</th>' in claims and "start" not in claims
+    assert "<tr><td>year</td><td>1950</td><td>conflict</td><td>1887 and 1889</td></tr>" in claims
+    raw = re.findall(r'<details class="raw"><summary>raw JSON</summary><pre>(.*?)</pre>', html, re.S)
+    assert any('"context_start": 35' in unescape(block) for block in raw)
+
+
+def test_the_favicon_is_served_without_signing_in(clickhouse):
+    icon = _client(clickhouse).get("/favicon.ico")
+    assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
+    assert icon.get_data(as_text=True).startswith("<svg")

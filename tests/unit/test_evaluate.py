@@ -119,3 +119,26 @@ def test_each_output_says_what_the_worker_would_do(tmp_path: Path):
         ({"rule": "any-word", "route": "log"}, None),  # no verdict model: no probability
         (None, None),
     ]
+
+
+class Skips(Detector):
+    """Skips every call, as the content detectors do on a set without context."""
+
+    name = "needs_context"
+    version = "1"
+
+    def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
+        return [self.skipped_result("no context") for _ in calls]
+
+
+def test_a_detector_that_skipped_every_record_reads_n_a_and_a_set_without_context_says_so(tmp_path: Path):
+    contextless = [{**record, "context": []} for record in RECORDS]
+    records = list(read_records(_write(tmp_path, contextless)))
+    text = report(records, score_batch(DetectorSuite([Skips()]), records))
+    assert "needs_context           2    n/a    n/a    n/a    n/a  (0 / 2 / 0)" in text
+    assert "every content detector skipped every record: no record has context (sources)" in text
+
+    with_context = list(read_records(_write(tmp_path, RECORDS)))
+    mixed = report(with_context, score_batch(DetectorSuite([Skips(), AnswerHas()]), with_context))
+    assert "needs_context           2    n/a" in mixed and "every content detector" not in mixed
+    assert "word                    2  1.000  1.000  1.000  1.000  (2 / 0 / 0)" in mixed
