@@ -85,6 +85,12 @@ class SelfConsistencyDetector(SampledDetector):
             )
         )
         answers = [completion.text for completion in completions]
+        empty = sum(1 for answer in answers if not answer.strip())
+        if empty:  # blank answers embed alike: they would read as perfect agreement
+            return self.error_result(
+                f"the endpoint answered {empty} of {len(answers)} samples with no text: nothing to compare",
+                {USAGE_KEY: usage_evidence(completions)},
+            )
         vectors = await self._embed([*answers, call.answer])
         return self.score(answers, vectors[:-1], vectors[-1], completions)
 

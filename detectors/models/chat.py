@@ -21,16 +21,22 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One answer of the endpoint and the tokens it cost."""
+    """One answer of the endpoint, the tokens it cost, and why it ended (the API's ``finish_reason``)."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
+    finish_reason: str | None = "stop"
 
     @property
     def tokens(self) -> int:
         """Prompt and completion tokens together."""
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cut_off(self) -> bool:
+        """Whether the answer stopped at ``max_tokens`` (or the endpoint's context window), mid-sentence."""
+        return self.finish_reason == "length"
 
 
 def usage_evidence(completions: Sequence[Completion]) -> dict[str, int]:

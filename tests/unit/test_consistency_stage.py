@@ -158,3 +158,14 @@ def test_an_endpoint_that_fails_gives_error_findings_and_charges_the_estimate(se
     (result,) = judge(target, call())
     assert result.status is DetectorStatus.ERROR and "InternalServerError" in result.summary
     assert target.budget.tokens_today == target.detectors[0].estimated_tokens(call())
+
+
+def test_an_unusable_judge_answer_charges_what_the_endpoint_reported(server: OpenAIServer) -> None:
+    target = stage(server, self_consistency={"enabled": False}, claims={"enabled": True})
+    target.budget = Budget(1000, 1_000_000, Clock())
+    server.default_answer = "I am sorry, I cannot help with that."  # a refusal: no JSON
+    grounded = call(sources=(Source("d", "Max 1200 mg a day."),))
+    (result,) = judge(target, grounded)
+    assert result.status is DetectorStatus.ERROR and "no JSON object" in result.summary
+    reported = result.evidence["llm_usage"]["tokens"]
+    assert target.budget.tokens_today == reported < target.detectors[0].estimated_tokens(grounded)

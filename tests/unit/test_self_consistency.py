@@ -138,3 +138,15 @@ def test_alerts_show_the_most_divergent_answers(server: OpenAIServer, embedder: 
     assert {line.split(": ", 1)[1].strip('"') for line in (first, second)} == set(
         result.evidence["most_divergent"]["answers"]
     )
+
+
+@pytest.mark.parametrize(("answers", "empty"), [(["", "", "", ""], 4), ([*CONSISTENT[:3], " \n"], 1)])
+def test_empty_answers_are_an_error_not_agreement(
+    server: OpenAIServer, embedder: Embedder, answers: list[str], empty: int
+) -> None:
+    """Blank answers embed alike: scored, they would read as four answers in perfect agreement."""
+    server.answer(*answers)
+    result = evaluate(server, embedder)
+    assert result.status is DetectorStatus.ERROR and not result.flagged and result.score == 0
+    assert f"{empty} of 4 samples with no text" in result.summary
+    assert result.evidence[USAGE_KEY]["requests"] == 4 and result.evidence[USAGE_KEY]["tokens"] > 0
