@@ -178,12 +178,14 @@ class ClaimsDetector(SampledDetector):
         try:
             return parse(answer.text)
         except JudgeOutputError as exc:
-            if answer.cut_off:  # the JSON never closed: say why rather than "no JSON object"
-                raise JudgeOutputError(
-                    f"the judge's answer was cut off at max_tokens={self.config.max_tokens} "
-                    f"(finish_reason=length): {exc}"
-                ) from exc
-            raise
+            if not answer.cut_off:
+                raise
+            # The JSON never closed: say why rather than only "no JSON object".
+            if answer.out_of_room(self.config.max_tokens):
+                why = f"ran out of the endpoint's context window after {answer.completion_tokens} tokens"
+            else:
+                why = f"was cut off at max_tokens={self.config.max_tokens}"
+            raise JudgeOutputError(f"the judge's answer {why} (finish_reason=length): {exc}") from exc
 
     async def _ask(self, call: LLMCall, instructions: str, content: str) -> Completion:
         messages: list[ChatMessage] = [

@@ -13,7 +13,8 @@ Built on :class:`tests.servers.ScriptedServer`, driven through the real ``openai
 
 Requests without a queued answer get ``default_answer`` (consistent answers), or what it
 returns for the request when it is a function, after ``delay`` seconds (an LLM's latency).
-Usage is reported as four characters a token of the request's messages and of the answer.
+Usage is reported as four characters a token of the request's messages and of the answer,
+unless ``report_usage`` is set False (some endpoints send none).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class OpenAIServer(ScriptedServer):
         super().__init__(self._chat)
         self.default_answer = default_answer
         self.delay = delay
+        self.report_usage = True
         self._answers: deque[tuple[str, float, str]] = deque()  # text, delay, finish_reason
         self._lock_answers = threading.Lock()
         self._ids = itertools.count(1)
@@ -86,10 +88,11 @@ class OpenAIServer(ScriptedServer):
             "choices": [
                 {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
             ],
-            "usage": {
+        }
+        if self.report_usage:
+            body["usage"] = {
                 "prompt_tokens": prompt,
                 "completion_tokens": _tokens(text),
                 "total_tokens": prompt + _tokens(text),
-            },
-        }
+            }
         return Reply(200, body=body, delay=delay)

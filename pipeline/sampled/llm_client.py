@@ -65,6 +65,7 @@ class LLMClient:
             usage.prompt_tokens if usage else sum(estimate_tokens(m.get("content", "")) for m in messages),
             usage.completion_tokens if usage else estimate_tokens(text),
             choice.finish_reason if choice else None,
+            usage_reported=usage is not None,
         )
         metrics.LLM_TOKENS.labels("prompt").inc(completion.prompt_tokens)
         metrics.LLM_TOKENS.labels("completion").inc(completion.completion_tokens)
