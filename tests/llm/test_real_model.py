@@ -36,6 +36,7 @@ from tests.llm.llama_server import MODEL_ALIAS, LlamaServer
 pytestmark = [pytest.mark.llm, pytest.mark.usefixtures("llm_extra", "exported_model"), pytest.mark.timeout(1800)]
 
 RAGTRUTH_TASKS = ("qa", "summary", "data2txt")  # the first record of each, in file order
+SUMMARISE_TRACE = "d" * 32  # RAGTruth's longest article, in the prompt
 
 
 async def no_store(rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
@@ -75,7 +76,7 @@ def calls(ragtruth: Path) -> list[LLMCall]:
     summarise = make_llm_call(
         article.answer,
         f"Summarize the following news within 100 words:\n{article.context[0]}",
-        trace_id="d" * 32,
+        trace_id=SUMMARISE_TRACE,
     )
     lock = make_llm_call(
         "Use a tension wrench and a pick to set each pin.",
@@ -162,6 +163,9 @@ def test_the_sampled_detectors_turn_whatever_the_model_says_into_clean_findings(
     assert any(result.status is DetectorStatus.OK for _, result in found), "the model never gave a usable answer"
     assert any(USAGE_KEY in result.evidence for _, result in found if result.status is DetectorStatus.ERROR)
     assert target.budget.tokens_today == charged(target, found) > 0
+    # The longest article all but fills the 2048-token window: what room is left is no answer.
+    (long_article,) = [r for call, r in found if call.trace_id == SUMMARISE_TRACE and r.detector == "self_consistency"]
+    assert long_article.status is DetectorStatus.ERROR and "context window" in long_article.summary
 
 
 def test_a_model_that_answers_nothing_gives_error_findings(untemplated_server: LlamaServer, ragtruth: Path) -> None:
