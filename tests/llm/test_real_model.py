@@ -13,38 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import faust
 import pytest
-from faust.types import Message as KafkaMessage
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Message, ToolCall
 from detectors.models.chat import USAGE_KEY
-from detectors.thresholds import load_thresholds
-from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.offline.evaluate import read_records, record_to_call
 from pipeline.sampled.stage import ConsistencyStage
-from pipeline.stream.plumbing import raw_topic
 from tests.calls import make_llm_call
 from tests.llm.llama_server import MODEL_ALIAS, LlamaServer
+from tests.sampled_stage import sampled_stage
 
 pytestmark = [pytest.mark.llm, pytest.mark.usefixtures("llm_extra", "exported_model"), pytest.mark.timeout(1800)]
 
 RAGTRUTH_TASKS = ("qa", "summary", "data2txt")  # the first record of each, in file order
 SUMMARISE_TRACE = "d" * 32  # RAGTruth's longest article, in the prompt
-
-
-async def no_store(rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
-    raise AssertionError("judge() stores nothing")
-
-
-async def no_dead_letter(message: KafkaMessage, kind: str, reason: str) -> None:
-    raise AssertionError("judge() dead-letters nothing")
 
 
 def stage(server: LlamaServer, **llm: Any) -> ConsistencyStage:
@@ -56,16 +44,7 @@ def stage(server: LlamaServer, **llm: Any) -> ConsistencyStage:
             "llm": {"base_url": server.base_url, "model": MODEL_ALIAS, "api_key": "local", **llm},
         }
     )
-    app = faust.App("test-llm", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    return ConsistencyStage(
-        app,
-        settings,
-        PolicyBook(settings, load_thresholds()),
-        raw_topic(app, 1, "consistency"),
-        raw_topic(app, 1, "findings"),
-        no_store,
-        no_dead_letter,
-    )
+    return sampled_stage(settings)
 
 
 def calls(ragtruth: Path) -> list[LLMCall]:

@@ -7,24 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import faust
 import pytest
-from faust.types import Message
 from prometheus_client import REGISTRY
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Source
-from detectors.thresholds import load_thresholds
-from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget
 from pipeline.sampled.stage import ConsistencyStage
-from pipeline.stream.plumbing import raw_topic
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer
+from tests.sampled_stage import offline_app, sampled_stage
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
@@ -47,14 +43,6 @@ def server() -> Iterator[OpenAIServer]:
         yield server
 
 
-async def no_store(rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
-    raise AssertionError("not used here")
-
-
-async def no_dead_letter(message: Message, kind: str, reason: str) -> None:
-    raise AssertionError("not used here")
-
-
 def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
     settings = Settings(
         consistency={
@@ -64,14 +52,7 @@ def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
             **consistency,
         }
     )
-    app = faust.App("test-consistency", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    topic = raw_topic(app, 1, "consistency")
-    findings = raw_topic(app, 1, "findings")
-    return ConsistencyStage(app, settings, policy_book(settings), topic, findings, no_store, no_dead_letter)
-
-
-def policy_book(settings: Settings) -> PolicyBook:
-    return PolicyBook(settings, load_thresholds())
+    return sampled_stage(settings)
 
 
 def call(trace: int = 1, attributes: Mapping[str, Any] = MEDICAL, **fields: Any) -> LLMCall:
@@ -87,11 +68,8 @@ def judge(target: ConsistencyStage, sampled: LLMCall) -> list[DetectorResult]:
 
 
 def test_disabled_samples_nothing_and_registers_no_agent() -> None:
-    settings = Settings()
-    app = faust.App("test-disabled", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    target = ConsistencyStage(
-        app, settings, policy_book(settings), raw_topic(app, 1, "c"), raw_topic(app, 1, "f"), no_store, no_dead_letter
-    )
+    app = offline_app("test-disabled")
+    target = sampled_stage(Settings(), app)
     assert target.sample([call()]) == []
     assert not app.agents
 
