@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium test test-unit soak demo check audit bench clean
+.PHONY: install chromium test test-unit test-llm soak demo check audit bench clean
 
 install: $(INSTALLED)
 
@@ -40,6 +40,18 @@ test-unit: install
 SOAK_SECONDS ?= 1200
 soak: install
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest tests/soak -s -p no:cacheprovider
+
+# The sampled detectors against a real local model (tests/llm; `make test` skips them: they take
+# minutes of both cores). PyPI has no CPU wheel of llama-cpp-python: pip builds one once (minutes) and
+# caches it; the multimodal library it would also build is not needed.
+LLM_INSTALLED := $(VENV)/.installed-llm
+
+$(LLM_INSTALLED): $(INSTALLED)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(BIN)/python -m pip install --quiet -e '.[dev,llm-test]'
+	touch $@
+
+test-llm: $(LLM_INSTALLED)
+	HALLUWATCH_LLM_TEST=1 $(BIN)/pytest tests/llm -rP
 
 demo: install
 	$(BIN)/halluwatch demo

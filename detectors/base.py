@@ -126,8 +126,8 @@ class DetectorIdentity:
             summary=summary,
         )
 
-    def error_result(self, message: str) -> DetectorResult:
-        """A result recording that this detector failed on a call."""
+    def error_result(self, message: str, evidence: Mapping[str, Any] | None = None) -> DetectorResult:
+        """A result recording that this detector failed on a call; ``evidence``: what it had got so far."""
         return DetectorResult(
             detector=self.name,
             detector_version=self.version,
@@ -136,6 +136,7 @@ class DetectorIdentity:
             threshold=0.0,
             status=DetectorStatus.ERROR,
             summary=message[:500],
+            evidence=evidence or {},
         )
 
 

@@ -7,12 +7,14 @@ Built on :class:`tests.servers.ScriptedServer`, driven through the real ``openai
         server.answer("one", "two", "three", "four")           # divergent: the next four answers, in order
         server.answer("not json at all")                        # malformed judge output
         server.answer("late", delay=2.0)                        # slow: a client timeout
+        server.answer('{"claims": ["a', finish_reason="length")  # cut off at max_tokens
         server.script(CHAT_PATH, rate_limited())                # 429 with Retry-After
         requests = server.wait_for(4, path_prefix=CHAT_PATH)
 
 Requests without a queued answer get ``default_answer`` (consistent answers), or what it
 returns for the request when it is a function, after ``delay`` seconds (an LLM's latency).
-Usage is reported as four characters a token of the request's messages and of the answer.
+Usage is reported as four characters a token of the request's messages and of the answer,
+unless ``report_usage`` is set False (some endpoints send none).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class OpenAIServer(ScriptedServer):
         super().__init__(self._chat)
         self.default_answer = default_answer
         self.delay = delay
-        self._answers: deque[tuple[str, float]] = deque()
+        self.report_usage = True
+        self._answers: deque[tuple[str, float, str]] = deque()  # text, delay, finish_reason
         self._lock_answers = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -61,10 +64,10 @@ class OpenAIServer(ScriptedServer):
         """For ``LLMEndpointConfig.base_url`` (the openai library appends ``/chat/completions``)."""
         return self.url + "/v1"
 
-    def answer(self, *texts: str, delay: float = 0.0) -> None:
+    def answer(self, *texts: str, delay: float = 0.0, finish_reason: str = "stop") -> None:
         """Queue answers for the next chat requests, one each in order, each after ``delay`` seconds."""
         with self._lock_answers:
-            self._answers.extend((text, delay) for text in texts)
+            self._answers.extend((text, delay, finish_reason) for text in texts)
 
     def _chat(self, request: Request) -> Reply:
         if request.path != CHAT_PATH or not isinstance(request.body, dict):
@@ -72,21 +75,24 @@ class OpenAIServer(ScriptedServer):
         with self._lock_answers:
             queued = self._answers.popleft() if self._answers else None
         if queued is not None:
-            text, delay = queued
+            text, delay, finish_reason = queued
         else:
             default = self.default_answer
-            text, delay = (default if isinstance(default, str) else default(request)), self.delay
+            text, delay, finish_reason = (default if isinstance(default, str) else default(request)), self.delay, "stop"
         prompt = sum(_tokens(str(m.get("content", ""))) for m in request.body.get("messages", []))
         body: dict[str, Any] = {
             "id": f"chatcmpl-{next(self._ids)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.body.get("model", ""),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+            ],
+        }
+        if self.report_usage:
+            body["usage"] = {
                 "prompt_tokens": prompt,
                 "completion_tokens": _tokens(text),
                 "total_tokens": prompt + _tokens(text),
-            },
-        }
+            }
         return Reply(200, body=body, delay=delay)

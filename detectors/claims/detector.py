@@ -9,18 +9,19 @@ with the whole context per sampled call.
 
 The judge's output is untrusted text.  JSON mode is asked for where the endpoint has it,
 and the parser still accepts a JSON object wrapped in prose or a code fence; anything
-else (no JSON, the wrong shape, an unknown verdict, a verdict missing) is a
-``status=error`` finding naming the problem, never an exception into the stream.
+else (an empty answer, JSON cut off at ``max_tokens``, no JSON, the wrong shape, an
+unknown verdict, a verdict missing) is a ``status=error`` finding naming the problem and
+keeping the tokens the answers cost, never an exception into the stream.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError, field_validator
 
@@ -31,6 +32,7 @@ from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion,
 from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
 
+_Parsed = TypeVar("_Parsed")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 _EVIDENCE_CHARS = 300
 
@@ -155,17 +157,35 @@ class ClaimsDetector(SampledDetector):
             return self.skipped_result("no answer text to take claims from", self.threshold)
         if not call.sources and context.strip() == call.prompt.strip():
             return self.skipped_result("no context beyond the question to judge the claims against", self.threshold)
-        extraction = await self._ask(call, EXTRACT_INSTRUCTIONS, f"Question:\n{call.prompt}\n\nAnswer:\n{call.answer}")
+        asked: list[Completion] = []  # what the judge cost so far: an unusable answer is paid for too
         try:
-            claims = parse_claims(extraction.text, self.config.max_claims)
+            question = f"Question:\n{call.prompt}\n\nAnswer:\n{call.answer}"
+            asked.append(await self._ask(call, EXTRACT_INSTRUCTIONS, question))
+            claims = self._parsed(asked[-1], lambda text: parse_claims(text, self.config.max_claims))
             if not claims:
-                return self.score([], [extraction])
+                return self.score([], asked)
             listed = "\n".join(f"{i}. {claim}" for i, claim in enumerate(claims, 1))
             context = context[: self.config.max_context_chars]
-            judged = await self._ask(call, VERDICT_INSTRUCTIONS, f"Context:\n{context}\n\nClaims:\n{listed}")
-            return self.score(parse_verdicts(judged.text, claims), [extraction, judged])
+            asked.append(await self._ask(call, VERDICT_INSTRUCTIONS, f"Context:\n{context}\n\nClaims:\n{listed}"))
+            return self.score(self._parsed(asked[-1], lambda text: parse_verdicts(text, claims)), asked)
         except JudgeOutputError as exc:
-            return self.error_result(f"judge output unusable: {exc}")
+            return self.error_result(f"judge output unusable: {exc}", {USAGE_KEY: usage_evidence(asked)})
+
+    def _parsed(self, answer: Completion, parse: Callable[[str], _Parsed]) -> _Parsed:
+        """``parse`` of the judge's answer; when it is unusable, the error says whether it was empty or cut off."""
+        if not answer.text.strip():
+            raise JudgeOutputError(f"the judge's answer is empty (finish_reason={answer.finish_reason})")
+        try:
+            return parse(answer.text)
+        except JudgeOutputError as exc:
+            if not answer.cut_off:
+                raise
+            # The JSON never closed: say why rather than only "no JSON object".
+            if answer.out_of_room(self.config.max_tokens):
+                why = f"ran out of the endpoint's context window after {answer.completion_tokens} tokens"
+            else:
+                why = f"was cut off at max_tokens={self.config.max_tokens}"
+            raise JudgeOutputError(f"the judge's answer {why} (finish_reason=length): {exc}") from exc
 
     async def _ask(self, call: LLMCall, instructions: str, content: str) -> Completion:
         messages: list[ChatMessage] = [

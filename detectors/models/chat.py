@@ -21,16 +21,30 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One answer of the endpoint and the tokens it cost."""
+    """One answer of the endpoint, the tokens it cost, and why it ended (the API's ``finish_reason``)."""
 
     text: str
     prompt_tokens: int
     completion_tokens: int
+    finish_reason: str | None = "stop"
+    usage_reported: bool = True  # False: the endpoint sent no usage, the token counts are estimates
 
     @property
     def tokens(self) -> int:
         """Prompt and completion tokens together."""
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def cut_off(self) -> bool:
+        """Whether the answer stopped mid-way: at ``max_tokens``, or when the endpoint's context window was full."""
+        return self.finish_reason == "length"
+
+    def out_of_room(self, max_tokens: int) -> bool:
+        """Cut off short of ``max_tokens``: the prompt left the context window too little room for an answer.
+
+        Only reported usage tells this from a cut at ``max_tokens``.
+        """
+        return self.cut_off and self.usage_reported and self.completion_tokens < max_tokens
 
 
 def usage_evidence(completions: Sequence[Completion]) -> dict[str, int]:

@@ -84,9 +84,31 @@ class SelfConsistencyDetector(SampledDetector):
                 for _ in range(c.samples)
             )
         )
+        unusable = self.unusable(completions)
+        if unusable:
+            return self.error_result(unusable, {USAGE_KEY: usage_evidence(completions)})
         answers = [completion.text for completion in completions]
         vectors = await self._embed([*answers, call.answer])
         return self.score(answers, vectors[:-1], vectors[-1], completions)
+
+    def unusable(self, completions: Sequence[Completion]) -> str | None:
+        """Why the samples cannot be compared, if they cannot.
+
+        Blank answers embed alike, and so do answers stopped a few tokens in because the
+        conversation all but filled the endpoint's context window: either would read as
+        agreement. Answers cut at ``max_tokens`` are compared as they are.
+        """
+        n = len(completions)
+        empty = sum(1 for completion in completions if not completion.text.strip())
+        if empty:
+            return f"the endpoint answered {empty} of {n} samples with no text: nothing to compare"
+        short = [c.completion_tokens for c in completions if c.out_of_room(self.config.max_tokens)]
+        if short:
+            return (
+                f"the endpoint's context window cut {len(short)} of {n} answers short (after {min(short)} of "
+                f"max_tokens={self.config.max_tokens} tokens): the conversation nearly fills it"
+            )
+        return None
 
     def score(
         self, answers: Sequence[str], vectors: Vectors, answer_vector: Vectors, completions: Sequence[Completion]

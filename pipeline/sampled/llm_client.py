@@ -57,12 +57,15 @@ class LLMClient:
             metrics.LLM_REQUESTS.labels("error").inc()
             raise
         metrics.LLM_REQUESTS.labels("ok").inc()
-        text = (response.choices[0].message.content or "") if response.choices else ""
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "") if choice else ""
         usage = response.usage
         completion = Completion(
             text,
             usage.prompt_tokens if usage else sum(estimate_tokens(m.get("content", "")) for m in messages),
             usage.completion_tokens if usage else estimate_tokens(text),
+            choice.finish_reason if choice else None,
+            usage_reported=usage is not None,
         )
         metrics.LLM_TOKENS.labels("prompt").inc(completion.prompt_tokens)
         metrics.LLM_TOKENS.labels("completion").inc(completion.completion_tokens)

@@ -161,6 +161,30 @@ def test_malformed_judge_output_is_an_error_finding(server: OpenAIServer, answer
     result = judge(server)
     assert result.status is DetectorStatus.ERROR and not result.flagged
     assert result.summary.startswith("judge output unusable")
+    assert result.evidence[USAGE_KEY]["requests"] == len(answers)  # the unusable answers were paid for
+    assert result.evidence[USAGE_KEY]["tokens"] > 0
+
+
+def test_a_judge_answer_cut_off_at_max_tokens_says_so(server: OpenAIServer) -> None:
+    server.answer('{"claims": ["Employees get 25 vacation days a year.", "Unused days', finish_reason="length")
+    result = judge(server, max_tokens=10)  # the fake reports 17 completion tokens: cut at max_tokens
+    assert result.status is DetectorStatus.ERROR and not result.flagged
+    assert "was cut off at max_tokens=10 (finish_reason=length): no JSON object" in result.summary
+    assert result.evidence[USAGE_KEY]["requests"] == 1
+
+
+def test_a_judge_answer_cut_short_by_the_context_window_says_so(server: OpenAIServer) -> None:
+    server.answer('{"claims": ["Employees get', finish_reason="length")  # 7 of the 800 tokens asked for
+    result = judge(server)
+    assert result.status is DetectorStatus.ERROR
+    assert "ran out of the endpoint's context window after 7 tokens (finish_reason=length)" in result.summary
+
+
+def test_an_empty_judge_answer_is_an_error_finding_that_says_so(server: OpenAIServer) -> None:
+    server.answer("")
+    result = judge(server)
+    assert result.status is DetectorStatus.ERROR
+    assert result.summary == "judge output unusable: the judge's answer is empty (finish_reason=stop)"
 
 
 def test_calls_without_answer_or_context_are_skipped(server: OpenAIServer) -> None:

@@ -7,24 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-import faust
 import pytest
-from faust.types import Message
 from prometheus_client import REGISTRY
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Source
-from detectors.thresholds import load_thresholds
-from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sampled.llm_client import Budget
 from pipeline.sampled.stage import ConsistencyStage
-from pipeline.stream.plumbing import raw_topic
 from tests.calls import make_llm_call
 from tests.openai_server import CHAT_PATH, OpenAIServer
+from tests.sampled_stage import offline_app, sampled_stage
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
@@ -47,14 +43,6 @@ def server() -> Iterator[OpenAIServer]:
         yield server
 
 
-async def no_store(rows: Mapping[str, Sequence[Sequence[Any]]]) -> None:
-    raise AssertionError("not used here")
-
-
-async def no_dead_letter(message: Message, kind: str, reason: str) -> None:
-    raise AssertionError("not used here")
-
-
 def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
     settings = Settings(
         consistency={
@@ -64,20 +52,7 @@ def stage(server: OpenAIServer, **consistency: Any) -> ConsistencyStage:
             **consistency,
         }
     )
-    app = faust.App("test-consistency", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    topic = raw_topic(app, 1, "consistency")
-    findings = raw_topic(app, 1, "findings")
-    return built(app, settings, topic, findings)
-
-
-def built(app: faust.App, settings: Settings, topic: faust.TopicT, findings: faust.TopicT) -> ConsistencyStage:
-    """The stage as the worker builds it: the stream settings and its own section."""
-    thresholds = load_thresholds()
-    book = PolicyBook(settings, thresholds)
-    return ConsistencyStage(
-        app, settings.stream(), settings.consistency, settings.detectors, thresholds, book, topic, findings,
-        no_store, no_dead_letter,
-    )  # fmt: skip
+    return sampled_stage(settings)
 
 
 def call(trace: int = 1, attributes: Mapping[str, Any] = MEDICAL, **fields: Any) -> LLMCall:
@@ -93,9 +68,8 @@ def judge(target: ConsistencyStage, sampled: LLMCall) -> list[DetectorResult]:
 
 
 def test_disabled_samples_nothing_and_registers_no_agent() -> None:
-    settings = Settings()
-    app = faust.App("test-disabled", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False)
-    target = built(app, settings, raw_topic(app, 1, "c"), raw_topic(app, 1, "f"))
+    app = offline_app("test-disabled")
+    target = sampled_stage(Settings(), app)
     assert target.sample([call()]) == []
     assert not app.agents
 
@@ -162,3 +136,14 @@ def test_an_endpoint_that_fails_gives_error_findings_and_charges_the_estimate(se
     (result,) = judge(target, call())
     assert result.status is DetectorStatus.ERROR and "InternalServerError" in result.summary
     assert target.budget.tokens_today == target.detectors[0].estimated_tokens(call())
+
+
+def test_an_unusable_judge_answer_charges_what_the_endpoint_reported(server: OpenAIServer) -> None:
+    target = stage(server, self_consistency={"enabled": False}, claims={"enabled": True})
+    target.budget = Budget(1000, 1_000_000, Clock())
+    server.default_answer = "I am sorry, I cannot help with that."  # a refusal: no JSON
+    grounded = call(sources=(Source("d", "Max 1200 mg a day."),))
+    (result,) = judge(target, grounded)
+    assert result.status is DetectorStatus.ERROR and "no JSON object" in result.summary
+    reported = result.evidence["llm_usage"]["tokens"]
+    assert target.budget.tokens_today == reported < target.detectors[0].estimated_tokens(grounded)

