@@ -71,6 +71,7 @@ from detectors.llm_call import LLMCall
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
+from detectors.text.passages import clip
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
 from detectors.text.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 from detectors.text.stated_flags import Flag, FlagStatement, flag_statements, source_flags
@@ -156,14 +157,14 @@ class _Claim:
         found = self.mention
         evidence: dict[str, Any] = {
             "kind": str(found.kind),
-            "text": found.text[:_MAX_TEXT_CHARS],
+            "text": clip(found.text, _MAX_TEXT_CHARS),
             "start": found.start,
             "end": found.end,
             "verdict": str(self.verdict),
         }
         if self.rival is not None:
             evidence |= {
-                "context_text": self.rival.text[:_MAX_TEXT_CHARS],
+                "context_text": clip(self.rival.text, _MAX_TEXT_CHARS),
                 "context_start": self.rival.start,
                 "context_end": self.rival.end,
             }
@@ -228,20 +229,9 @@ class ContradictionDetector(Detector):
 
     def _rival(self, mention: Mention, answer: str, context: _Context) -> Mention | None:
         """The same-family context value whose surroundings best overlap the mention's, if any overlap enough."""
-        candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
-        if not candidates:
-            return None
-        window = self._config.context_window_words
-        around = _window_stems(answer, mention, window)
-        head = _head_stem(answer, mention) if mention.kind is Kind.NUMBER else None
-        best, best_shared = None, self._config.conflict_min_shared_words - 1
-        for candidate in candidates:
-            if head is not None and context.head_stem(candidate) != head:
-                continue
-            shared = len(around & context.window_stems(candidate, window))
-            if shared > best_shared:
-                best, best_shared = candidate, shared
-        return best
+        config = self._config
+        rival = closest_value(mention, answer, context, config.context_window_words, config.conflict_min_shared_words)
+        return rival.mention if rival else None
 
     def _score(self, claims: Iterable[_Claim]) -> float:
         config = self._config
@@ -277,6 +267,36 @@ def index_values(text: str) -> ValueIndex:
         words=words,
         sorted_words=tuple(sorted(words)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Rival:
+    """A context value of an answer value's family, and how many content words their surroundings share."""
+
+    mention: Mention
+    shared: int
+
+
+def closest_value(mention: Mention, answer: str, context: ValueIndex, window: int, min_shared: int) -> Rival | None:
+    """The same-family value of ``context`` whose surroundings best overlap the answer mention's.
+
+    Surroundings are the content words within ``window`` words either side; None unless
+    at least ``min_shared`` are shared.  A bare number also needs the same first word after
+    it (what it counts: "94 *points*").
+    """
+    candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
+    if not candidates:
+        return None
+    around = _window_stems(answer, mention, window)
+    head = _head_stem(answer, mention) if mention.kind is Kind.NUMBER else None
+    best, best_shared = None, min_shared - 1
+    for candidate in candidates:
+        if head is not None and context.head_stem(candidate) != head:
+            continue
+        shared = len(around & context.window_stems(candidate, window))
+        if shared > best_shared:
+            best, best_shared = candidate, shared
+    return Rival(best, best_shared) if best is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,7 +497,7 @@ def _evidence(claims: list[_Claim], *, truncated: bool) -> dict[str, Any]:
         "conflicts": sum(claim.verdict is Verdict.CONFLICT for claim in claims),
         "unsupported": sum(claim.verdict is Verdict.UNSUPPORTED for claim in claims),
         "spans": [
-            {"start": claim.mention.start, "end": claim.mention.end, "text": claim.mention.text[:_MAX_TEXT_CHARS]}
+            {"start": claim.mention.start, "end": claim.mention.end, "text": clip(claim.mention.text, _MAX_TEXT_CHARS)}
             for claim in flagged[:MAX_SPANS_LISTED]
         ],
         "context_truncated": truncated,
