@@ -25,8 +25,9 @@ Each answer mention gets one verdict:
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
   words (function words dropped, words compared on their first five letters) within
   ``context_window_words`` words either side.  The best-overlapping one is reported as
-  the conflicting context span.  So "built in 1950" against "built: 1887-1889" is a
-  conflict (shared: *built*, *eiffel*, *tower*); a year in an unrelated sentence is not.
+  the conflicting context span, with the sentence that states it.  So "built in 1950"
+  against "built: 1887-1889" is a conflict (shared: *built*, *eiffel*, *tower*); a year
+  in an unrelated sentence is not.
   Names are never conflicts: which name another could replace is beyond a regex.
 * **unsupported** (severity 2) — neither.
 
@@ -71,7 +72,7 @@ from detectors.llm_call import LLMCall
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
-from detectors.text.passages import clip
+from detectors.text.passages import clip, passage
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
 from detectors.text.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 from detectors.text.stated_flags import Flag, FlagStatement, flag_statements, source_flags
@@ -153,7 +154,8 @@ class _Claim:
     verdict: Verdict
     rival: Mention | None = None
 
-    def to_evidence(self) -> dict[str, Any]:
+    def to_evidence(self, context: str) -> dict[str, Any]:
+        """The claim as evidence; a conflict also quotes the sentence of ``context`` stating its rival value."""
         found = self.mention
         evidence: dict[str, Any] = {
             "kind": str(found.kind),
@@ -167,6 +169,7 @@ class _Claim:
                 "context_text": clip(self.rival.text, _MAX_TEXT_CHARS),
                 "context_start": self.rival.start,
                 "context_end": self.rival.end,
+                "context_passage": passage(context, self.rival.start, self.rival.end),
             }
         return evidence
 
@@ -209,7 +212,7 @@ class ContradictionDetector(Detector):
         question = self._index(call.prompt[: config.max_context_chars])
         claims = [self._verdict(mention, answer, context, question) for mention in mentions]
         claims += [_flag_claim(statement, answer) for statement in statements[:_MAX_CLAIMS_CHECKED]]
-        evidence = _evidence(claims, truncated=len(grounding) > config.max_context_chars)
+        evidence = _evidence(claims, context.text, truncated=len(grounding) > config.max_context_chars)
         return self.scored_result(
             self._score(claims),
             self._threshold,
@@ -488,11 +491,11 @@ def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:
     return (found.family, found.low, found.high, found.text.lower() if found.kind is Kind.NAME else "")
 
 
-def _evidence(claims: list[_Claim], *, truncated: bool) -> dict[str, Any]:
+def _evidence(claims: list[_Claim], context: str, *, truncated: bool) -> dict[str, Any]:
     flagged = [claim for claim in claims if claim.verdict is not Verdict.SUPPORTED]
     ordered = sorted(claims, key=lambda claim: (claim.verdict is Verdict.SUPPORTED, claim.verdict, claim.mention.start))
     return {
-        "claims": [claim.to_evidence() for claim in ordered[:MAX_CLAIMS_LISTED]],
+        "claims": [claim.to_evidence(context) for claim in ordered[:MAX_CLAIMS_LISTED]],
         "checked": len(claims),
         "conflicts": sum(claim.verdict is Verdict.CONFLICT for claim in claims),
         "unsupported": sum(claim.verdict is Verdict.UNSUPPORTED for claim in claims),
