@@ -31,6 +31,7 @@ from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY, ChatMessage, ChatModel, Completion, estimate_tokens, usage_evidence
 from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
+from detectors.text.passages import clip
 
 _Parsed = TypeVar("_Parsed")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -227,9 +228,9 @@ def _reason(judged: Sequence[JudgedClaim], wrong: Sequence[JudgedClaim]) -> str:
     if not wrong:
         return f"all {len(judged)} claims are supported by the context"
     worst = sorted(wrong, key=lambda c: c.verdict is not Verdict.CONTRADICTED)[0]  # a contradiction first
-    why = f" ({worst.reason[:_EVIDENCE_CHARS]})" if worst.reason else ""
+    why = f" ({clip(worst.reason, _EVIDENCE_CHARS)})" if worst.reason else ""
     return f"{len(wrong)} of {len(judged)} claims not supported by the context; {worst.verdict}: " + (
-        f'"{worst.claim[:_EVIDENCE_CHARS]}"{why}'
+        f'"{clip(worst.claim, _EVIDENCE_CHARS)}"{why}'
     )
 
 

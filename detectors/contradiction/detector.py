@@ -25,8 +25,9 @@ Each answer mention gets one verdict:
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
   words (function words dropped, words compared on their first five letters) within
   ``context_window_words`` words either side.  The best-overlapping one is reported as
-  the conflicting context span.  So "built in 1950" against "built: 1887-1889" is a
-  conflict (shared: *built*, *eiffel*, *tower*); a year in an unrelated sentence is not.
+  the conflicting context span, with the sentence that states it.  So "built in 1950"
+  against "built: 1887-1889" is a conflict (shared: *built*, *eiffel*, *tower*); a year
+  in an unrelated sentence is not.
   Names are never conflicts: which name another could replace is beyond a regex.
 * **unsupported** (severity 2) — neither.
 
@@ -71,6 +72,7 @@ from detectors.llm_call import LLMCall
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
+from detectors.text.passages import clip, passage
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
 from detectors.text.quantities import Kind, Mention, extract_claims, extract_names, extract_values
 from detectors.text.stated_flags import Flag, FlagStatement, flag_statements, source_flags
@@ -152,20 +154,22 @@ class _Claim:
     verdict: Verdict
     rival: Mention | None = None
 
-    def to_evidence(self) -> dict[str, Any]:
+    def to_evidence(self, context: str) -> dict[str, Any]:
+        """The claim as evidence; a conflict also quotes the sentence of ``context`` stating its rival value."""
         found = self.mention
         evidence: dict[str, Any] = {
             "kind": str(found.kind),
-            "text": found.text[:_MAX_TEXT_CHARS],
+            "text": clip(found.text, _MAX_TEXT_CHARS),
             "start": found.start,
             "end": found.end,
             "verdict": str(self.verdict),
         }
         if self.rival is not None:
             evidence |= {
-                "context_text": self.rival.text[:_MAX_TEXT_CHARS],
+                "context_text": clip(self.rival.text, _MAX_TEXT_CHARS),
                 "context_start": self.rival.start,
                 "context_end": self.rival.end,
+                "context_passage": passage(context, self.rival.start, self.rival.end),
             }
         return evidence
 
@@ -208,7 +212,7 @@ class ContradictionDetector(Detector):
         question = self._index(call.prompt[: config.max_context_chars])
         claims = [self._verdict(mention, answer, context, question) for mention in mentions]
         claims += [_flag_claim(statement, answer) for statement in statements[:_MAX_CLAIMS_CHECKED]]
-        evidence = _evidence(claims, truncated=len(grounding) > config.max_context_chars)
+        evidence = _evidence(claims, context.text, truncated=len(grounding) > config.max_context_chars)
         return self.scored_result(
             self._score(claims),
             self._threshold,
@@ -228,20 +232,9 @@ class ContradictionDetector(Detector):
 
     def _rival(self, mention: Mention, answer: str, context: _Context) -> Mention | None:
         """The same-family context value whose surroundings best overlap the mention's, if any overlap enough."""
-        candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
-        if not candidates:
-            return None
-        window = self._config.context_window_words
-        around = _window_stems(answer, mention, window)
-        head = _head_stem(answer, mention) if mention.kind is Kind.NUMBER else None
-        best, best_shared = None, self._config.conflict_min_shared_words - 1
-        for candidate in candidates:
-            if head is not None and context.head_stem(candidate) != head:
-                continue
-            shared = len(around & context.window_stems(candidate, window))
-            if shared > best_shared:
-                best, best_shared = candidate, shared
-        return best
+        config = self._config
+        rival = closest_value(mention, answer, context, config.context_window_words, config.conflict_min_shared_words)
+        return rival.mention if rival else None
 
     def _score(self, claims: Iterable[_Claim]) -> float:
         config = self._config
@@ -277,6 +270,36 @@ def index_values(text: str) -> ValueIndex:
         words=words,
         sorted_words=tuple(sorted(words)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Rival:
+    """A context value of an answer value's family, and how many content words their surroundings share."""
+
+    mention: Mention
+    shared: int
+
+
+def closest_value(mention: Mention, answer: str, context: ValueIndex, window: int, min_shared: int) -> Rival | None:
+    """The same-family value of ``context`` whose surroundings best overlap the answer mention's.
+
+    Surroundings are the content words within ``window`` words either side; None unless
+    at least ``min_shared`` are shared.  A bare number also needs the same first word after
+    it (what it counts: "94 *points*").
+    """
+    candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
+    if not candidates:
+        return None
+    around = _window_stems(answer, mention, window)
+    head = _head_stem(answer, mention) if mention.kind is Kind.NUMBER else None
+    best, best_shared = None, min_shared - 1
+    for candidate in candidates:
+        if head is not None and context.head_stem(candidate) != head:
+            continue
+        shared = len(around & context.window_stems(candidate, window))
+        if shared > best_shared:
+            best, best_shared = candidate, shared
+    return Rival(best, best_shared) if best is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,16 +491,16 @@ def _claim_key(claim: _Claim) -> tuple[str, float, float, str]:
     return (found.family, found.low, found.high, found.text.lower() if found.kind is Kind.NAME else "")
 
 
-def _evidence(claims: list[_Claim], *, truncated: bool) -> dict[str, Any]:
+def _evidence(claims: list[_Claim], context: str, *, truncated: bool) -> dict[str, Any]:
     flagged = [claim for claim in claims if claim.verdict is not Verdict.SUPPORTED]
     ordered = sorted(claims, key=lambda claim: (claim.verdict is Verdict.SUPPORTED, claim.verdict, claim.mention.start))
     return {
-        "claims": [claim.to_evidence() for claim in ordered[:MAX_CLAIMS_LISTED]],
+        "claims": [claim.to_evidence(context) for claim in ordered[:MAX_CLAIMS_LISTED]],
         "checked": len(claims),
         "conflicts": sum(claim.verdict is Verdict.CONFLICT for claim in claims),
         "unsupported": sum(claim.verdict is Verdict.UNSUPPORTED for claim in claims),
         "spans": [
-            {"start": claim.mention.start, "end": claim.mention.end, "text": claim.mention.text[:_MAX_TEXT_CHARS]}
+            {"start": claim.mention.start, "end": claim.mention.end, "text": clip(claim.mention.text, _MAX_TEXT_CHARS)}
             for claim in flagged[:MAX_SPANS_LISTED]
         ],
         "context_truncated": truncated,

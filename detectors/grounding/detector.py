@@ -54,6 +54,7 @@ from detectors.llm_call import LLMCall, Source
 from detectors.models.embeddings import Embedder
 from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
+from detectors.text.passages import clip
 from detectors.text.prose import Sentence, is_structured_answer, parse_citations, split_sentences, words
 
 logger = logging.getLogger(__name__)
@@ -252,9 +253,9 @@ class GroundingDetector(Detector):
                 {
                     "start": row.sentence.start,
                     "end": row.sentence.end,
-                    "text": row.sentence.text[:limit],
+                    "text": clip(row.sentence.text, limit),
                     "similarity": round(row.similarity, 4),
-                    "best_window": _window_text(row, row.best)[:limit] if row.best >= 0 else None,
+                    "best_window": clip(_window_text(row, row.best), limit) if row.best >= 0 else None,
                     "source_id": row.source_id if row.best < 0 else row.windows[row.best][0],
                     "grounded": not row.missing and row.similarity >= grounded_at,
                     "cited": row.cited,
@@ -265,10 +266,10 @@ class GroundingDetector(Detector):
             "ungrounded_count": len(ungrounded),
             "min_similarity": round(min_similarity, 4),
             "missing_source_ids": missing,
-            "spans": [{"start": s.start, "end": s.end, "text": s.text[:limit]} for s in ungrounded],
+            "spans": [{"start": s.start, "end": s.end, "text": clip(s.text, limit)} for s in ungrounded],
         }
         if missing:
-            summary = f"cites source(s) the call does not have: {', '.join(missing)}"
+            summary = missing_sources(missing)
         elif ungrounded:
             summary = (
                 f"{len(ungrounded)} of {len(by_sentence)} sentences not supported by any source window "
@@ -282,6 +283,13 @@ class GroundingDetector(Detector):
         return self.scored_result(
             score, self._threshold, severity=4 if missing else 2, summary=summary, evidence=evidence
         )
+
+
+def missing_sources(ids: Sequence[str]) -> str:
+    """The headline for cited sources the call does not carry: "cites source 3, which the call does not include"."""
+    if len(ids) == 1:
+        return f"cites source {ids[0]}, which the call does not include"
+    return f"cites sources {', '.join(ids[:-1])} and {ids[-1]}, which the call does not include"
 
 
 def _window_text(row: _Row, window: int) -> str:
@@ -354,7 +362,7 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     missing = [word for word in map(shown.word, evidence.get("missing_source_ids") or []) if word]
     if missing:
-        lines.append(f"cites source(s) the call does not have: {', '.join(missing[: shown.EVIDENCE_ITEMS])}")
+        lines.append(missing_sources(missing[: shown.EVIDENCE_ITEMS]))
     sentences = shown.records(evidence.get("sentences"))
     ungrounded = [s for s in sentences if s.get("grounded") is False and shown.quoted(s.get("text"))]
     ungrounded.sort(key=lambda s: shown.number(s.get("similarity")) or 0.0)  # least similar first

@@ -52,6 +52,7 @@ from detectors.schema_validators import SchemaValidators
 from detectors.schema_violation import DETECTOR, SchemaViolationConfig
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
+from detectors.text.passages import clip
 from detectors.text.prose import JSON_FENCE
 
 logger = logging.getLogger(__name__)
@@ -235,7 +236,7 @@ def _check_tool_call(call: ToolCall, registry: Mapping[str, Any], schemas: Schem
                 ViolationKind.INVALID_ARGUMENTS_JSON,
                 f"{subject}: arguments are not a JSON object ({exc})",
                 tool=call.name,
-                value=_truncate(call.arguments),
+                value=clip(call.arguments, _MAX_VALUE_CHARS),
             )
         ]
     return [
@@ -329,7 +330,7 @@ def _describe(error: ValidationError) -> tuple[ViolationKind, str]:
     if keyword in ("enum", "const"):
         allowed = expected if keyword == "enum" else [expected]
         return ViolationKind.NOT_IN_ENUM, f"= {_render(error.instance)} is not one of {_render(allowed)}"
-    return ViolationKind.OTHER, f"violates {keyword!r}: {_truncate(error.message)}"
+    return ViolationKind.OTHER, f"violates {keyword!r}: {clip(error.message, _MAX_VALUE_CHARS)}"
 
 
 def _json_path(location: Iterable[str | int]) -> str:
@@ -353,13 +354,9 @@ def _json_type(value: Any) -> str:
 def _render(value: Any) -> str:
     """Render a value as compact JSON text, truncated: safe to store whatever the model produced."""
     try:
-        return _truncate(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")))
+        return clip(json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":")), _MAX_VALUE_CHARS)
     except (ValueError, RecursionError):  # circular or too deep to show anyway
         return "…"
-
-
-def _truncate(text: str) -> str:
-    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 1] + "…"
 
 
 def render_evidence(evidence: Mapping[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from detectors.models.embeddings import Vectors
 from detectors.self_consistency import DETECTOR, SelfConsistencyConfig
 from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
+from detectors.text.passages import clip
 
 Embed = Callable[[Sequence[str]], Awaitable[Vectors]]  # texts -> L2-normalised rows, off the event loop
 
@@ -128,8 +129,8 @@ class SelfConsistencyDetector(SampledDetector):
             "most_divergent": {
                 "similarity": round(float(pairs[worst]), 4),
                 "answers": [
-                    answers[int(first[worst])][:_EVIDENCE_CHARS],
-                    answers[int(second[worst])][:_EVIDENCE_CHARS],
+                    clip(answers[int(first[worst])], _EVIDENCE_CHARS),
+                    clip(answers[int(second[worst])], _EVIDENCE_CHARS),
                 ],
             },
             USAGE_KEY: usage_evidence(completions),

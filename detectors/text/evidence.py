@@ -10,14 +10,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from detectors.text.passages import clip
+
 SNIPPET_CHARS = 300  # one quoted sentence, window or value
 WITHHELD = "(text withheld by content_mode)"
 EVIDENCE_ITEMS = 5  # violations / claims / spans listed per detector
-
-
-def clip(text: str, limit: int) -> str:
-    """``text``, cut to ``limit`` characters with an ellipsis."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def snippet(value: Any) -> str:

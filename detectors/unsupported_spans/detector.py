@@ -37,7 +37,7 @@ from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
 from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
-from detectors.spec import Ingredients, no_evidence_lines, required
+from detectors.spec import Ingredients, required
 from detectors.support_features import (
     CALL_FEATURES,
     SUPPORT_KINDS,
@@ -50,11 +50,14 @@ from detectors.support_features import (
     text_vocabulary,
     word_support,
 )
+from detectors.text import evidence as shown
+from detectors.text.passages import passage
 from detectors.text.prose import citation_spans, is_json_document, is_structured_answer, split_sentences
+from detectors.text.quantities import Mention, extract_claims
 from detectors.unsupported_spans import DETECTOR, UnsupportedSpansConfig
+from detectors.unsupported_spans.quote import quote
 
 _BUILT_IN = "unsupported_spans.json"
-_SNIPPET_CONTEXT_CHARS = 60  # either side of the matched source token, in evidence
 _VOCABULARY_CACHE_SIZE = 1024  # source texts whose word sets are kept
 
 
@@ -214,7 +217,7 @@ class UnsupportedSpansDetector(Detector):
             return self.skipped_result("no answer words or no sources to check them against", self._threshold)
         probabilities = self._model.word_probabilities(words)
         score = self._model.call_probability(words, probabilities)
-        spans = self._spans(call.answer, support, words, probabilities)
+        spans = self._spans(call.answer[: self.config.max_answer_chars], support, words, probabilities)
         if spans:
             quoted = ", ".join(f'"{s["text"]}"' for s in spans[:3])
             summary = f"{len(spans)} unsupported span(s): {quoted}" + (" ..." if len(spans) > 3 else "")
@@ -229,23 +232,30 @@ class UnsupportedSpansDetector(Detector):
     ) -> list[dict[str, Any]]:
         assert self._model is not None  # noqa: S101 - narrowing: called from _detect
         runs = flagged_runs(self._model.flagged(words, probabilities), words.content)
-        spans = [self._span(answer, support, words, probabilities, run) for run in runs]
+        values = extract_claims(answer) if runs else []
+        spans = [self._span(answer, support, words, probabilities, run, values) for run in runs]
         return sorted(spans, key=lambda s: -float(s["probability"]))
 
     def _span(
-        self, answer: str, support: SupportTexts, words: WordSupport, probabilities: Matrix, run: list[int]
+        self,
+        answer: str,
+        support: SupportTexts,
+        words: WordSupport,
+        probabilities: Matrix,
+        run: list[int],
+        values: list[Mention],
     ) -> dict[str, Any]:
         first, last = words.words[run[0]], words.words[run[-1]]
         weakest = run[int(np.argmax(probabilities[run]))]
         span: dict[str, Any] = {"start": first.start, "end": last.end, "text": answer[first.start : last.end],
                                 "probability": round(float(probabilities[weakest]), 4)}  # fmt: skip
-        match = words.match(weakest)
-        if match is not None:
-            text = support.texts[match.support]
-            lo = max(0, match.start - _SNIPPET_CONTEXT_CHARS)
+        inside = [value for value in values if first.start <= value.start and value.end <= last.end]
+        where = quote(answer, inside, [self._values(text) for text in support.texts], words.match(weakest))
+        if where is not None:
+            text = support.texts[where.support]
             span |= {
-                "source_id": support.ids[match.support],
-                "source_text": text[lo : match.end + _SNIPPET_CONTEXT_CHARS],
+                "source_id": support.ids[where.support],
+                "source_text": passage(text, where.start, where.end, language=self._language),
             }
         return span
 
@@ -258,4 +268,15 @@ def build(ing: Ingredients) -> UnsupportedSpansDetector:
     )
 
 
-render_evidence = no_evidence_lines  # its summary quotes the spans
+QUOTED_SPANS = 2  # most probable spans shown in alerts beside their source passage (the summary lists them)
+
+
+def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
+    """Its evidence as lines for people, in alerts: each top span beside the source passage it was held against."""
+    lines = []
+    for span in shown.records(evidence.get("spans"))[:QUOTED_SPANS]:
+        said, source = shown.quoted(span.get("text")), shown.quoted(span.get("source_text"))
+        if said and source:
+            where = shown.word(span.get("source_id"))
+            lines.append(f"unsupported {said}; closest source passage{f' ({where})' if where else ''}: {source}")
+    return lines

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from detectors.registry import DETECTORS
-from detectors.text.evidence import clip, more
+from detectors.text.evidence import more
+from detectors.text.passages import clip
 from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.incident import IncidentEvent, IncidentNote
 from pipeline.config.alerting import AlertingSettings

@@ -3,7 +3,8 @@
 Detectors put answer spans (character offsets) in their evidence under ``spans``; the text
 they were held against sits beside them: ``source_text`` on the span itself
 (unsupported_spans), or on the evidence row that starts where the span starts, as
-``best_window`` (grounding's sentence rows) or ``context_text`` (contradiction's claims).
+``best_window`` (grounding's sentence rows) or ``context_passage`` (contradiction's claims: the
+sentence stating the conflicting value; ``context_text``, the value alone, in findings from before it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pipeline.ui.queries import FindingView
 
 # Evidence lists whose rows may hold the source text a span was compared with.
 _ROW_LISTS = ("sentences", "claims")
-_COMPARED_KEYS = ("source_text", "best_window", "context_text")
+_COMPARED_KEYS = ("source_text", "best_window", "context_passage", "context_text")
 
 
 @dataclass(frozen=True, slots=True)

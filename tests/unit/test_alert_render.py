@@ -148,7 +148,7 @@ def test_grounding_lines_name_missing_sources_and_count_the_rest() -> None:
     sentence = {"text": "x", "similarity": 0.5, "grounded": False, "best_window": None}
     evidence = {"sentences": [sentence] * 3, "ungrounded_count": 7, "missing_source_ids": ["doc-9"]}
     lines = evidence_lines(DetectorEvidence("grounding", 1.0, 0.6, 4, "", evidence=evidence))
-    assert lines[0] == "cites source(s) the call does not have: doc-9"
+    assert lines[0] == "cites source doc-9, which the call does not include"
     assert "no source window to compare with" in lines
     assert lines[-1] == "+5 more ungrounded sentence(s)"
 

@@ -10,7 +10,7 @@ from detectors.contradiction import ContradictionConfig
 from detectors.contradiction.detector import ContradictionDetector
 from detectors.llm_call import LLMCall, Source
 from detectors.text.quantities import Kind, extract_claims, extract_names, extract_values
-from tests.calls import make_llm_call
+from tests.calls import demo_call, make_llm_call, whole_words
 
 EIFFEL_CONTEXT = '{"name": "Eiffel Tower", "built": "1887-1889", "height": "330 meters", "location": "Paris, France"}'
 EIFFEL_QUESTION = "When was the Eiffel Tower built and how tall is it?"
@@ -43,6 +43,18 @@ def test_eiffel_example_reports_both_conflicts_with_context_spans() -> None:
         assert EIFFEL_CONTEXT[claim["context_start"] : claim["context_end"]] == claim["context_text"]
     assert conflicts["500 meters"]["context_text"] == "330 meters"
     assert [span["text"] for span in result.evidence["spans"]] == ["1950", "500 meters"]
+
+
+def test_a_conflict_quotes_the_source_sentence_stating_the_rival_value() -> None:
+    travel = demo_call("completed in 1950")  # the demo's travel-guide answer: "completed in 1950 ... 500 m tall"
+    (result,) = ContradictionDetector(ContradictionConfig(), threshold=0.5).detect_batch([travel])
+    conflicts = {c["text"]: c for c in result.evidence["claims"] if c["verdict"] == "conflict"}
+    assert "built between 1887 and 1889" in conflicts["1950"]["context_passage"]
+    assert "330 m tall" in conflicts["500 m"]["context_passage"]
+    for claim in conflicts.values():
+        assert claim["context_text"] in claim["context_passage"]
+        assert whole_words(claim["context_passage"], travel.grounding_text)
+    assert not any("context_passage" in c for c in result.evidence["claims"] if c["verdict"] != "conflict")
 
 
 def test_supported_answer_is_not_flagged() -> None:

@@ -12,10 +12,10 @@ from pydantic import ValidationError
 from detectors.base import DetectorStatus, run_detector
 from detectors.config import EmbeddingConfig
 from detectors.grounding import GroundingConfig
-from detectors.grounding.detector import CONTEXT_SOURCE_ID, GroundingDetector
+from detectors.grounding.detector import CONTEXT_SOURCE_ID, GroundingDetector, missing_sources, render_evidence
 from detectors.llm_call import LLMCall, Message, Source
 from detectors.models.embeddings import Embedder, Vectors
-from tests.calls import make_llm_call
+from tests.calls import make_llm_call, whole_words
 
 PARAGRAPH = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
@@ -78,6 +78,7 @@ def test_missing_cited_source_is_ungrounded_with_severity_4(detector: GroundingD
     (result,) = detector.detect_batch([llm_call(answer, [Source("1", PARAGRAPH)])])
     assert result.flagged and result.score == 1.0 and result.severity == 4
     assert result.evidence["missing_source_ids"] == ["7"]
+    assert result.summary == "cites source 7, which the call does not include"
     missing = [row for row in result.evidence["sentences"] if row["source_id"] == "7"]
     assert missing == [
         {
@@ -91,6 +92,24 @@ def test_missing_cited_source_is_ungrounded_with_severity_4(detector: GroundingD
             "cited": True,
         }
     ]
+
+
+def test_the_missing_sources_headline_reads_plainly() -> None:
+    assert missing_sources(["3"]) == "cites source 3, which the call does not include"
+    assert missing_sources(["3", "4", "doc-9"]) == "cites sources 3, 4 and doc-9, which the call does not include"
+
+
+def test_quoted_texts_are_cut_on_word_boundaries_in_evidence_and_alerts(embedder: CountingEmbedder) -> None:
+    detector = GroundingDetector(GroundingConfig(aggregate="min", max_evidence_chars=60), 0.5, embedder)
+    answer = f"{SUPPORTED} {INVENTED}"
+    (result,) = detector.detect_batch([llm_call(answer, [Source("1", PARAGRAPH)])])
+    sentences = result.evidence["sentences"]
+    assert len(sentences) == 2
+    for row in sentences:
+        assert row["best_window"].endswith("…") and len(row["best_window"]) <= 60
+        assert whole_words(row["best_window"], PARAGRAPH) and whole_words(row["text"], answer)
+    invented = next(row for row in sentences if row["text"].startswith("The tower's elevators"))
+    assert f'best source window: "{invented["best_window"]}"' in render_evidence(result.evidence)
 
 
 def test_citations_resolve_by_position_when_ids_are_not_numbers(detector: GroundingDetector) -> None:

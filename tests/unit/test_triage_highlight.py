@@ -36,6 +36,9 @@ def test_each_detector_layout_gives_its_compared_source_text():
         ("1950", "contradiction", "1889"),
         ("500 m", "unsupported_spans", "330 m tall"),
     ]
+    claim = {**span("1950"), "context_text": "1889", "context_passage": "Built 1887 to 1889."}
+    (passage,) = marks(ANSWER, [finding("contradiction", {"spans": [span("1950")], "claims": [claim]})])
+    assert passage.compared_with == "Built 1887 to 1889."  # the sentence stating the value, over the value alone
 
 
 def test_unflagged_findings_and_offsets_outside_the_stored_answer_mark_nothing():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,16 @@ from detectors.llm_call import Message, Source
 from detectors.models.embeddings import Embedder
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans import UnsupportedSpansConfig
-from detectors.unsupported_spans.detector import SupportModelError, UnsupportedSpansDetector, load_support_model
-from tests.calls import make_llm_call
+from detectors.unsupported_spans.detector import (
+    SupportModelError,
+    UnsupportedSpansDetector,
+    load_support_model,
+    support_texts,
+)
+from pipeline.alerting.alert import Alert, DetectorEvidence
+from pipeline.alerting.render import evidence_lines, pagerduty_event, slack_blocks
+from pipeline.config.alerting import AlertingSettings
+from tests.calls import demo_call, make_llm_call, whole_words
 
 EIFFEL = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris. It was built from "
@@ -136,3 +145,39 @@ def test_values_are_marked_stated_or_unstated_after_normalisation(detector: Unsu
     words = [w.text for w in support.words]
     assert [w for w, s in zip(words, stated, strict=True) if s] == ["9", "am", "to", "9", "pm"]
     assert [w for w, u in zip(words, unstated, strict=True) if u] == ["3.5"]
+
+
+def test_a_flagged_value_is_shown_beside_the_source_sentence_stating_its_kind(detector: UnsupportedSpansDetector):
+    # The demo's travel-guide answer: its "1950" once matched "1930" in the height sentence, cut mid-word.
+    travel = demo_call("completed in 1950")
+    (result,) = detector.detect_batch([travel])
+    spans = result.evidence["spans"]
+    (year,) = [span for span in spans if "1950" in span["text"]]
+    assert "built between 1887 and 1889" in year["source_text"]
+    (height,) = [span for span in spans if "500 m" in span["text"]]
+    assert "330 m tall" in height["source_text"]
+    support = support_texts(travel, UnsupportedSpansConfig().max_support_chars)
+    texts = dict(zip(support.ids, support.texts, strict=True))
+    for span in spans:
+        source = texts[span["source_id"]]
+        assert whole_words(span["source_text"], source), span["source_text"]
+        assert span["source_text"].endswith(".")  # the whole sentence
+
+
+def test_a_word_is_shown_beside_the_whole_sentence_of_its_best_match(detector: UnsupportedSpansDetector):
+    filler = " ".join(f"Record {n} lists a shipment to warehouse {n}." for n in range(40))
+    (result,) = detector.detect_batch([call(INVENTED, context=f"{filler} {EIFFEL} {filler}")])
+    (klimt,) = [span for span in result.evidence["spans"] if "Klimt" in span["text"]]
+    assert klimt["source_text"].endswith(".") and whole_words(klimt["source_text"], f"{filler} {EIFFEL}")
+
+
+def test_alerts_quote_the_top_spans_beside_their_source_passage(detector: UnsupportedSpansDetector):
+    (result,) = detector.detect_batch([demo_call("completed in 1950")])
+    finding = DetectorEvidence("unsupported_spans", result.score, 0.6, 2, result.summary, evidence=result.evidence)
+    alert = Alert("0" * 32, "contradiction-and-spans", "page", 4, "travel-guide", "gpt-4o-mini", "chat", (finding,),
+                  datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
+    lines = evidence_lines(finding)
+    assert any('"completed in 1950"' in line and "1887 and 1889" in line for line in lines), lines
+    slack = json.dumps(slack_blocks(alert, AlertingSettings()), ensure_ascii=False)
+    pagerduty = pagerduty_event(alert, AlertingSettings(), "key")["payload"]["custom_details"]["evidence"]
+    assert all(line.replace('"', '\\"') in slack for line in lines) and pagerduty["unsupported_spans"][1:] == lines
