@@ -65,7 +65,11 @@ async def _ungrouped(alerts: Sequence[Alert]) -> list[Alert]:
 
 
 class _Interrupted(Exception):
-    """A stop or a rebalance came while an agent waited: it puts its records down unacked, to be read again."""
+    """A stop or a rebalance came while an agent waited: it puts its records down unacked, to be read again.
+
+    The agent goes on rather than returning: records faust handed it already (a batch being
+    taken) would otherwise stay in hand, and the stop or rebalance would wait for them for good.
+    """
 
 
 class AlertRouter:
@@ -106,10 +110,8 @@ class AlertRouter:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
             try:
                 await self._route_batch(events)
-            except _Interrupted:
+            except _Interrupted:  # events taken already come through too: each is sent or put down
                 put_down(self._app, [event.message for event in events])
-                if self._app.should_stop:
-                    return
             else:
                 self.alerts_seen += len(events)
 
@@ -141,8 +143,6 @@ class AlertRouter:
                 await self._retry_one(event.message)
             except _Interrupted:
                 put_down(self._app, [event.message])
-                if self._app.should_stop:
-                    return
             else:
                 await stream.ack(event)
 

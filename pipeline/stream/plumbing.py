@@ -144,10 +144,13 @@ def put_down(app: faust.App, messages: Sequence[Message]) -> None:
     faust waits, before a stop or a rebalance completes, for every message it handed out to be
     acked; one held back on purpose would stall it for good. Put down, a message is neither
     acked (its offset is not committed: a restart, the next owner of its partition, or the
-    dropped-records watchdog reads it again) nor waited for.
+    dropped-records watchdog reads it again) nor waited for. It keeps one reference that is
+    never released, so the acks that follow anyway (the stream's on leaving the event,
+    :func:`durable_batches`' after the loop body) cannot bring it to zero and ack it.
     """
     unacked: Any = app.consumer._unacked_messages  # type: ignore[attr-defined]  # faust's private bookkeeping
     for message in messages:
+        message.incref()
         unacked.discard(message)
 
 
