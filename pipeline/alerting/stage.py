@@ -162,7 +162,7 @@ class AlertRouter:
         if not self._due(alert, destination, attempt):
             return  # a record read again (a restart, a re-read): its attempt was made
         # Holding this partition until the alert is due is the retry delay itself.
-        with BATCHES.holding(message.tp):
+        with BATCHES.holding(message.topic):
             await self._sleep(max(not_before - time.time(), 0.0))
         if self._due(alert, destination, attempt):
             silence = silencing(alert, await self.silences.current())  # perhaps set while it waited

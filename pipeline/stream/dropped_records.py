@@ -120,7 +120,7 @@ class SkippedRecordsWatchdog:
         # stuck somewhere in faust, whatever its state says.
         long_idle = self._idle_looks >= IDLE_LOOKS
         for tp in consumer.assignment():
-            if tp.topic in changelogs or tp in BATCHES.held:
+            if tp.topic in changelogs or tp.topic in BATCHES.held:
                 self._last_look.pop(tp, None)
                 continue
             position = await consumer.position(tp)

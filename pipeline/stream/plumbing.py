@@ -10,7 +10,7 @@ from typing import Any
 
 import faust
 from aiokafka.partitioner import murmur2
-from faust.types import TP, EventT, Message, StreamT
+from faust.types import EventT, Message, StreamT
 
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy, split_reason
@@ -88,23 +88,24 @@ def trace_table(app: faust.App, name: str, partitions: int) -> TraceTable:
 class BatchActivity:
     """How many stage batches are being worked on, and how many finished: tells an idle worker.
 
-    Also which partitions an agent holds on purpose, a record in hand while it waits (an
-    alert retry waiting out its back-off): the records behind it are not lost, only waiting.
+    Also which topics an agent holds on purpose, a record in hand while it waits (an alert
+    retry waiting out its back-off): the agent reads every partition of its topic, so the
+    records behind it, in any of them, are not lost, only waiting.
     """
 
     def __init__(self) -> None:
         self.in_progress = 0
         self.finished = 0
-        self.held: set[TP] = set()
+        self.held: set[str] = set()
 
     @contextlib.contextmanager
-    def holding(self, partition: TP) -> Iterator[None]:
-        """Mark ``partition`` as held on purpose inside the block."""
-        self.held.add(partition)
+    def holding(self, topic: str) -> Iterator[None]:
+        """Mark ``topic`` as held on purpose inside the block."""
+        self.held.add(topic)
         try:
             yield
         finally:
-            self.held.discard(partition)
+            self.held.discard(topic)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:

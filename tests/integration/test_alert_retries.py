@@ -24,6 +24,7 @@ from tests.servers import SLACK_POST_PATH, AlertingServer
 pytestmark = pytest.mark.usefixtures("exported_model")
 
 ATTEMPTS = 4
+ALERTS = 3
 # Waits of 1, 2 and 4 x BACKOFF seconds between the attempts: the last outlasts the watchdog's idle window.
 BACKOFF = IDLE_WINDOW_SECONDS / 2
 QUIET_LOG_MARKS = ("Traceback", "Crashed", "Restarting dead", "never delivered")
@@ -59,19 +60,21 @@ def test_each_attempt_reaches_a_failing_destination_once(tansu: TansuBroker, top
         worker = _worker(
             tansu, topic_prefix, tmp_path, server, retry_initial_seconds=BACKOFF, retry_max_seconds=4 * BACKOFF
         )
-        key, trace = _hr_alert_trace()
+        # Alerts in several partitions of the retry topic: one agent reads them all, so while it
+        # waits on one, the others' records wait behind it (and must not look lost).
+        messages = [_hr_alert_trace(bytes([n]) * 16) for n in range(1, 1 + ALERTS)]
         worker.start()
         try:
-            produce(tansu.bootstrap, worker.input_topic, [(key, trace)])
-            worker.wait_for("halluwatch_alert_dead_letters_total", 1, timeout_seconds=180)
+            produce(tansu.bootstrap, worker.input_topic, messages)
+            worker.wait_for("halluwatch_alert_dead_letters_total", ALERTS, timeout_seconds=240)
             time.sleep(IDLE_WINDOW_SECONDS * 2)  # time for any repeat the watchdog would cause
         finally:
             worker.stop()
-        assert _posts_of(server, key) == ATTEMPTS
+        assert [_posts_of(server, key) for key, _ in messages] == [ATTEMPTS] * ALERTS
     log = worker.log_path.read_text(errors="replace")
     assert not _noise(log), _noise(log)
     rows = worker.query("SELECT status, attempts FROM halluwatch.alerts FINAL")
-    assert rows == [("failed", ATTEMPTS)]
+    assert rows == [("failed", ATTEMPTS)] * ALERTS
 
 
 def test_a_worker_stopped_while_a_retry_waits_stops_quietly_and_delivers_once_after(
