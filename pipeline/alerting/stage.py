@@ -230,10 +230,16 @@ class AlertRouter:
         return True
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep, but give way to a stop or a rebalance (both wait for every record in hand): _Interrupted."""
+        """Sleep, but give way to a stop or a rebalance (both wait for every record in hand): _Interrupted.
+
+        A rebalance is told by faust's stopped flow, the window in which it waits for records in
+        hand; not by ``app.rebalancing``, which stays set after the flow resumed until recovery
+        ends, when records read again are handed out and must be handled.
+        """
+        consumer: Any = self._app.consumer  # flow_active is faust's, not in its ConsumerT interface
         deadline = time.monotonic() + seconds
         while True:
-            if self._app.should_stop or self._app.rebalancing:
+            if self._app.should_stop or not consumer.flow_active:
                 raise _Interrupted
             if (left := deadline - time.monotonic()) <= 0:
                 return
