@@ -10,7 +10,7 @@ the test checks, from the fake's own count of what it accepted:
 - every alert the workers raised reached each of its route's destinations exactly once;
 - every copy of an example that alerts raised its alert (none lost on the way);
 - nothing reached a destination for a trace that raised no alert;
-- the workers' logs hold no traceback.
+- both workers still run (none exited on its own) and their logs hold no traceback.
 
 ``SOAK_SECONDS`` sets how long traffic and chaos last (default: a short run for
 ``make test``); ``make soak`` runs it for 20 minutes. A delivery repeated because a worker
@@ -176,6 +176,9 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
                     break
                 time.sleep(5)
             time.sleep(10)  # time for a repeat to show
+            exited = {
+                w.log_path.parent.name: w.process.poll() for w in workers if w.process and w.process.poll() is not None
+            }
         finally:
             for worker in workers:
                 worker.stop()
@@ -203,6 +206,7 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
         f"repeats at a kill {len(at_kill)}"
     )
     print(summary)
+    assert not exited, f"workers that exited on their own (code): {exited}; {summary}"
     assert chaos.kills and chaos.rebalances, summary
     assert set(faults) >= {"5xx", "429", "hang", "up"}, summary
     assert not missing, f"{len(missing)} deliveries never made, e.g. {missing[:3]}; {summary}"
