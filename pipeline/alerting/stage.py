@@ -5,16 +5,18 @@ keyed by trace id once it reached a final state, so a replayed alert or a restar
 worker never posts it again.  How alerts are sent (rate limits, digests, what counts as
 retryable) is the :class:`~pipeline.alerting.dispatch.Dispatcher`'s business; the router
 acts on its outcomes.  A failed delivery is not retried in place (that would stall every
-other alert) but published to the retry topic with the time it may be tried again; the
+other alert) but published to the retry topic with the time it may be tried again.  The
 retry agent takes those records in batches and makes each retry once it is due, earliest
-first, with one ``alerts`` insert per batch (one per retry fell behind a flapping
-destination: the inserts queue behind the spans stage's on the one writer thread).  After the retry budget, or on a refusal no retry can
-fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
-Every outcome is written to the ClickHouse ``alerts`` table.  With rate monitors, alerts
-under an open incident are first bound for it (``group``, :mod:`pipeline.monitors.grouping`)
-and their rows say ``grouped``, with the incident id in ``error``.  An alert matching an
-operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome is
-``silenced``, final like a delivery, so a replay after the silence ended stays quiet too.
+first, sent as the router sends (over the route's limit, as one digest), with one
+``alerts`` insert per batch: one retry at a time, each waiting for a rate-limit slot and
+its own insert, fell far behind a destination that flapped.  After the retry budget, or on
+a refusal no retry can fix, the alert goes to the alerts dead-letter topic with a metric
+and an error log.  Every outcome is written to the ClickHouse ``alerts`` table.  With rate
+monitors, alerts under an open incident are first bound for it (``group``,
+:mod:`pipeline.monitors.grouping`) and their rows say ``grouped``, with the incident id in
+``error``.  An alert matching an operator's silence (:mod:`pipeline.alerting.silences`) is
+not sent; its outcome is ``silenced``, final like a delivery, so a replay after the silence
+ended stays quiet too.
 """
 
 from __future__ import annotations
@@ -170,15 +172,27 @@ class AlertRouter:
             due_by = time.time()
             ready = [retry for retry in waiting if retry.not_before <= due_by]
             waiting = waiting[len(ready) :]
-            for retry in ready:
-                if not self._due(retry.alert, retry.destination, retry.attempt):
-                    continue  # a copy of the record earlier in the batch made it
-                silence = silencing(retry.alert, await self.silences.current())  # perhaps set while it waited
-                if silence:
-                    outcome = silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1)
-                else:
-                    outcome = await self.dispatcher.redeliver(retry.alert, retry.destination, retry.attempt)
+            for outcome in await self._redeliver(ready):
                 rows.append(await self._settle(outcome))
+
+    async def _redeliver(self, retries: Sequence[_Retry]) -> list[Outcome]:
+        """Make due retries, per route and destination as the router sends (singly or in a digest)."""
+        silences = await self.silences.current()  # perhaps set while they waited
+        outcomes: list[Outcome] = []
+        by_destination: dict[tuple[str, str], dict[str, _Retry]] = defaultdict(dict)
+        for retry in retries:
+            delivery = _delivery_id(retry.alert, retry.destination)
+            if not self._due(retry.alert, retry.destination, retry.attempt):
+                continue  # its attempt was made: a record read twice
+            if silence := silencing(retry.alert, silences):
+                outcomes.append(silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1))
+            else:  # keyed by delivery: a record read twice in one batch is one retry
+                by_destination[(retry.alert.route, retry.destination.name)][delivery] = retry
+        for (route, _), pending in by_destination.items():
+            destination = next(iter(pending.values())).destination
+            todo = [(retry.alert, retry.attempt) for retry in pending.values()]
+            outcomes += await self.dispatcher.redeliver(route, destination, todo)
+        return outcomes
 
     async def _due_retry(self, message: Message) -> _Retry | None:
         """The retry a record asks for, if it is still to be made (a malformed one is dead-lettered)."""
