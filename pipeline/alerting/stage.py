@@ -172,27 +172,31 @@ class AlertRouter:
             due_by = time.time()
             ready = [retry for retry in waiting if retry.not_before <= due_by]
             waiting = waiting[len(ready) :]
-            for outcome in await self._redeliver(ready):
-                rows.append(await self._settle(outcome))
+            await self._redeliver(ready, rows)
 
-    async def _redeliver(self, retries: Sequence[_Retry]) -> list[Outcome]:
-        """Make due retries, per route and destination as the router sends (singly or in a digest)."""
+    async def _redeliver(self, retries: Sequence[_Retry], rows: list[list[Any]]) -> None:
+        """Make due retries, per route and destination as the router sends (singly or in a digest).
+
+        Each destination's outcomes are settled before the next destination's are sent: a stop or
+        a rebalance while that one waits for a rate-limit slot puts the batch down, and a delivery
+        made but not yet remembered would be made again by whoever reads the records next.
+        """
         silences = await self.silences.current()  # perhaps set while they waited
-        outcomes: list[Outcome] = []
         by_destination: dict[tuple[str, str], dict[str, _Retry]] = defaultdict(dict)
         for retry in retries:
             delivery = _delivery_id(retry.alert, retry.destination)
             if not self._due(retry.alert, retry.destination, retry.attempt):
                 continue  # its attempt was made: a record read twice
             if silence := silencing(retry.alert, silences):
-                outcomes.append(silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1))
+                outcome = silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1)
+                rows.append(await self._settle(outcome))
             else:  # keyed by delivery: a record read twice in one batch is one retry
                 by_destination[(retry.alert.route, retry.destination.name)][delivery] = retry
         for (route, _), pending in by_destination.items():
             destination = next(iter(pending.values())).destination
             todo = [(retry.alert, retry.attempt) for retry in pending.values()]
-            outcomes += await self.dispatcher.redeliver(route, destination, todo)
-        return outcomes
+            for outcome in await self.dispatcher.redeliver(route, destination, todo):
+                rows.append(await self._settle(outcome))
 
     async def _due_retry(self, message: Message) -> _Retry | None:
         """The retry a record asks for, if it is still to be made (a malformed one is dead-lettered)."""
