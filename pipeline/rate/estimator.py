@@ -6,8 +6,9 @@ seeded random order), so each has inclusion probability ``n_h / N_h``.  A ratio
 ``x = alerted``; its recall: ``x = hallucinated``) is the stratified estimator: the strata's
 sample means weighted by their population shares (Cochran, *Sampling Techniques*, 3rd ed., 1977,
 ch. 5-6), with the linearized variance and each stratum's finite-population correction.  The
-interval is Clopper-Pearson at the design's effective sample size, as Korn and Graubard (1998)
-recommend for proportions near 0 or 1 from survey data, where the normal interval undercovers.
+interval is Wilson's score interval (Wilson, JASA 22, 1927) at the design's effective sample size
+``R(1-R) / variance`` (Korn and Graubard, Survey Methodology 24, 1998): unlike the normal interval
+it stays inside [0, 1] and does not collapse for rates near 0, where most applications sit.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy.stats import beta
-
-CONFIDENCE = 0.95
 _Z = 1.959963984540054  # the normal quantile of a two-sided 95 % interval
+NO_DENOMINATOR = "no judged call falls in the denominator"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +35,8 @@ class Estimate:
 
     ``verdicts`` counts the judged calls that fall in the ratio's denominator (for precision: the
     alerted ones); ``more_for_target`` is how many more verdicts, drawn as the sample was, would
-    bring the interval's half-width to the target (0: it is there already).
+    bring the interval's half-width to the target (0: it is there already), at most every call not
+    judged yet.
     """
 
     value: float | None
@@ -45,6 +45,13 @@ class Estimate:
     verdicts: int
     more_for_target: int
     shortfall: str = ""
+
+    @property
+    def bounds(self) -> tuple[float, float, float] | None:
+        """``(value, low, high)``, or None when there is no estimate."""
+        if self.value is None or self.low is None or self.high is None:
+            return None
+        return self.value, self.low, self.high
 
     @property
     def half_width(self) -> float | None:
@@ -76,15 +83,15 @@ def estimate_ratio(
     if total == 0 or short:
         missing = ", ".join(f"{count} in stratum {name}" for name, count in short.items())
         needed = _effective_size_for(target_half_width, planning_value)
-        return Estimate(None, None, None, 0, max(needed - judged_now, sum(short.values())),
-                        f"too few verdicts: {missing or 'no calls'}")  # fmt: skip
+        more = min(max(needed - judged_now, sum(short.values())), total - judged_now)
+        return Estimate(None, None, None, 0, more, f"too few verdicts: {missing or 'no calls'}")
     shares = {name: population[name] / total for name in strata}
     # Each judged call stands for its stratum's share over the stratum's verdicts.
     weights = [(shares[name] / len(judged[name]), call) for name in strata for call in judged[name]]
     x_total = sum(weight * call.x for weight, call in weights)
     units = sum(1 for _, call in weights if call.x)
     if units == 0:
-        return Estimate(None, None, None, 0, 0, "no judged call falls in the denominator")
+        return Estimate(None, None, None, 0, 0, NO_DENOMINATOR)
     ratio = sum(weight * call.y for weight, call in weights) / x_total
     if all(len(judged[name]) >= population[name] for name in strata):
         return Estimate(ratio, ratio, ratio, units, 0)  # every call judged: nothing left to estimate
@@ -94,19 +101,19 @@ def estimate_ratio(
     # effective size of the weights (Kish, Survey Sampling, 1965).
     kish = x_total**2 / sum((weight * call.x) ** 2 for weight, call in weights)
     size = ratio * (1 - ratio) / variance if variance > 0 and 0 < ratio < 1 else kish
-    low, high = clopper_pearson(ratio, size)
+    low, high = wilson_interval(ratio, size)
     planning = ratio if 0 < ratio < 1 else planning_value
     needed = math.ceil(judged_now * _effective_size_for(target_half_width, planning) / size)
-    return Estimate(ratio, low, high, units, max(0, needed - judged_now))
+    # Never more than the calls left: judging them all leaves nothing to estimate.
+    return Estimate(ratio, low, high, units, min(max(0, needed - judged_now), total - judged_now))
 
 
-def clopper_pearson(value: float, size: float) -> tuple[float, float]:
-    """The exact binomial 95 % interval of a share ``value`` at an effective sample ``size`` (may be fractional)."""
-    successes = value * size
-    alpha = 1 - CONFIDENCE
-    low = 0.0 if successes <= 0 else float(beta.ppf(alpha / 2, successes, size - successes + 1))
-    high = 1.0 if successes >= size else float(beta.ppf(1 - alpha / 2, successes + 1, size - successes))
-    return min(low, value), max(high, value)
+def wilson_interval(value: float, size: float) -> tuple[float, float]:
+    """Wilson's 95 % score interval of a share ``value`` at an effective sample ``size`` (may be fractional)."""
+    z2 = _Z * _Z
+    centre = (value + z2 / (2 * size)) / (1 + z2 / size)
+    half = _Z * math.sqrt(value * (1 - value) / size + z2 / (4 * size * size)) / (1 + z2 / size)
+    return min(max(0.0, centre - half), value), max(min(1.0, centre + half), value)
 
 
 def _stratum_means(calls: Sequence[Judged]) -> tuple[float, float]:

@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
-LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn"]
+LABEL_COLUMNS = [
+    "trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn",
+    "inclusion_probability", "stratum",
+]  # fmt: skip
 # Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 SPAN_ID = re.compile(r"[0-9a-f]{16}")
-# Label's field for each column but source (given per batch, second to last).
+# Label's field for each column up to source (given per batch), which the last three follow.
 _FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
 
 
@@ -24,7 +27,8 @@ class Label:
     ``detector`` names the finding the person judged from (empty: the call as a whole); the
     verdict is about the call either way, and a person's newest verdict on a call replaces
     their earlier one.  ``withdrawn``: the person took this verdict back (an undo); the call
-    counts as not labelled by them.
+    counts as not labelled by them.  ``inclusion_probability`` and ``stratum``: for a verdict given
+    in the review queue, how its call was drawn into the audit sample (0 and "" otherwise).
     """
 
     trace_id: str
@@ -35,6 +39,8 @@ class Label:
     note: str = ""
     detector: str = ""
     withdrawn: bool = False
+    inclusion_probability: float = 0.0
+    stratum: str = ""
 
 
 def to_utc_ms(moment: datetime) -> datetime:
@@ -48,7 +54,11 @@ def insert_labels(client: Client, database: str, labels: Sequence[Label], source
 
     Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
     """
-    rows = [[getattr(label, name) for name in _FIELDS] + [source, label.withdrawn] for label in labels]
+    rows = [
+        [getattr(label, name) for name in _FIELDS]
+        + [source, label.withdrawn, label.inclusion_probability, label.stratum]
+        for label in labels
+    ]
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)

@@ -1,0 +1,249 @@
+"""What the rate estimate and the review queue read from ClickHouse, and the skips they write.
+
+Every query starts from the calls in a :class:`Scope` (an application, service, operation, model
+or attribute values, over a window), one row per call: its application (the policy its findings
+name), its ``p_hallucination``, whether an alert was raised on its trace, its stratum, and why
+the detectors could not check it, if they could not (:data:`UNVERIFIED_REASONS`).  An unverified
+call is counted apart: never in a stratum, never judged in the queue, never taken as faithful.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from pipeline.rate.sampler import ALERTED, NO_PROBABILITY, Strata
+
+# Why a call is unverified, from its findings: the sentinel found a factual prompt with nothing to
+# check the answer against; the call's text was cut at max_call_chars before the detectors saw it
+# (every finding's evidence names what was cut); the coverage detector's reasons (a source cut at
+# grounding's max_source_chars, an answer in a language the embedding model does not cover); a
+# detector that failed on it.
+UNVERIFIED_REASONS = """
+    arrayDistinct(arrayConcat(
+        arrayFilter(r -> r != '', groupArray(multiIf(
+            detector = 'sentinel' AND flagged AND summary = 'unverified_factual', 'no sources for a factual prompt',
+            status = 'error', concat(detector, ' failed'),
+            ''))),
+        if(arrayExists(t -> has(t, 'output_messages'), groupArray(JSONExtract(evidence, 'truncated', 'Array(String)'))),
+           ['answer cut at max_call_chars'], []),
+        if(arrayExists(t -> hasAny(t, ['input_messages', 'system_instructions', 'sources']),
+                       groupArray(JSONExtract(evidence, 'truncated', 'Array(String)'))),
+           ['context cut at max_call_chars'], []),
+        arrayFlatten(groupArray(if(detector = 'coverage' AND flagged,
+                                   JSONExtract(evidence, 'reasons', 'Array(String)'), [])))
+    ))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The calls an estimate is about: those matching every non-empty selector, started in [since, until)."""
+
+    since: datetime
+    until: datetime
+    app: str = ""  # an application policy's name
+    service: str = ""
+    operation: str = ""
+    model: str = ""
+    attributes: tuple[tuple[str, str], ...] = ()  # span or resource attribute values (service.version...)
+
+    def describe(self) -> str:
+        """The selector as people read it: ``app hr, service.version=v42`` (``every call`` for none)."""
+        parts = [f"{name} {value}" for name, value in
+                 (("app", self.app), ("service", self.service), ("operation", self.operation), ("model", self.model))
+                 if value]  # fmt: skip
+        parts += [f"{key}={value}" for key, value in self.attributes]
+        return ", ".join(parts) or "every call"
+
+    def window(self) -> str:
+        """``2025-06-01 09:00 to 2025-06-08 09:00 UTC``."""
+        return f"{self.since:%Y-%m-%d %H:%M} to {self.until:%Y-%m-%d %H:%M} UTC"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditVerdict:
+    """The standing audit verdict on one call of the scope, with the frame and stratum its call is in now."""
+
+    frame: str  # application / stratum
+    hallucinated: bool
+    alerted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCounts:
+    """The scope's calls: per frame (application / stratum), unverified by reason, the model's mean probability."""
+
+    population: dict[str, int] = field(default_factory=dict)
+    unverified: dict[str, int] = field(default_factory=dict)  # reason -> calls (a call may give several)
+    unverified_calls: int = 0
+    calls: int = 0  # every call of the scope, unverified ones included
+    mean_probability: float | None = None  # over the verified calls with a probability
+    with_probability: int = 0
+    skipped: int = 0  # calls a reviewer skipped that nobody judged since
+
+
+@dataclass(frozen=True, slots=True)
+class Drawn:
+    """The call the queue serves next, with how it was drawn."""
+
+    trace_id: str
+    span_id: str
+    stratum: str
+    inclusion_probability: float
+
+
+def frame_name(app: str, stratum: str) -> str:
+    """A sampling frame: the queue draws each application's strata on their own."""
+    return f"{app} / {stratum}"
+
+
+class RateStore:
+    """Queries of one ClickHouse database for the rate estimate and the review queue."""
+
+    def __init__(self, client: Client, database: str, strata: Strata) -> None:
+        self._client = client
+        self._db = database
+        self._strata = strata
+
+    def counts(self, scope: Scope) -> ScopeCounts:
+        """How many calls of ``scope`` each frame holds, which are unverified and why, the model's mean."""
+        calls_sql, params = self._calls(scope)
+        frames = self._rows(
+            f"""
+            SELECT app, stratum, count(), countIf(p IS NOT NULL), avgIf(p, p IS NOT NULL)
+            FROM ({calls_sql}) WHERE empty(reasons) GROUP BY app, stratum
+            """,  # noqa: S608 - identifiers validated, values bound
+            params,
+        )
+        reasons = self._rows(
+            f"SELECT reason, count() FROM ({calls_sql}) ARRAY JOIN reasons AS reason GROUP BY reason ORDER BY 2 DESC",  # noqa: S608
+            params,
+        )
+        ((calls, unverified),) = self._rows(
+            f"SELECT count(), countIf(notEmpty(reasons)) FROM ({calls_sql})",  # noqa: S608 - identifiers validated
+            params,
+        )
+        ((skipped,),) = self._rows(
+            f"""
+            SELECT count() FROM ({calls_sql})
+            WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM {self._db}.review_skips)
+              AND NOT judged
+            """,  # noqa: S608 - identifiers validated, values bound
+            params,
+        )
+        with_p = sum(int(row[3]) for row in frames)
+        mean = sum(float(row[4]) * int(row[3]) for row in frames if row[3]) / with_p if with_p else None
+        return ScopeCounts(
+            {frame_name(app, stratum): int(count) for app, stratum, count, *_ in frames},
+            {reason: int(count) for reason, count in reasons},
+            int(unverified), int(calls), mean, with_p, int(skipped),
+        )  # fmt: skip
+
+    def verdicts(self, scope: Scope) -> list[AuditVerdict]:
+        """The audit verdicts standing on verified calls of ``scope`` (the newest per call)."""
+        calls_sql, params = self._calls(scope)
+        rows = self._rows(
+            f"SELECT app, stratum, hallucinated, alerted FROM ({calls_sql}) WHERE judged AND empty(reasons)",  # noqa: S608
+            params,
+        )
+        return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a)) for app, stratum, h, a in rows]
+
+    def apps(self) -> list[str]:
+        """The application policies findings name."""
+        return [row[0] for row in self._rows(f"SELECT DISTINCT policy FROM {self._db}.findings ORDER BY 1")]  # noqa: S608
+
+    def queue_state(self, scope: Scope, reviewer: str) -> tuple[dict[str, int], dict[str, int], list[str]]:
+        """Per stratum of ``scope``: its verified calls, those judged, and the strata with a call left to serve."""
+        calls_sql, params = self._calls(scope)
+        rows = self._rows(
+            f"""
+            SELECT stratum, count(), countIf(judged),
+                   countIf(NOT judged AND (trace_id, span_id) NOT IN
+                           (SELECT trace_id, span_id FROM {self._db}.review_skips WHERE reviewer = {{reviewer:String}}))
+            FROM ({calls_sql}) WHERE empty(reasons) GROUP BY stratum
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, "reviewer": reviewer},
+        )
+        order = {name: rank for rank, name in enumerate(self._strata.names)}
+        rows.sort(key=lambda row: order[row[0]])
+        return (
+            {stratum: int(size) for stratum, size, *_ in rows},
+            {stratum: int(judged) for stratum, _, judged, _ in rows},
+            [stratum for stratum, _, _, left in rows if left],
+        )
+
+    def first_unjudged(self, scope: Scope, stratum: str, reviewer: str, seed: int) -> tuple[str, str] | None:
+        """The stratum's unjudged, unskipped verified call with the lowest seeded hash (a random draw, repeatable)."""
+        calls_sql, params = self._calls(scope)
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id FROM ({calls_sql})
+            WHERE empty(reasons) AND NOT judged AND stratum = {{stratum:String}}
+              AND (trace_id, span_id) NOT IN
+                  (SELECT trace_id, span_id FROM {self._db}.review_skips WHERE reviewer = {{reviewer:String}})
+            ORDER BY sipHash64(concat(toString({{seed:Int64}}), ':', trace_id, ':', span_id)), trace_id, span_id
+            LIMIT 1
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, "stratum": stratum, "reviewer": reviewer, "seed": seed},
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def skip(self, trace_id: str, span_id: str, reviewer: str, at: datetime) -> None:
+        """Record that ``reviewer`` skipped a call: the queue serves them another."""
+        self._client.insert(
+            f"{self._db}.review_skips",
+            [[trace_id, span_id, reviewer, at]],
+            column_names=["trace_id", "span_id", "reviewer", "skipped_at"],
+        )
+
+    def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:
+        """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict."""
+        where = ["start_time >= {since:DateTime64(6, 'UTC')}", "start_time < {until:DateTime64(6, 'UTC')}"]
+        params: dict[str, Any] = {"since": scope.since, "until": scope.until}
+        for column in ("service", "operation", "model"):
+            if value := getattr(scope, column):
+                where.append(f"{column} = {{{column}:String}}")
+                params[column] = value
+        for index, (key, value) in enumerate(scope.attributes):
+            where.append(f"attributes[{{key{index}:String}}] = {{value{index}:String}}")
+            params |= {f"key{index}": key, f"value{index}": value}
+        app = "WHERE app = {app:String}" if scope.app else ""
+        params |= {"app": scope.app, "names": list(self._strata.names[:-2]), "edges": list(self._strata.edges)}
+        sql = f"""
+            SELECT trace_id, span_id, app, p, alerted, reasons, judged, hallucinated,
+                   multiIf(alerted, '{ALERTED}', p IS NULL, '{NO_PROBABILITY}',
+                           arrayElement({{names:Array(String)}}, 1 + arrayCount(e -> p >= e, {{edges:Array(Float64)}})))
+                       AS stratum
+            FROM
+            (
+                SELECT trace_id, span_id, max(p_hallucination) AS p
+                FROM {self._db}.llm_calls WHERE {" AND ".join(where)} GROUP BY trace_id, span_id
+            ) AS calls
+            INNER JOIN
+            (
+                SELECT trace_id, span_id, any(policy) AS app, {UNVERIFIED_REASONS} AS reasons
+                FROM {self._db}.findings FINAL
+                WHERE span_start_time >= {{since:DateTime64(6, 'UTC')}}
+                  AND span_start_time < {{until:DateTime64(6, 'UTC')}}
+                GROUP BY trace_id, span_id
+            ) AS found USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT trace_id, span_id, true AS judged, argMax(label, labelled_at) AS hallucinated
+                FROM {self._db}.labels FINAL
+                WHERE inclusion_probability > 0 AND NOT withdrawn GROUP BY trace_id, span_id
+            ) AS audit USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT DISTINCT trace_id, true AS alerted FROM {self._db}.alerts
+            ) AS raised USING (trace_id)
+            {app}
+        """  # noqa: S608 - identifiers validated, values bound
+        return sql, params
+
+    def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return [tuple(row) for row in self._client.query(sql, parameters=params or {}).result_rows]
