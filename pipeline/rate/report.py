@@ -78,7 +78,7 @@ def report_lines(report: RateReport, target_half_width: float) -> list[str]:
     lines = [f"{scope.describe()}, {scope.window()}: {counts.calls} calls"]
     if counts.calls:
         share = percent(counts.unverified_calls / counts.calls)
-        reasons = ", ".join(f"{count} {reason}" for reason, count in counts.unverified.items())
+        reasons = "; ".join(f"{reason}: {count}" for reason, count in counts.unverified.items())
         lines.append(f"  unverified (the detectors could not check them; not counted below): "
                      f"{counts.unverified_calls} ({share}){': ' + reasons if reasons else ''}")  # fmt: skip
     model = (f"{percent(counts.mean_probability)} (mean p_hallucination of {counts.with_probability} calls)"
