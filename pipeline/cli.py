@@ -817,6 +817,9 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
     click.echo(f"Report: {outcome.report_path.resolve()}")
     command = f"HALLUWATCH_DATA_DIR={shlex.quote(str(data_dir))} {shlex.quote(sys.argv[0])} ui"
     click.echo(f"Triage pages: {command}\n  then open the address it prints ('alerted only' lists the alerted traces).")
+    rate = f"HALLUWATCH_DATA_DIR={shlex.quote(str(data_dir))} {shlex.quote(sys.argv[0])} rate --app default"
+    click.echo(f"Review: 'Review' on those pages serves calls to judge (keys h, f, s); then {rate}\n"
+               "  estimates how often the app hallucinates from your verdicts.")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def test_a_source_longer_than_grounding_reads_is_named(detector: CoverageDetecto
 
 
 def test_json_and_short_answers_are_not_language_checked(detector: CoverageDetector):
-    extraction = make_llm_call('{"sku": "PAP-A4-500", "quantity": 30, "currency": "GBP"}', "Extract the order")
+    extraction = make_llm_call('{"sku": "TON-HP-305", "quantity": "two", "currency": "GBX", "ship_to": "Lei', "Extract")
     short = make_llm_call("Oui, bien sûr.", "Can I?")
     assert [r.flagged for r in detector.detect_batch([extraction, short])] == [False, False]
     assert all("language" not in r.evidence for r in detector.detect_batch([extraction, short]))
