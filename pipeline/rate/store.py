@@ -3,8 +3,9 @@
 Every query starts from the calls in a :class:`Scope` (an application, service, operation, model
 or attribute values, over a window), one row per call: its application (the policy its findings
 name), its ``p_hallucination``, whether an alert was raised on its trace, its stratum, and why
-the detectors could not check it, if they could not (:data:`UNVERIFIED_REASONS`).  An unverified
-call is counted apart: never in a stratum, never judged in the queue, never taken as faithful.
+the detectors could not check it, if they could not (``UNVERIFIED_REASONS``, which the rate panel
+shares: :mod:`dashboards.fragments`).  An unverified call is counted apart: never in a stratum,
+never judged in the queue, never taken as faithful.
 """
 
 from __future__ import annotations
@@ -15,28 +16,8 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
+from dashboards.fragments import UNVERIFIED_REASONS
 from pipeline.rate.sampler import ALERTED, NO_PROBABILITY, Strata
-
-# Why a call is unverified, from its findings: the sentinel found a factual prompt with nothing to
-# check the answer against; the call's text was cut at max_call_chars before the detectors saw it
-# (every finding's evidence names what was cut); the coverage detector's reasons (a source cut at
-# grounding's max_source_chars, an answer in a language the embedding model does not cover); a
-# detector that failed on it.
-UNVERIFIED_REASONS = """
-    arrayDistinct(arrayConcat(
-        arrayFilter(r -> r != '', groupArray(multiIf(
-            detector = 'sentinel' AND flagged AND summary = 'unverified_factual', 'no sources for a factual prompt',
-            status = 'error', concat(detector, ' failed'),
-            ''))),
-        if(arrayExists(t -> has(t, 'output_messages'), groupArray(JSONExtract(evidence, 'truncated', 'Array(String)'))),
-           ['answer cut at max_call_chars'], []),
-        if(arrayExists(t -> hasAny(t, ['input_messages', 'system_instructions', 'sources']),
-                       groupArray(JSONExtract(evidence, 'truncated', 'Array(String)'))),
-           ['context cut at max_call_chars'], []),
-        arrayFlatten(groupArray(if(detector = 'coverage' AND flagged,
-                                   JSONExtract(evidence, 'reasons', 'Array(String)'), [])))
-    ))
-"""
 
 
 @dataclass(frozen=True, slots=True)
