@@ -765,6 +765,47 @@ def rate(
     click.echo(comparison_sentence(app or service or "every app", (after, report.rate), (earlier, before.rate)))
 
 
+@main.command(name="review-digest")
+@CONFIG_OPTION
+@click.option("--app", required=True, help="The application policy whose calls to draw.")
+@click.option("--channel", required=True, help="The Slack channel to post to (#name or its id).")
+@click.option("--calls", "count", type=click.IntRange(1, 20), default=5, show_default=True, help="Calls to post.")
+def review_digest(config_path: Path | None, app: str, channel: str, count: int) -> None:
+    """Post the review queue's next calls of an application to Slack, with verdict buttons (run it daily).
+
+    The calls are the ones the review page would serve next; a click on their buttons reaches
+    the pages' Slack endpoint (ui.slack_signing_secret) and joins the audit sample.
+    """
+    from datetime import timedelta
+
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    from pipeline.rate.digest import digest_message
+    from pipeline.rate.queue import draw
+    from pipeline.rate.store import RateStore, Scope
+    from pipeline.sinks.clickhouse import open_clickhouse
+
+    settings = _settings(config_path)
+    token = settings.alerting.slack_bot_token
+    if token is None:
+        raise click.ClickException("alerting.slack_bot_token is not set (HALLUWATCH_ALERTING__SLACK_BOT_TOKEN)")
+    review = settings.review
+    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, review.audit_strata())
+    now = datetime.now(UTC)
+    calls = draw(store, Scope(now - timedelta(days=review.window_days), now, app=app), "", review.seed, count)
+    if not calls:
+        click.echo(f"nothing to review for {app}: every call of the last {review.window_days} days is judged")
+        return
+    text, blocks = digest_message(app, calls, settings.alerting.ui_base_url)
+    client = WebClient(token=token.get_secret_value(), base_url=settings.alerting.slack_base_url)
+    try:
+        client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+    except SlackApiError as error:
+        raise click.ClickException(f"Slack refused the digest for {channel}: {error.response.get('error')}") from error
+    click.echo(f"posted {len(calls)} calls to review for {app} to {channel}")
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")

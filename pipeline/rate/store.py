@@ -10,6 +10,7 @@ never judged in the queue, never taken as faithful.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -137,8 +138,8 @@ class RateStore:
         """The application policies findings name."""
         return [row[0] for row in self._rows(f"SELECT DISTINCT policy FROM {self._db}.findings ORDER BY 1")]  # noqa: S608
 
-    def queue_state(self, scope: Scope, reviewer: str) -> tuple[dict[str, int], dict[str, int], list[str]]:
-        """Per stratum of ``scope``: its verified calls, those judged, and the strata with a call left to serve."""
+    def queue_state(self, scope: Scope, reviewer: str) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+        """Per stratum of ``scope``: its verified calls, those judged, those left to serve ``reviewer``."""
         calls_sql, params = self._calls(scope)
         rows = self._rows(
             f"""
@@ -154,11 +155,16 @@ class RateStore:
         return (
             {stratum: int(size) for stratum, size, *_ in rows},
             {stratum: int(judged) for stratum, _, judged, _ in rows},
-            [stratum for stratum, _, _, left in rows if left],
+            {stratum: int(left) for stratum, _, _, left in rows},
         )
 
-    def first_unjudged(self, scope: Scope, stratum: str, reviewer: str, seed: int) -> tuple[str, str] | None:
-        """The stratum's unjudged, unskipped verified call with the lowest seeded hash (a random draw, repeatable)."""
+    def first_unjudged(
+        self, scope: Scope, stratum: str, reviewer: str, seed: int, drawn: Sequence[tuple[str, str]] = ()
+    ) -> tuple[str, str] | None:
+        """The stratum's unjudged, unskipped verified call with the lowest seeded hash (a random draw, repeatable).
+
+        ``drawn``: calls already handed out in this draw (a digest's), not served twice.
+        """
         calls_sql, params = self._calls(scope)
         rows = self._rows(
             f"""
@@ -166,10 +172,11 @@ class RateStore:
             WHERE empty(reasons) AND NOT judged AND stratum = {{stratum:String}}
               AND (trace_id, span_id) NOT IN
                   (SELECT trace_id, span_id FROM {self._db}.review_skips WHERE reviewer = {{reviewer:String}})
+              AND (trace_id, span_id) NOT IN {{drawn:Array(Tuple(String, String))}}
             ORDER BY sipHash64(concat(toString({{seed:Int64}}), ':', trace_id, ':', span_id)), trace_id, span_id
             LIMIT 1
             """,  # noqa: S608 - identifiers validated, values bound
-            {**params, "stratum": stratum, "reviewer": reviewer, "seed": seed},
+            {**params, "stratum": stratum, "reviewer": reviewer, "seed": seed, "drawn": list(drawn)},
         )
         return (rows[0][0], rows[0][1]) if rows else None
 
