@@ -20,7 +20,6 @@ from pipeline.rate.store import Drawn, RateStore, Scope
 from pipeline.sinks.labels import Label, to_utc_ms
 from pipeline.ui.call_context import call_context
 from pipeline.ui.queries import TriageStore
-from pipeline.ui.verdicts import verdict_words
 
 VERDICTS = {"hallucinated": True, "faithful": False}
 MAX_NOTE_CHARS = 2000
@@ -71,7 +70,7 @@ def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSett
         )  # fmt: skip
         triage.add_label(label, source="review")
         session.pop(_DRAW)
-        flash(f"Recorded: {verdict_words(label.hallucinated)} on span {drawn.span_id}")
+        flash(f"Recorded: {choice} on span {drawn.span_id}")
         return redirect(url_for("review.page", app=app), code=303)
 
     @pages.post("/review/skip")

@@ -3,7 +3,8 @@
 A reviewer opens the review page for the demo's default application, judges ten calls with the
 keys (one with a note), skips one, and watches the verdict-corrected rate appear; the test reads
 each verdict back from ClickHouse with the stratum and inclusion probability the page showed,
-and checks that the skipped call is not served again.
+and checks that the skipped call is not served again.  With TRIAGE_SCREENSHOTS_DIR set, the
+page after the ten verdicts is saved there (the README's screenshot).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pipeline.rate.store import RateStore, Scope
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
 from tests.chromium import chromium_path
-from tests.integration.test_triage_browser import serving
+from tests.integration.test_triage_browser import _screenshot, serving
 
 pytestmark = pytest.mark.integration
 
@@ -60,11 +61,11 @@ def test_a_reviewer_judges_ten_calls_with_the_keyboard_and_the_estimate_follows(
                     page.keyboard.press("Escape")
                 page.keyboard.press("h" if hallucinated else "f")
                 page.wait_for_selector(".flash")
-                assert f"Recorded: {'confirmed hallucination' if hallucinated else 'false alarm'} on span {span}" in (
-                    page.inner_text(".flash")
-                )
+                verdict = "hallucinated" if hallucinated else "faithful"
+                assert f"Recorded: {verdict} on span {span}" in page.inner_text(".flash")
                 served.append((span, stratum, float(probability), hallucinated))
             rate_text = page.inner_text("section.estimate p.rate")
+            _screenshot(page, "review.png")
         finally:
             browser.close()
 
