@@ -75,6 +75,7 @@ def estimate_ratio(
     total = sum(population.values())
     strata = [name for name, size in population.items() if size > 0]
     judged_now = sum(len(judged.get(name, ())) for name in strata)
+    units = sum(1 for name in strata for call in judged.get(name, ()) if call.x)
     short = {
         name: min(2, population[name]) - len(judged.get(name, ()))
         for name in strata
@@ -84,12 +85,11 @@ def estimate_ratio(
         missing = ", ".join(f"{count} in stratum {name}" for name, count in short.items())
         needed = _effective_size_for(target_half_width, planning_value)
         more = min(max(needed - judged_now, sum(short.values())), total - judged_now)
-        return Estimate(None, None, None, 0, more, f"too few verdicts: {missing or 'no calls'}")
+        return Estimate(None, None, None, units, more, f"too few verdicts: {missing or 'no calls'}")
     shares = {name: population[name] / total for name in strata}
     # Each judged call stands for its stratum's share over the stratum's verdicts.
     weights = [(shares[name] / len(judged[name]), call) for name in strata for call in judged[name]]
     x_total = sum(weight * call.x for weight, call in weights)
-    units = sum(1 for _, call in weights if call.x)
     if units == 0:
         return Estimate(None, None, None, 0, 0, NO_DENOMINATOR)
     ratio = sum(weight * call.y for weight, call in weights) / x_total

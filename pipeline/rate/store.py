@@ -94,10 +94,11 @@ class RateStore:
     def counts(self, scope: Scope) -> ScopeCounts:
         """How many calls of ``scope`` each frame holds, which are unverified and why, the model's mean."""
         calls_sql, params = self._calls(scope)
-        frames = self._rows(
+        groups = self._rows(
             f"""
-            SELECT app, stratum, count(), countIf(p IS NOT NULL), avgIf(p, p IS NOT NULL)
-            FROM ({calls_sql}) WHERE empty(reasons) GROUP BY app, stratum
+            SELECT app, stratum, notEmpty(reasons) AS unverified, count(), countIf(p IS NOT NULL),
+                   sumIf(p, p IS NOT NULL), countIf(skipped AND NOT judged)
+            FROM ({calls_sql}) GROUP BY app, stratum, unverified
             """,  # noqa: S608 - identifiers validated, values bound
             params,
         )
@@ -105,25 +106,17 @@ class RateStore:
             f"SELECT reason, count() FROM ({calls_sql}) ARRAY JOIN reasons AS reason GROUP BY reason ORDER BY 2 DESC",  # noqa: S608
             params,
         )
-        ((calls, unverified),) = self._rows(
-            f"SELECT count(), countIf(notEmpty(reasons)) FROM ({calls_sql})",  # noqa: S608 - identifiers validated
-            params,
-        )
-        ((skipped,),) = self._rows(
-            f"""
-            SELECT count() FROM ({calls_sql})
-            WHERE (trace_id, span_id) IN (SELECT trace_id, span_id FROM {self._db}.review_skips)
-              AND NOT judged
-            """,  # noqa: S608 - identifiers validated, values bound
-            params,
-        )
-        with_p = sum(int(row[3]) for row in frames)
-        mean = sum(float(row[4]) * int(row[3]) for row in frames if row[3]) / with_p if with_p else None
+        checked = [row for row in groups if not row[2]]
+        with_p = sum(int(row[4]) for row in checked)
         return ScopeCounts(
-            {frame_name(app, stratum): int(count) for app, stratum, count, *_ in frames},
-            {reason: int(count) for reason, count in reasons},
-            int(unverified), int(calls), mean, with_p, int(skipped),
-        )  # fmt: skip
+            population={frame_name(app, stratum): int(count) for app, stratum, _, count, *_ in checked},
+            unverified={reason: int(count) for reason, count in reasons},
+            unverified_calls=sum(int(row[3]) for row in groups if row[2]),
+            calls=sum(int(row[3]) for row in groups),
+            mean_probability=sum(float(row[5]) for row in checked) / with_p if with_p else None,
+            with_probability=with_p,
+            skipped=sum(int(row[6]) for row in groups),
+        )
 
     def verdicts(self, scope: Scope) -> list[AuditVerdict]:
         """The audit verdicts standing on verified calls of ``scope`` (the newest per call)."""
@@ -189,7 +182,7 @@ class RateStore:
         )
 
     def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:
-        """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict."""
+        """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict, skipped."""
         where = ["start_time >= {since:DateTime64(6, 'UTC')}", "start_time < {until:DateTime64(6, 'UTC')}"]
         params: dict[str, Any] = {"since": scope.since, "until": scope.until}
         for column in ("service", "operation", "model"):
@@ -202,7 +195,7 @@ class RateStore:
         app = "WHERE app = {app:String}" if scope.app else ""
         params |= {"app": scope.app, "names": list(self._strata.names[:-2]), "edges": list(self._strata.edges)}
         sql = f"""
-            SELECT trace_id, span_id, app, p, alerted, reasons, judged, hallucinated,
+            SELECT trace_id, span_id, app, p, alerted, reasons, judged, hallucinated, skipped,
                    multiIf(alerted, '{ALERTED}', p IS NULL, '{NO_PROBABILITY}',
                            arrayElement({{names:Array(String)}}, 1 + arrayCount(e -> p >= e, {{edges:Array(Float64)}})))
                        AS stratum
@@ -229,6 +222,10 @@ class RateStore:
             (
                 SELECT DISTINCT trace_id, true AS alerted FROM {self._db}.alerts
             ) AS raised USING (trace_id)
+            LEFT JOIN
+            (
+                SELECT DISTINCT trace_id, span_id, true AS skipped FROM {self._db}.review_skips
+            ) AS passed USING (trace_id, span_id)
             {app}
         """  # noqa: S608 - identifiers validated, values bound
         return sql, params
