@@ -726,12 +726,13 @@ def rate(
 
     from pipeline.rate.compare import comparison_sentence
     from pipeline.rate.report import rate_report, report_lines
+    from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
     from pipeline.sinks.clickhouse import open_clickhouse
 
     settings = _settings(config_path)
     review = settings.review
-    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, review.audit_strata())
+    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
     values = _attribute_values(attributes, "--attr")
     scope = Scope(_ago(since, "--since"), _ago(until, "--until"), app, service, operation, model,
                   tuple(sorted(values.items())))  # fmt: skip
@@ -783,6 +784,7 @@ def review_digest(config_path: Path | None, app: str, channel: str, count: int) 
 
     from pipeline.rate.digest import digest_message
     from pipeline.rate.queue import draw
+    from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
     from pipeline.sinks.clickhouse import open_clickhouse
 
@@ -791,7 +793,7 @@ def review_digest(config_path: Path | None, app: str, channel: str, count: int) 
     if token is None:
         raise click.ClickException("alerting.slack_bot_token is not set (HALLUWATCH_ALERTING__SLACK_BOT_TOKEN)")
     review = settings.review
-    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, review.audit_strata())
+    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
     now = datetime.now(UTC)
     calls = draw(store, Scope(now - timedelta(days=review.window_days), now, app=app), "", review.seed, count)
     if not calls:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pipeline.rate.sampler import Strata
+
+def check_edges(edges: Sequence[float]) -> None:
+    """Raise ValueError unless ``edges`` ascend strictly inside (0, 1): the audit strata's cut points."""
+    if list(edges) != sorted(set(edges)) or not all(0 < edge < 1 for edge in edges):
+        raise ValueError(f"strata edges must ascend strictly inside (0, 1), not {list(edges)}")
 
 
 class ReviewSettings(BaseModel):
@@ -25,9 +31,5 @@ class ReviewSettings(BaseModel):
     @field_validator("strata")
     @classmethod
     def _edges(cls, value: list[float]) -> list[float]:
-        Strata(tuple(value))  # raises, naming the problem
+        check_edges(value)
         return value
-
-    def audit_strata(self) -> Strata:
-        """The strata the audit sample is drawn from and the estimate combines."""
-        return Strata(tuple(self.strata))

@@ -16,6 +16,8 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pipeline.config.review import ReviewSettings, check_edges
+
 NO_PROBABILITY = "no probability"
 ALERTED = "alerted"
 
@@ -27,8 +29,12 @@ class Strata:
     edges: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        if list(self.edges) != sorted(set(self.edges)) or not all(0 < edge < 1 for edge in self.edges):
-            raise ValueError(f"strata edges must ascend strictly inside (0, 1), not {list(self.edges)}")
+        check_edges(self.edges)
+
+    @classmethod
+    def configured(cls, review: ReviewSettings) -> Strata:
+        """The strata the settings' ``review.strata`` edges cut."""
+        return cls(tuple(review.strata))
 
     @property
     def names(self) -> tuple[str, ...]:

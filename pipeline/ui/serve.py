@@ -16,6 +16,7 @@ from flask import Flask
 
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
+from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore
 from pipeline.sinks.clickhouse import open_clickhouse
 from pipeline.ui.access import Access
@@ -42,7 +43,7 @@ def triage_app(settings: Settings) -> tuple[Flask, Access]:
             "run `halluwatch migrate` (or start a worker, which migrates) with write credentials"
         )
     access = Access(settings.ui)
-    rates = RateStore(store.client, settings.clickhouse_database, settings.review.audit_strata())
+    rates = RateStore(store.client, settings.clickhouse_database, Strata.configured(settings.review))
     return create_app(store, settings.ui, access, (rates, settings.review)), access
 
 

@@ -17,6 +17,7 @@ from pipeline.monitors.evaluate import Incident, IncidentStatus
 from pipeline.monitors.store import IncidentStore
 from pipeline.rate.queue import draw_next
 from pipeline.rate.report import rate_report
+from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore, Scope
 from pipeline.sinks.labels import Label, insert_labels
 from pipeline.ui.queries import ListFilters, TriageStore
@@ -267,7 +268,7 @@ def test_service_and_app_variables_filter_the_panels(dashboard_database):
 
 def test_the_rate_panel_says_what_halluwatch_rate_says(dashboard_database):
     client, database = dashboard_database
-    rates = RateStore(client, database, ReviewSettings().audit_strata())
+    rates = RateStore(client, database, Strata.configured(ReviewSettings()))
     now = datetime.now(UTC)
     scope = Scope(now - timedelta(hours=1), now + timedelta(seconds=1), app="default")
     # A reviewer judges some of what the queue serves: the demo's alerted calls are its planted hallucinations.

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
 from pipeline.rate.report import rate_report
+from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore, Scope
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
@@ -34,7 +35,7 @@ APP = "default"
 def test_a_reviewer_judges_ten_calls_with_the_keyboard_and_the_estimate_follows(demo_database):
     client, database = demo_database
     review = ReviewSettings()
-    rates = RateStore(client, database, review.audit_strata())
+    rates = RateStore(client, database, Strata.configured(review))
     settings = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
     app = create_app(TriageStore(client, database), settings, review=(rates, review))
     served: list[tuple[str, str, float, bool]] = []  # span, stratum, inclusion probability, hallucinated

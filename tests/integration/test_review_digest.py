@@ -24,6 +24,7 @@ from pipeline.cli import main
 from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
 from pipeline.rate.report import rate_report
+from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore, Scope
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
@@ -60,7 +61,7 @@ def test_the_digest_posts_five_drawn_calls_and_a_click_joins_the_audit_sample(
         # The queue's shares: the alerted calls and the calls nobody flagged both come up.
         strata = [d["stratum"] for d in drawn]
         assert "alerted" in strata and "p 0.00-0.10" in strata
-        rates = RateStore(client, database, ReviewSettings().audit_strata())
+        rates = RateStore(client, database, Strata.configured(ReviewSettings()))
         now = datetime.now(UTC)
         scope = Scope(now - timedelta(days=7), now + timedelta(seconds=1), app="default")
         population, _, _ = rates.queue_state(scope, "")
