@@ -64,8 +64,8 @@ def estimate_words(estimate: Estimate, target_half_width: float) -> str:
         more = estimate.more_for_target
         return f"{estimate.shortfall}; about {more} more verdicts would give {target}" if more else estimate.shortfall
     value, low, high = estimate.bounds
-    words = f"{percent(value)} ± {50 * (high - low):.1f} (95 % CI {interval(low, high)}), from {estimate.verdicts}"
-    words += " verdicts"
+    words = (f"{percent(value)} ± {50 * (high - low):.1f} (95 % CI {_interval(low, high)}), "
+             f"from {estimate.verdicts} verdicts")  # fmt: skip
     if estimate.more_for_target:
         return f"{words}; {estimate.more_for_target} more verdicts would give {target}"
     return f"{words}; within {target}"
@@ -92,7 +92,7 @@ def report_lines(report: RateReport, target_half_width: float) -> list[str]:
     return lines
 
 
-def interval(low: float, high: float) -> str:
+def _interval(low: float, high: float) -> str:
     """``5.0-11.3 %``."""
     return f"{100 * low:.1f}-{percent(high)}"
 
@@ -102,4 +102,4 @@ def _ratio_words(estimate: Estimate, none_judged: str) -> str:
         # The rate's line names the strata short of verdicts.
         return none_judged if estimate.shortfall == NO_DENOMINATOR else "too few verdicts"
     value, low, high = estimate.bounds
-    return f"{percent(value)} (95 % CI {interval(low, high)}), from {estimate.verdicts} verdicts"
+    return f"{percent(value)} (95 % CI {_interval(low, high)}), from {estimate.verdicts} verdicts"
