@@ -3,11 +3,16 @@
 Builds the worker's suite from default settings (one onnxruntime thread), turns shared
 RAGTruth records into the LLM calls a RAG app would trace, and times batches of them:
 *cold* with an empty window cache (every source seen for the first time) and *warm* on a
-second pass (the same documents recur across traces in production).  Median of runs.
-``--without NAME`` also times the suite without that detector in the same run, interleaved,
-and prints the ratio (the machine's speed drifts between days; a ratio does not).
+second pass (the same documents recur across traces in production).  Median of runs, and
+the time per call: each call is charged its batch's time divided by the batch's calls
+(``--batch 1``: each call's own time), p99 over every call of every run.
 
-    .venv/bin/python bench/detectors.py [--limit 128] [--runs 3] [--batch 32] [--without unsupported_spans]
+``--baseline REF`` also times commit REF's code in the same run, interleaved run by run
+(bench/baseline.py), and prints the ratios; ``--without NAME`` also times each suite
+without that detector.  The machine's speed drifts between hours; a ratio measured in one
+run does not.
+
+    .venv/bin/python bench/detectors.py [--limit 128] [--runs 3] [--batch 32] [--baseline 1a415df] [--without NAME]
 """
 
 from __future__ import annotations
@@ -17,25 +22,43 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from baseline import children, percentile, serve, serve_tree
 
-from detectors.llm_call import LLMCall
-from detectors.suite import DetectorSuite
-from detectors.thresholds import load_thresholds
-from pipeline.config.settings import load_settings
-from pipeline.offline.evaluate import read_records, record_to_call
-from pipeline.spans.suite import suite_from_settings
+TREE = serve_tree(sys.argv)
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth" / "ragtruth.jsonl"
 
 
-def timed_pass(suite: DetectorSuite, calls: list[LLMCall], batch: int) -> float:
-    """Calls per second for one pass over ``calls`` in batches."""
-    started = time.perf_counter()
-    for i in range(0, len(calls), batch):
-        suite.run(calls[i : i + batch])
-    return len(calls) / (time.perf_counter() - started)
+def child(limit: int, batch: int) -> None:
+    """Serve timed runs of this process's tree (its code first on sys.path)."""
+    from detectors.thresholds import load_thresholds
+    from pipeline.config.settings import load_settings
+    from pipeline.offline.evaluate import read_records, record_to_call
+    from pipeline.spans.suite import suite_from_settings
+
+    calls = [record_to_call(r) for r in list(read_records(DATA))[:limit]]
+    settings, thresholds = load_settings(), load_thresholds()
+    suite_from_settings(settings, thresholds).run(calls[:4])  # the one-time model export/load is not measured
+
+    def timed_pass(suite: Any) -> list[float]:
+        seconds: list[float] = []
+        for i in range(0, len(calls), batch):
+            part = calls[i : i + batch]
+            started = time.perf_counter()
+            suite.run(part)
+            seconds += [(time.perf_counter() - started) / len(part)] * len(part)
+        return seconds
+
+    def run(request: dict[str, Any]) -> dict[str, Any]:
+        suite = suite_from_settings(settings, thresholds)  # a fresh window cache
+        suite.content = [d for d in suite.content if d.name != request.get("without")]
+        cold, warm = timed_pass(suite), timed_pass(suite)
+        suite.close()
+        return {"cold": cold, "warm": warm}
+
+    serve(run)
 
 
 def main() -> None:
@@ -43,32 +66,54 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=128)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--without", help="also time the suite without this detector, for a ratio")
+    parser.add_argument("--baseline", metavar="REF", help="also time this commit's code, interleaved, for ratios")
+    parser.add_argument("--without", help="also time each suite without this detector, for a ratio")
+    parser.add_argument("--serve", metavar="TREE", help=argparse.SUPPRESS)  # a child of --baseline's harness
     args = parser.parse_args()
-    calls = [record_to_call(r) for r in list(read_records(DATA))[: args.limit]]
-    settings, thresholds = load_settings(), load_thresholds()
-    warmup = suite_from_settings(settings, thresholds)
-    warmup.run(calls[:4])  # the one-time model export/load is not what we measure
-    variants = {"default suite": None, **({f"without {args.without}": args.without} if args.without else {})}
-    cold: dict[str, list[float]] = {name: [] for name in variants}
-    warm: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.runs):
-        for name, left_out in variants.items():
-            suite = suite_from_settings(settings, thresholds)  # a fresh window cache
-            suite.content = [d for d in suite.content if d.name != left_out]
-            cold[name].append(timed_pass(suite, calls, args.batch))
-            warm[name].append(timed_pass(suite, calls, args.batch))
-            suite.close()
-    print(f"{len(calls)} RAGTruth calls, batches of {args.batch}, one thread:")
-    for name in variants:
-        print(f"  {name}: cold median {statistics.median(cold[name]):.1f} spans/s  (runs "
-              f"{', '.join(f'{r:.1f}' for r in cold[name])}); warm median {statistics.median(warm[name]):.1f} "
-              f"spans/s  (runs {', '.join(f'{r:.1f}' for r in warm[name])})")  # fmt: skip
-    if args.without:
-        other = f"without {args.without}"
-        cold_ratio = statistics.median(cold["default suite"]) / statistics.median(cold[other])
-        warm_ratio = statistics.median(warm["default suite"]) / statistics.median(warm[other])
-        print(f"  ratio default / {other}: cold {cold_ratio:.2f}, warm {warm_ratio:.2f}")
+    if TREE is not None:
+        child(args.limit, args.batch)
+        return
+    variants = [None, *([args.without] if args.without else [])]
+    times: dict[str, dict[str, list[list[float]]]] = {}
+    with children(Path(__file__), args.baseline, ["--limit", str(args.limit), "--batch", str(args.batch)]) as kids:
+        for _ in range(args.runs):
+            for kid in kids:
+                for left_out in variants:
+                    answer = kid.ask({"without": left_out})
+                    for phase in ("cold", "warm"):
+                        times.setdefault(_name(kid.label, left_out), {}).setdefault(phase, []).append(answer[phase])
+        labels = [kid.label for kid in kids]
+    print(f"{args.limit} RAGTruth calls, batches of {args.batch}, one thread, {args.runs} runs interleaved:")
+    for name, by in times.items():
+        print(f"  {name}: " + "; ".join(_phase_cell(phase, runs) for phase, runs in by.items()))
+    pairs = [(_name(labels[-1], v), _name(labels[0], v)) for v in variants if len(labels) > 1]
+    pairs += [(_name(label, args.without), _name(label, None)) for label in labels if args.without]
+    for name, reference in pairs:
+        print(f"  ratio {name} / {reference}: " + ", ".join(_ratio_cell(times, phase, name, reference)
+                                                          for phase in ("cold", "warm")))  # fmt: skip
+
+
+def _name(label: str, left_out: str | None) -> str:
+    return label + (f" without {left_out}" if left_out else "")
+
+
+def _rate(run: list[float]) -> float:
+    """Calls per second of one pass, from its per-call times."""
+    return len(run) / sum(run)
+
+
+def _phase_cell(phase: str, runs: list[list[float]]) -> str:
+    rates, per_call = [_rate(r) for r in runs], [t for r in runs for t in r]
+    return (
+        f"{phase} median {statistics.median(rates):.1f} spans/s (runs {', '.join(f'{r:.1f}' for r in rates)}), "
+        f"per call median {statistics.median(per_call) * 1e3:.1f} ms, p99 {percentile(per_call, 0.99) * 1e3:.1f} ms"
+    )
+
+
+def _ratio_cell(times: dict[str, dict[str, list[list[float]]]], phase: str, name: str, reference: str) -> str:
+    ratio = statistics.median(map(_rate, times[name][phase])) / statistics.median(map(_rate, times[reference][phase]))
+    p99, p99_ref = (percentile([t for r in times[n][phase] for t in r], 0.99) * 1e3 for n in (name, reference))
+    return f"{phase} {ratio:.2f}x (p99 per call {p99:.1f} vs {p99_ref:.1f} ms)"
 
 
 if __name__ == "__main__":

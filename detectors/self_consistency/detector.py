@@ -17,7 +17,7 @@ thing each time; one that makes it up tends to say something different each time
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,13 +77,11 @@ class SelfConsistencyDetector(SampledDetector):
         if not call.answer.strip():
             return self.skipped_result("the call answered with tool calls only: no text to compare", self.threshold)
         c = self.config
-        completions = await asyncio.gather(
-            *(
-                self._model.complete(
-                    messages, model=call.model, temperature=c.temperature, max_tokens=c.max_tokens, json_mode=False
-                )
-                for _ in range(c.samples)
+        completions = await _all_or_none(
+            self._model.complete(
+                messages, model=call.model, temperature=c.temperature, max_tokens=c.max_tokens, json_mode=False
             )
+            for _ in range(c.samples)
         )
         unusable = self.unusable(completions)
         if unusable:
@@ -165,3 +163,17 @@ def build(ing: Ingredients) -> SelfConsistencyDetector | None:
     return SelfConsistencyDetector(
         config, ing.threshold, required(ing.chat, "an LLM endpoint"), required(ing.embed, "an embedding function")
     )
+
+
+async def _all_or_none(requests: Iterable[Coroutine[Any, Any, Completion]]) -> list[Completion]:
+    """Every sample, or the first failure with the other requests cancelled.
+
+    One failed sample spoils the set; the others, still running, would be paid for and thrown away.
+    """
+    tasks = [asyncio.ensure_future(request) for request in requests]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise

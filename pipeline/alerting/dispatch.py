@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pipeline.alerting.alert import Alert, DeliveryStatus
 from pipeline.alerting.destinations import DeliveryError, Destination
@@ -22,6 +23,9 @@ from pipeline.config.content_policy import STORE_ALL, ContentPolicy
 
 # Whether an alert already reached a destination for good (a replay or a retry of it).
 AlreadyDone = Callable[[Alert, Destination], bool]
+# A failed delivery to try again: the alert and the number of this attempt.
+Retry = tuple[Alert, int]
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,14 +78,7 @@ class Dispatcher:
         todo = [a for a in alerts if not all(done(a, d) for d in destinations)]
         if not todo:
             return []
-        limited = any(d.rate_limited for d in destinations)
-        allowed = self._limiter.take(route, len(todo)) if limited else len(todo)
-        if allowed >= len(todo):
-            singles, overflow = todo, []
-        else:  # the last slot carries the digest; with none left, wait for the next one
-            singles, overflow = todo[: max(allowed - 1, 0)], todo[max(allowed - 1, 0) :]
-            if allowed == 0:
-                await self._wait_for_slot(route)
+        singles, overflow = await self._within_limit(route, todo, any(d.rate_limited for d in destinations))
         outcomes = []
         for destination in destinations:
             for alert in singles:
@@ -89,14 +86,36 @@ class Dispatcher:
                     outcomes.append(await self._send(alert, destination, 1))
             pending = [alert for alert in overflow if not done(alert, destination)]
             if pending:
-                outcomes.extend(await self._send_digest(route, pending, destination))
+                outcomes.extend(await self._send_digest(route, pending, destination, [1] * len(pending)))
         return outcomes
 
-    async def redeliver(self, alert: Alert, destination: Destination, attempt: int) -> Outcome:
-        """Try a failed delivery again, within the route's rate limit."""
-        if destination.rate_limited:
-            await self._wait_for_slot(alert.route)
-        return await self._send(alert, destination, attempt)
+    async def redeliver(self, route: str, destination: Destination, retries: Sequence[Retry]) -> list[Outcome]:
+        """Try failed deliveries to one of a route's destinations again, as :meth:`dispatch` sends.
+
+        Within the route's limit each alert is its own message again; the overflow goes as one
+        digest. One at a time, a backlog of retries after an outage would take a minute per
+        ``max_per_minute`` of them, and reach the on-call as a flood once through.
+        """
+        if not retries:
+            return []
+        singles, overflow = await self._within_limit(route, list(retries), destination.rate_limited)
+        outcomes = [await self._send(alert, destination, attempt) for alert, attempt in singles]
+        if overflow:
+            alerts, attempts = zip(*overflow, strict=True)
+            outcomes.extend(await self._send_digest(route, list(alerts), destination, list(attempts)))
+        return outcomes
+
+    async def _within_limit(self, route: str, items: list[_T], limited: bool) -> tuple[list[_T], list[_T]]:
+        """Split ``items`` into those sent singly and the overflow sent as one digest.
+
+        The last slot carries the digest; with none left, this waits for the next one.
+        """
+        allowed = self._limiter.take(route, len(items)) if limited else len(items)
+        if allowed >= len(items):
+            return items, []
+        if allowed == 0:
+            await self._wait_for_slot(route)
+        return items[: max(allowed - 1, 0)], items[max(allowed - 1, 0) :]
 
     async def _wait_for_slot(self, route: str) -> None:
         while (wait := self._limiter.seconds_until_available(route)) > 0:
@@ -110,12 +129,14 @@ class Dispatcher:
             return self._failure(alert, destination, attempt, exc)
         return Outcome(alert, destination, DeliveryStatus.DELIVERED, attempt)
 
-    async def _send_digest(self, route: str, alerts: list[Alert], destination: Destination) -> list[Outcome]:
+    async def _send_digest(
+        self, route: str, alerts: list[Alert], destination: Destination, attempts: list[int]
+    ) -> list[Outcome]:
         try:
             await destination.send_digest(route, alerts)
         except Exception as exc:  # each alert then retries on its own, within the limit again
-            return [self._failure(alert, destination, 1, exc) for alert in alerts]
-        return [Outcome(alert, destination, DeliveryStatus.DIGESTED, 1) for alert in alerts]
+            return [self._failure(a, destination, n, exc) for a, n in zip(alerts, attempts, strict=True)]
+        return [Outcome(a, destination, DeliveryStatus.DIGESTED, n) for a, n in zip(alerts, attempts, strict=True)]
 
     def _failure(self, alert: Alert, destination: Destination, attempt: int, exc: Exception) -> Outcome:
         error = self._content.reason(*_error_parts(exc))

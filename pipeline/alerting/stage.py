@@ -5,14 +5,18 @@ keyed by trace id once it reached a final state, so a replayed alert or a restar
 worker never posts it again.  How alerts are sent (rate limits, digests, what counts as
 retryable) is the :class:`~pipeline.alerting.dispatch.Dispatcher`'s business; the router
 acts on its outcomes.  A failed delivery is not retried in place (that would stall every
-other alert) but published to the retry topic with the time it may be tried again; the
-retry agent sleeps until then.  After the retry budget, or on a refusal no retry can
-fix, the alert goes to the alerts dead-letter topic with a metric and an error log.
-Every outcome is written to the ClickHouse ``alerts`` table.  With rate monitors, alerts
-under an open incident are first bound for it (``group``, :mod:`pipeline.monitors.grouping`)
-and their rows say ``grouped``, with the incident id in ``error``.  An alert matching an
-operator's silence (:mod:`pipeline.alerting.silences`) is not sent; its outcome is
-``silenced``, final like a delivery, so a replay after the silence ended stays quiet too.
+other alert) but published to the retry topic with the time it may be tried again.  The
+retry agent takes those records in batches and makes each retry once it is due, earliest
+first, sent as the router sends (over the route's limit, as one digest), with one
+``alerts`` insert per batch: one retry at a time, each waiting for a rate-limit slot and
+its own insert, fell far behind a destination that flapped.  After the retry budget, or on
+a refusal no retry can fix, the alert goes to the alerts dead-letter topic with a metric
+and an error log.  Every outcome is written to the ClickHouse ``alerts`` table.  With rate
+monitors, alerts under an open incident are first bound for it (``group``,
+:mod:`pipeline.monitors.grouping`) and their rows say ``grouped``, with the incident id in
+``error``.  An alert matching an operator's silence (:mod:`pipeline.alerting.silences`) is
+not sent; its outcome is ``silenced``, final like a delivery, so a replay after the silence
+ended stays quiet too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -70,6 +75,17 @@ class _Interrupted(Exception):
     The agent goes on rather than returning: records faust handed it already (a batch being
     taken) would otherwise stay in hand, and the stop or rebalance would wait for them for good.
     """
+
+
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """A retry record's request: this attempt of this alert at this destination, not before ``not_before``."""
+
+    message: Message
+    alert: Alert
+    destination: Destination
+    attempt: int
+    not_before: float  # time.time()
 
 
 class AlertRouter:
@@ -135,42 +151,66 @@ class AlertRouter:
         await self._store({"alerts": rows})  # one insert per batch: many tiny inserts hurt ClickHouse
 
     async def _retry(self, stream: StreamT[bytes]) -> None:
-        async for event in stream.events():
-            # faust acks an event when the loop leaves it; the extra reference keeps one put down
-            # unhandled from being acked by that.
-            event.message.incref()
+        async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
+            rows: list[list[Any]] = []
             try:
-                await self._retry_one(event.message)
+                await self._retry_batch([event.message for event in events], rows)
             except _Interrupted:
-                put_down(self._app, [event.message])
-            else:
-                await stream.ack(event)
+                put_down(self._app, [event.message for event in events])
+            finally:
+                if rows:  # attempts made before an interruption are recorded too
+                    await self._store({"alerts": rows})  # one insert per batch, not per retry
 
-    async def _retry_one(self, message: Message) -> None:
+    async def _retry_batch(self, messages: Sequence[Message], rows: list[list[Any]]) -> None:
+        """Make each retry once it is due, earliest first; appends the outcomes' ``alerts`` rows to ``rows``."""
+        waiting = [retry for message in messages if (retry := await self._due_retry(message)) is not None]
+        while waiting:
+            waiting.sort(key=lambda retry: retry.not_before)
+            # Holding the topic until the next retry is due is the retry delay itself.
+            with BATCHES.holding(waiting[0].message.topic):
+                await self._sleep(max(waiting[0].not_before - time.time(), 0.0))
+            due_by = time.time()
+            ready = [retry for retry in waiting if retry.not_before <= due_by]
+            waiting = waiting[len(ready) :]
+            for outcome in await self._redeliver(ready):
+                rows.append(await self._settle(outcome))
+
+    async def _redeliver(self, retries: Sequence[_Retry]) -> list[Outcome]:
+        """Make due retries, per route and destination as the router sends (singly or in a digest)."""
+        silences = await self.silences.current()  # perhaps set while they waited
+        outcomes: list[Outcome] = []
+        by_destination: dict[tuple[str, str], dict[str, _Retry]] = defaultdict(dict)
+        for retry in retries:
+            delivery = _delivery_id(retry.alert, retry.destination)
+            if not self._due(retry.alert, retry.destination, retry.attempt):
+                continue  # its attempt was made: a record read twice
+            if silence := silencing(retry.alert, silences):
+                outcomes.append(silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1))
+            else:  # keyed by delivery: a record read twice in one batch is one retry
+                by_destination[(retry.alert.route, retry.destination.name)][delivery] = retry
+        for (route, _), pending in by_destination.items():
+            destination = next(iter(pending.values())).destination
+            todo = [(retry.alert, retry.attempt) for retry in pending.values()]
+            outcomes += await self.dispatcher.redeliver(route, destination, todo)
+        return outcomes
+
+    async def _due_retry(self, message: Message) -> _Retry | None:
+        """The retry a record asks for, if it is still to be made (a malformed one is dead-lettered)."""
         try:
-            retry = json.loads(message.value or b"")
-            alert = Alert.from_dict(retry["alert"])
-            attempt, not_before = int(retry["attempt"]), float(retry["not_before"])
-            name = str(retry["destination"])
+            record = json.loads(message.value or b"")
+            alert = Alert.from_dict(record["alert"])
+            attempt, not_before = int(record["attempt"]), float(record["not_before"])
+            name = str(record["destination"])
         except (ValueError, KeyError, TypeError) as exc:
             await self._dead_letter(message, "malformed_alert_retry", f"not a retry record: {exc!r}")
-            return
+            return None
         destination = self.dispatcher.destination(name)
         if destination is None:
             await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
-            return
+            return None
         if not self._due(alert, destination, attempt):
-            return  # a record read again (a restart, a re-read): its attempt was made
-        # Holding this partition until the alert is due is the retry delay itself.
-        with BATCHES.holding(message.topic):
-            await self._sleep(max(not_before - time.time(), 0.0))
-        if self._due(alert, destination, attempt):
-            silence = silencing(alert, await self.silences.current())  # perhaps set while it waited
-            if silence:
-                outcome = silenced(alert, destination, silence, attempts=attempt - 1)
-            else:
-                outcome = await self.dispatcher.redeliver(alert, destination, attempt)
-            await self._store({"alerts": [await self._settle(outcome)]})
+            return None  # a record read again (a restart, a re-read): its attempt was made
+        return _Retry(message, alert, destination, attempt, not_before)
 
     async def _settle(self, outcome: Outcome) -> list[Any]:
         """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""

@@ -126,7 +126,9 @@ class SkippedRecordsWatchdog:
             position = await consumer.position(tp)
             if position is None:
                 continue
-            committed = consumer._committed_offset.get(tp) or 0
+            committed = consumer._committed_offset.get(tp)
+            if committed is None:
+                continue  # assigned a moment ago, its start not sought yet: 0 would re-read it all
             if long_idle and position > committed:
                 await self._reread(consumer, tp, committed)
                 self._idle_looks = 0

@@ -17,7 +17,6 @@ committed); with it, every run passed (six).  A pass without the work-around pro
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from pathlib import Path
@@ -88,12 +87,8 @@ def test_workers_joining_and_leaving_mid_stream_lose_and_duplicate_nothing(
             "batch_max_wait_seconds": "0.05",
         }
 
-        site = _without_recovery_consistency_check(tmp_path / "site")
-
         def worker(name: str) -> WorkerProcess:
-            process = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / name, **settings)
-            process.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), process.env.get("PYTHONPATH")]))
-            return process
+            return WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / name, **settings)
 
         a = worker("a")
         admin = AdminClient({"bootstrap.servers": tansu.bootstrap})
@@ -113,24 +108,6 @@ def test_workers_joining_and_leaving_mid_stream_lose_and_duplicate_nothing(
 
     stored = assert_stored_exactly_once(query, database, traces)
     print(f"\n[rebalance] sent {sent}; {'; '.join(visits)}; {stored}")
-
-
-def _without_recovery_consistency_check(folder: Path) -> Path:
-    """A ``sitecustomize`` folder that turns faust's recovery consistency check off in the workers.
-
-    Tansu reports the end of a changelog partition as the offset after the first record of
-    its last batch, not after the last record, so a worker that read a changelog to its
-    real end as a standby and then gets the partition back fails faust's check that it is
-    not past the end (``ConsistencyError``, meant for stale RocksDB files; the tables here
-    are in memory).  Kafka reports the real end.  The worker gives faust no environment
-    (``env={}``), hence this and not faust's RECOVERY_CONSISTENCY_CHECK variable.
-    """
-    folder.mkdir()
-    (folder / "sitecustomize.py").write_text(
-        "from faust.types.settings.settings import Settings\n"
-        "Settings.SETTINGS['recovery_consistency_check'].default = False\n"
-    )
-    return folder
 
 
 def _visit(bootstrap: str, a: WorkerProcess, visitor: WorkerProcess, stop: int) -> str:

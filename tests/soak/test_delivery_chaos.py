@@ -10,7 +10,7 @@ the test checks, from the fake's own count of what it accepted:
 - every alert the workers raised reached each of its route's destinations exactly once;
 - every copy of an example that alerts raised its alert (none lost on the way);
 - nothing reached a destination for a trace that raised no alert;
-- the workers' logs hold no traceback.
+- both workers still run (none exited on its own) and their logs hold no traceback.
 
 ``SOAK_SECONDS`` sets how long traffic and chaos last (default: a short run for
 ``make test``); ``make soak`` runs it for 20 minutes. A delivery repeated because a worker
@@ -163,6 +163,7 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
             _send_rounds(tansu.bootstrap, workers[0].input_topic, traffic, until, rng)
             shaker.join()
             server.heal()
+            healed_at = time.monotonic()
             group, spans = workers[0].group, workers[0].input_topic
             wait_until_committed(tansu.bootstrap, group, spans, traffic.sent, timeout_seconds=DRAIN_SECONDS)
             settings = AlertingSettings(**config["alerting"])
@@ -173,9 +174,13 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
                 expected = _expected(alerts, settings)
                 delivered = _delivered(server, set(traffic.example_of)).counts
                 if all(delivered[key] >= count for key, count in expected.items()) or time.monotonic() > deadline:
+                    drain_seconds = time.monotonic() - healed_at
                     break
                 time.sleep(5)
             time.sleep(10)  # time for a repeat to show
+            exited = {
+                w.log_path.parent.name: w.process.poll() for w in workers if w.process and w.process.poll() is not None
+            }
         finally:
             for worker in workers:
                 worker.stop()
@@ -200,9 +205,10 @@ def test_every_alert_is_delivered_once_through_faults_kills_and_rebalances(
         f"{SOAK_SECONDS:.0f} s: {traffic.sent} traces sent, {len(raised)} alerts raised, "
         f"alerts by route {dict(by_route)}, {expected.total()} deliveries expected, {delivered.total()} accepted; "
         f"{len(chaos.kills)} SIGKILLs, {chaos.rebalances} rebalances; requests per fault {faults}; "
-        f"repeats at a kill {len(at_kill)}"
+        f"repeats at a kill {len(at_kill)}; drained {drain_seconds:.0f} s after the destinations healed"
     )
     print(summary)
+    assert not exited, f"workers that exited on their own (code): {exited}; {summary}"
     assert chaos.kills and chaos.rebalances, summary
     assert set(faults) >= {"5xx", "429", "hang", "up"}, summary
     assert not missing, f"{len(missing)} deliveries never made, e.g. {missing[:3]}; {summary}"

@@ -71,6 +71,15 @@ def dispatch(dispatcher: Dispatcher, route: str, batch: list[Alert], done=lambda
     return asyncio.run(run())
 
 
+async def redelivered(dispatcher: Dispatcher, route: str, name: str, retries: list[tuple[Alert, int]]) -> list[Outcome]:
+    destination = dispatcher.destination(name)
+    assert destination is not None
+    try:
+        return await dispatcher.redeliver(route, destination, retries)
+    finally:
+        await dispatcher.close()
+
+
 def make(settings: AlertingSettings, clock: FakeClock | None = None) -> Dispatcher:
     clock = clock or FakeClock()
     return Dispatcher(settings, build_destinations(settings), clock=clock, sleep=clock.sleep)
@@ -131,18 +140,41 @@ def test_failures_retry_with_backoff_then_fail_for_good(server):
     assert "503" in first.error
 
     async def redeliver(attempt: int) -> Outcome:
-        destination = dispatcher.destination(first.destination.name)
-        assert destination is not None
-        try:
-            return await dispatcher.redeliver(alert, destination, attempt)
-        finally:
-            await dispatcher.close()
+        (outcome,) = await redelivered(dispatcher, "slack", first.destination.name, [(alert, attempt)])
+        return outcome
 
     second = asyncio.run(redeliver(2))
     assert (second.status, second.retry_in_seconds) == (DeliveryStatus.RETRYING, 10.0)
     assert asyncio.run(redeliver(3)).status is DeliveryStatus.FAILED  # delivery_attempts = 3
     server.set_up()
     assert asyncio.run(redeliver(2)).status is DeliveryStatus.DELIVERED
+
+
+def test_retries_over_the_limit_go_out_as_one_digest_keeping_their_attempts(server):
+    """A backlog after an outage: one retry per slot would take minutes and then flood the channel."""
+    clock = FakeClock()
+    dispatcher = make(config(server, routes=limited(2), delivery_attempts=9), clock)
+    backlog = [(alert, 2 + i % 3) for i, alert in enumerate(alerts(6))]
+    outcomes = asyncio.run(redelivered(dispatcher, "slack", "slack:#c", backlog))
+    assert [(o.status, o.attempt) for o in outcomes] == [
+        (DeliveryStatus.DELIVERED, 2),
+        *[(DeliveryStatus.DIGESTED, attempt) for _, attempt in backlog[1:]],
+    ]
+    posts = server.requests(SLACK_POST_PATH)
+    assert len(posts) == 2 and "5 halluwatch alerts on route slack" in json.dumps(posts[1].body)
+    assert clock.slept == []
+
+
+def test_a_failed_retry_digest_leaves_each_alert_its_next_attempt(server):
+    server.set_down()
+    dispatcher = make(config(server, routes=limited(1), delivery_attempts=3), FakeClock())
+    backlog = [(alert, attempt) for alert, attempt in zip(alerts(3), (2, 3, 2), strict=True)]
+    outcomes = asyncio.run(redelivered(dispatcher, "slack", "slack:#c", backlog))
+    assert [(o.status, o.attempt) for o in outcomes] == [
+        (DeliveryStatus.RETRYING, 2),
+        (DeliveryStatus.FAILED, 3),  # its budget spent
+        (DeliveryStatus.RETRYING, 2),
+    ]
 
 
 def test_a_refusal_no_retry_can_fix_fails_at_once(server):

@@ -105,7 +105,14 @@ def test_fetched_but_undelivered_records_are_read_again_from_the_committed_offse
 
 
 def test_a_partition_never_committed_is_read_again_from_its_start():
-    assert looks(watched(Consumer({SPANS: 383}, _read_offset={SPANS: None}))) == [(SPANS, 0)]
+    assert looks(watched(Consumer({SPANS: 383}, _committed_offset={SPANS: 0}, _read_offset={SPANS: None}))) == [
+        (SPANS, 0)
+    ]
+
+
+def test_a_partition_whose_start_is_not_sought_yet_is_left_alone():
+    # Assigned by a rebalance that began while the watchdog looked: 0 would re-read all of it.
+    assert looks(watched(Consumer({SPANS: 383}, _read_offset={SPANS: None}))) == []
 
 
 def test_records_delivered_up_to_the_position_are_left_alone():
@@ -132,7 +139,9 @@ def test_records_in_flight_or_progress_between_looks_are_left_alone():
 
 
 def test_nothing_is_judged_while_rebalancing_or_on_changelogs():
-    consumer = Consumer({SPANS: 383, CHANGELOG: 90}, _read_offset={SPANS: None, CHANGELOG: None})
+    consumer = Consumer(
+        {SPANS: 383, CHANGELOG: 90}, _committed_offset={SPANS: 0}, _read_offset={SPANS: None, CHANGELOG: None}
+    )
     app = watched(consumer)
     app.rebalancing = True
     assert looks(app) == []

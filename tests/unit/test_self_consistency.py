@@ -172,3 +172,39 @@ def test_answers_cut_at_max_tokens_are_still_compared(server: OpenAIServer, embe
     server.answer(*CONSISTENT, finish_reason="length")
     result = evaluate(server, embedder, config=SelfConsistencyConfig(max_tokens=5))
     assert result.status is DetectorStatus.OK and not result.flagged
+
+
+class _OneFailsOthersHang:
+    """A chat model whose first request fails and whose others wait for good, noting their cancellation."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.cancelled = 0
+
+    async def complete(self, messages, *, model, temperature, max_tokens, json_mode):  # type: ignore[no-untyped-def]
+        self.requests += 1
+        if self.requests == 1:
+            raise ConnectionError("endpoint went away")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        raise AssertionError("unreachable")
+
+
+def test_a_failed_sample_cancels_the_samples_still_running() -> None:
+    """The failure is the detector's; the other requests would only be paid for and thrown away."""
+    model = _OneFailsOthersHang()
+
+    async def unused_embed(texts: Sequence[str]) -> Vectors:
+        raise AssertionError("nothing to embed after a failure")
+
+    async def run() -> None:
+        detector = SelfConsistencyDetector(SelfConsistencyConfig(samples=4), 0.35, model, unused_embed)
+        with pytest.raises(ConnectionError, match="endpoint went away"):
+            await asyncio.wait_for(detector.evaluate(make_llm_call(ANSWER, QUESTION)), timeout=30)
+        await asyncio.sleep(0)  # let the cancellations land
+        assert (model.requests, model.cancelled) == (4, 3)  # (asyncio.run would cancel leftovers itself)
+
+    asyncio.run(run())
