@@ -53,12 +53,33 @@ def insert_labels(client: Client, database: str, labels: Sequence[Label], source
     """Store ``labels`` (``source`` says where from: ``import:FILE``, ``ui``, ``slack``); returns the count.
 
     Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
+    A verdict given outside the review queue on a call its labeller judged there keeps how the
+    call was drawn: replacing that row with an undrawn one would take the call out of the audit
+    sample, and not at random (people go back to the calls an alert flagged).
     """
-    rows = [
-        [getattr(label, name) for name in _FIELDS]
-        + [source, label.withdrawn, label.inclusion_probability, label.stratum]
-        for label in labels
-    ]
+    draws = _audit_draws(client, database, [label for label in labels if not label.stratum])
+    rows = []
+    for label in labels:
+        probability, stratum = draws.get(_row_key(label), (label.inclusion_probability, label.stratum))
+        rows.append([getattr(label, name) for name in _FIELDS] + [source, label.withdrawn, probability, stratum])
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)
+
+
+def _row_key(label: Label) -> tuple[str, str, str]:
+    return label.trace_id, label.span_id, label.labeller
+
+
+def _audit_draws(
+    client: Client, database: str, labels: Sequence[Label]
+) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """How each of ``labels``' calls was drawn into the audit sample, for those its labeller judged there."""
+    if not labels:
+        return {}
+    query = f"""
+        SELECT trace_id, span_id, labeller, inclusion_probability, stratum FROM {database}.labels FINAL
+        WHERE (trace_id, span_id, labeller) IN {{keys:Array(Tuple(String, String, String))}} AND stratum != ''
+    """  # noqa: S608 - the database name is a checked setting, values bound
+    result = client.query(query, parameters={"keys": [_row_key(label) for label in labels]})
+    return {(t, s, who): (float(p), str(stratum)) for t, s, who, p, stratum in result.result_rows}
