@@ -21,7 +21,9 @@ from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.incident import IncidentEvent, IncidentNote
 from pipeline.config.alerting import AlertingSettings
 
-DIGEST_LINES = 20  # alerts listed one per line in a digest; the rest are counted
+DIGEST_LINES = 20  # alerts listed one per line in a digest; the rest by their traces' short ids
+DIGEST_NAMED = 200  # short ids after those lines (2,000 characters: within one Slack text), then a count
+SHORT_TRACE_ID = 8  # characters: the triage list finds a trace by them
 
 # Slack Block Kit and PagerDuty limits.
 SLACK_HEADER_CHARS = 150
@@ -161,9 +163,18 @@ def _digest_title(route: str, alerts: Sequence[Alert]) -> str:
 
 
 def digest_text(route: str, alerts: Sequence[Alert]) -> str:
-    """Plain text summarising alerts sent together: the count, then one line per alert."""
+    """Plain text summarising alerts sent together: the count, one line per alert, then the rest's traces."""
     lines = [f"- {alert.headline} (trace {alert.trace_id})" for alert in alerts[:DIGEST_LINES]]
-    return "\n".join([_digest_title(route, alerts), *lines, *more(len(alerts), DIGEST_LINES, "alert(s)")])
+    return "\n".join([_digest_title(route, alerts), *lines, *_digest_rest(alerts)])
+
+
+def _digest_rest(alerts: Sequence[Alert]) -> list[str]:
+    """The alerts past the listed ones, by their traces' short ids: each can still be looked up."""
+    rest = alerts[DIGEST_LINES:]
+    if not rest:
+        return []
+    named = ", ".join(alert.trace_id[:SHORT_TRACE_ID] for alert in rest[:DIGEST_NAMED])
+    return [f"+{len(rest)} more alert(s), traces {named}", *more(len(rest), DIGEST_NAMED, "alert(s)")]
 
 
 def _pack(lines: Iterable[str], limit: int) -> list[str]:
@@ -182,12 +193,12 @@ def _digest_links(trace_id: str, config: AlertingSettings) -> str:
 
 
 def digest_blocks(route: str, alerts: Sequence[Alert], config: AlertingSettings) -> list[dict[str, Any]]:
-    """Block Kit for a digest: the count, one line per alert (headline, trace and triage links), then "+N more"."""
+    """Block Kit for a digest: the count, a line per alert (headline, trace and triage links), the rest's traces."""
     lines = [
         f"• {escape_mrkdwn(clip(alert.headline, SLACK_HEADER_CHARS))} ({_digest_links(alert.trace_id, config)})"
         for alert in alerts[:DIGEST_LINES]
     ]
-    lines += more(len(alerts), DIGEST_LINES, "alert(s)")
+    lines += _digest_rest(alerts)
     sections = [{"type": "section", "text": _mrkdwn(text)} for text in _pack(lines, SLACK_TEXT_CHARS)]
     return [_header(_digest_title(route, alerts)), *sections, _footer(config)]
 

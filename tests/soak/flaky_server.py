@@ -13,9 +13,11 @@ import itertools
 import json
 import re
 import threading
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Literal
 
+from pipeline.alerting.render import SHORT_TRACE_ID
 from tests.servers import PAGERDUTY_PATH, SLACK_API_PREFIX, Reply, Request, ScriptedServer, alerting_reply
 
 Fault = Literal["up", "5xx", "429", "hang", "refused"]
@@ -30,7 +32,7 @@ SCHEDULE: tuple[tuple[Fault, float], ...] = (
     ("hang", 5.0),
     ("refused", 5.0),
 )
-TRACE_ID = re.compile(r"\b[0-9a-f]{32}\b")
+TRACE_ID = re.compile(rf"\b[0-9a-f]{{{SHORT_TRACE_ID}}}(?:[0-9a-f]{{{32 - SHORT_TRACE_ID}}})?\b")
 HANG_SECONDS = 4.0  # beyond the worker's request timeout in the soak's settings
 
 
@@ -116,6 +118,14 @@ class FlakyAlertingServer:
         return alerting_reply(request)
 
 
-def trace_ids_in(request: Request) -> set[str]:
-    """The trace ids (32 hex digits) a request's body mentions."""
-    return set(TRACE_ID.findall(json.dumps(request.body)))
+def trace_ids_in(request: Request, known: Mapping[str, str]) -> set[str]:
+    """The traces a request's body mentions, by whole id or by short id (a digest's overflow).
+
+    ``known`` maps each trace's id and its short id to its id (see :func:`by_id_and_short_id`).
+    """
+    return {known[token] for token in TRACE_ID.findall(json.dumps(request.body)) if token in known}
+
+
+def by_id_and_short_id(traces: Iterable[str]) -> dict[str, str]:
+    """Each trace id under itself and under its short id, for :func:`trace_ids_in`."""
+    return {key: trace for trace in traces for key in (trace, trace[:SHORT_TRACE_ID])}

@@ -49,7 +49,7 @@ from tests.integration.support import (
     with_trace_id,
 )
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH
-from tests.soak.flaky_server import FlakyAlertingServer, trace_ids_in
+from tests.soak.flaky_server import FlakyAlertingServer, by_id_and_short_id, trace_ids_in
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
@@ -132,10 +132,10 @@ class Delivered:
 
 
 def _delivered(server: FlakyAlertingServer, traces: set[str]) -> Delivered:
-    delivered = Delivered()
+    delivered, known = Delivered(), by_id_and_short_id(traces)
     for path in PATHS.values():
         for request in server.delivered(path):
-            for trace_id in trace_ids_in(request) & traces:
+            for trace_id in trace_ids_in(request, known):
                 delivered.counts[(trace_id, path)] += 1
                 delivered.first_at.setdefault((trace_id, path), request.received_at)
     return delivered

@@ -13,6 +13,7 @@ from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.alerting.render import (
     CONFIRM_ACTION,
     DIGEST_LINES,
+    DIGEST_NAMED,
     FALSE_ALARM_ACTION,
     PAGERDUTY_SUMMARY_CHARS,
     SLACK_HEADER_CHARS,
@@ -273,17 +274,25 @@ def test_slack_limits_and_escaping() -> None:
     assert "<!channel>" not in slack_text(make_alert(shouting), AlertingSettings())
 
 
-def test_digest_lists_capped_lines_with_trace_links() -> None:
-    alerts = [make_alert(trace_id=f"trace{i:02}") for i in range(DIGEST_LINES + 5)]
+def test_digest_lists_capped_lines_with_trace_links_then_names_the_rest_by_short_trace_id() -> None:
+    alerts = [make_alert(trace_id=f"{i:08x}" * 4) for i in range(DIGEST_LINES + 5)]
     blocks = digest_blocks("slack", alerts, linked_config())
     assert blocks[0]["text"]["text"] == f"{DIGEST_LINES + 5} halluwatch alerts on route slack"
     body = "\n".join(_texts(blocks[1:-1]))
-    assert body.count("• ") == DIGEST_LINES and body.endswith("+5 more alert(s)")
-    assert "<https://jaeger.example/trace/trace00|trace00>" in body and "trace24" not in body
+    first, rest = alerts[0].trace_id, [alert.trace_id[:8] for alert in alerts[DIGEST_LINES:]]
+    assert body.count("• ") == DIGEST_LINES and body.endswith(f"+5 more alert(s), traces {', '.join(rest)}")
+    assert f"<https://jaeger.example/trace/{first}|{first}>" in body and alerts[-1].trace_id not in body
     assert all(len(text) <= SLACK_TEXT_CHARS for text in _texts(blocks))
     text = digest_text("slack", alerts)
-    assert text.splitlines()[1] == f"- {alerts[0].headline} (trace trace00)"
-    assert text.splitlines()[-1] == "+5 more alert(s)"
+    assert text.splitlines()[1] == f"- {alerts[0].headline} (trace {first})"
+    assert text.splitlines()[-1] == f"+5 more alert(s), traces {', '.join(rest)}"
+
+
+def test_a_huge_digest_names_as_many_traces_as_a_slack_text_holds_and_counts_the_rest() -> None:
+    alerts = [make_alert(trace_id=f"{i:032x}") for i in range(DIGEST_LINES + DIGEST_NAMED + 7)]
+    blocks = digest_blocks("slack", alerts, linked_config())
+    assert all(len(text) <= SLACK_TEXT_CHARS for text in _texts(blocks))
+    assert "\n".join(_texts(blocks[1:-1])).endswith("+7 more alert(s)")
 
 
 def test_pagerduty_event_is_a_deduplicated_trigger() -> None:
