@@ -17,6 +17,9 @@ dashboard's service variable), or ``$__conditionalAll(cond, $app)`` with
 ``alerts``).  Tables are named ``halluwatch.<table>``; :func:`expand` puts another
 database in their place.
 
+A query may name SQL it shares with a command, ``{{unverified_reasons}}``
+(:mod:`dashboards.fragments`); the text is put in place when the file is loaded.
+
 Time-series queries return exactly ``time, series, value``: the plugin's multi-line
 layout, and what the report draws.
 """
@@ -30,6 +33,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
+
+from dashboards.fragments import FRAGMENTS
 
 PANELS_DIR = Path(__file__).parent
 DEFAULT_DATABASE = "halluwatch"
@@ -85,11 +90,17 @@ def _parse(path: Path, comment: str) -> Panel:
         title=headers["title"],
         chart=Chart(headers["chart"]),
         description=headers["description"],
-        query="\n".join(lines).strip(),
+        query=_with_fragments("\n".join(lines).strip()),
         unit=headers.get("unit", ""),
         legend=headers.get("legend", ""),
         pivot=_pivot(path, headers.get("pivot", "")),
     )
+
+
+def _with_fragments(query: str) -> str:
+    for name, fragment in FRAGMENTS.items():
+        query = query.replace(f"{{{{{name}}}}}", fragment)
+    return query
 
 
 def _pivot(path: Path, header: str) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from detectors import (
     claims,
     confidence,
     contradiction,
+    coverage,
     grounding,
     schema_violation,
     self_consistency,
@@ -39,6 +40,7 @@ DETECTORS: tuple[DetectorSpec[Any], ...] = (
     grounding.DETECTOR,
     unsupported_spans.DETECTOR,
     span_model.DETECTOR,
+    coverage.DETECTOR,
     self_consistency.DETECTOR,
     claims.DETECTOR,
 )

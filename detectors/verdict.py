@@ -9,8 +9,8 @@ held-out labelled documents (the file carries the reliability table that shows i
 worker computes it for every call, ``halluwatch eval`` for every record: one implementation.
 
 Without a model the combined score is the maximum, which makes "combined score >= 0.5" the
-same statement as "some detector flagged the call".  The sentinel's flag means
-"unverified", not "hallucinated", so it never counts.  Detectors that report facts (a tool
+same statement as "some detector flagged the call".  The sentinel's and the coverage
+detector's flags mean "unverified", not "hallucinated", so they never count.  Detectors that report facts (a tool
 call the schema forbids, a failed tool the answer says succeeded) are not probabilities
 and keep their own meaning: :data:`FACT_DETECTORS`.
 """
@@ -29,7 +29,7 @@ from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
 from detectors.registry import FACT_DETECTORS
 
-NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel"})
+NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel", "coverage"})
 SENTENCE_SPAN_DETECTORS = frozenset({"grounding"})  # their spans are whole sentences
 _NOT_SPAN_SOURCES = NOT_HALLUCINATION_EVIDENCE | SENTENCE_SPAN_DETECTORS
 VERDICT_FEATURES: Final = tuple(f"{name}.{part}" for name in VERDICT_DETECTORS for part in ("score", "checked"))

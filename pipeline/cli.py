@@ -674,12 +674,138 @@ def policy_explain(
     """Show the effective policy of a call and where each value came from."""
     from pipeline.tools.policy_explain import explain
 
-    pairs = [attribute.partition("=") for attribute in attributes]
-    malformed = [key for key, equals, _ in pairs if not equals or not key]
-    if malformed:
-        raise click.BadParameter("expected KEY=VALUE", param_hint="--attr")
-    for line in explain(_settings(config_path), service, operation, model, {k: v for k, _, v in pairs}):
+    for line in explain(_settings(config_path), service, operation, model, _attribute_values(attributes, "--attr")):
         click.echo(line)
+
+
+def _attribute_values(attributes: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs = [attribute.partition("=") for attribute in attributes]
+    if any(not equals or not key for key, equals, _ in pairs):
+        raise click.BadParameter("expected KEY=VALUE", param_hint=option)
+    return {key: value for key, _, value in pairs}
+
+
+def _ago(text: str, option: str) -> datetime:
+    """The moment ``text`` (a duration: 7d, 12h; 0 for now) before now."""
+    from datetime import timedelta
+
+    from pipeline.config.durations import parse_duration
+
+    duration = timedelta(0) if text.strip() == "0" else parse_duration(text)
+    if duration is None:
+        raise click.BadParameter(f"{text!r}: a duration such as 7d, 36h or 90m (0: now)", param_hint=option)
+    return datetime.now(UTC) - duration
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--app", default="", help="An application policy's name.")
+@click.option("--service", default="", help="Only calls of this service.name.")
+@click.option("--operation", default="", help="Only calls of this operation.")
+@click.option("--model", default="", help="Only calls of this model.")
+@click.option("--attr", "attributes", multiple=True, metavar="KEY=VALUE", help="Only calls with this attribute value.")
+@click.option("--since", default="7d", show_default=True, help="The window starts this long ago (7d, 36h).")
+@click.option("--until", default="0", show_default=True, help="The window ends this long ago (0: now).")
+@click.option("--baseline-since", default="", help="Compare with the same calls in this window instead (its start).")
+@click.option("--baseline-until", default="", help="The baseline window's end (default: where --since starts).")
+@click.option(
+    "--baseline-attr", "baseline_attributes", multiple=True, metavar="KEY=VALUE",
+    help="Compare with the calls that have this attribute value instead (same window).",
+)  # fmt: skip
+def rate(
+    config_path: Path | None, app: str, service: str, operation: str, model: str, attributes: tuple[str, ...],
+    since: str, until: str, baseline_since: str, baseline_until: str, baseline_attributes: tuple[str, ...],
+) -> None:  # fmt: skip
+    """How often the calls hallucinate: model-based and verdict-corrected rates, the alert rule's precision and recall.
+
+    The verdict-corrected rate comes from the verdicts given in the review queue (`halluwatch ui`,
+    Review); with too few it says how many more it needs.  With a --baseline-* option it also
+    compares the two scopes: the difference of their rates with its interval.
+    """
+    from dataclasses import replace
+
+    from pipeline.rate.compare import comparison_sentence
+    from pipeline.rate.report import rate_report, report_lines
+    from pipeline.rate.sampler import Strata
+    from pipeline.rate.store import RateStore, Scope
+    from pipeline.sinks.clickhouse import open_clickhouse
+
+    settings = _settings(config_path)
+    review = settings.review
+    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
+    values = _attribute_values(attributes, "--attr")
+    scope = Scope(_ago(since, "--since"), _ago(until, "--until"), app, service, operation, model,
+                  tuple(sorted(values.items())))  # fmt: skip
+    if scope.since >= scope.until:
+        raise click.BadParameter("the window must start before it ends", param_hint="--since")
+    report = rate_report(store, scope, review.target_half_width)
+    for line in report_lines(report, review.target_half_width):
+        click.echo(line)
+    if not (baseline_since or baseline_until or baseline_attributes):
+        return
+    baseline_values = {**values, **_attribute_values(baseline_attributes, "--baseline-attr")}
+    baseline = replace(
+        scope,
+        since=_ago(baseline_since, "--baseline-since") if baseline_since else scope.since,
+        until=_ago(baseline_until, "--baseline-until") if baseline_until else scope.since,
+        attributes=tuple(sorted(baseline_values.items())),
+    )
+    if baseline_attributes and not (baseline_since or baseline_until):
+        baseline = replace(baseline, until=scope.until)  # the same window, another attribute value
+    if baseline.since >= baseline.until:
+        raise click.BadParameter("the baseline window must start before it ends", param_hint="--baseline-since")
+    before = rate_report(store, baseline, review.target_half_width)
+    click.echo("baseline:")
+    for line in report_lines(before, review.target_half_width):
+        click.echo(line)
+    # Each side named by what differs: its window, or its attribute values.
+    if baseline_since or baseline_until:
+        after, earlier = f"in {scope.window()}", f"in {baseline.window()}"
+    else:
+        after, earlier = f"for {scope.describe()}", f"for {baseline.describe()}"
+    click.echo(comparison_sentence(app or service or "every app", (after, report.rate), (earlier, before.rate)))
+
+
+@main.command(name="review-digest")
+@CONFIG_OPTION
+@click.option("--app", required=True, help="The application policy whose calls to draw.")
+@click.option("--channel", required=True, help="The Slack channel to post to (#name or its id).")
+@click.option("--calls", "count", type=click.IntRange(1, 20), default=5, show_default=True, help="Calls to post.")
+def review_digest(config_path: Path | None, app: str, channel: str, count: int) -> None:
+    """Post the review queue's next calls of an application to Slack, with verdict buttons (run it daily).
+
+    The calls are the ones the review page would serve next; a click on their buttons reaches
+    the pages' Slack endpoint (ui.slack_signing_secret) and joins the audit sample.
+    """
+    from datetime import timedelta
+
+    from slack_sdk import WebClient
+    from slack_sdk.errors import SlackApiError
+
+    from pipeline.rate.digest import digest_message
+    from pipeline.rate.queue import draw
+    from pipeline.rate.sampler import Strata
+    from pipeline.rate.store import RateStore, Scope
+    from pipeline.sinks.clickhouse import open_clickhouse
+
+    settings = _settings(config_path)
+    token = settings.alerting.slack_bot_token
+    if token is None:
+        raise click.ClickException("alerting.slack_bot_token is not set (HALLUWATCH_ALERTING__SLACK_BOT_TOKEN)")
+    review = settings.review
+    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
+    now = datetime.now(UTC)
+    calls = draw(store, Scope(now - timedelta(days=review.window_days), now, app=app), "", review.seed, count)
+    if not calls:
+        click.echo(f"nothing to review for {app}: every call of the last {review.window_days} days is judged")
+        return
+    text, blocks = digest_message(app, calls, settings.alerting.ui_base_url)
+    client = WebClient(token=token.get_secret_value(), base_url=settings.alerting.slack_base_url)
+    try:
+        client.chat_postMessage(channel=channel, text=text, blocks=blocks)
+    except SlackApiError as error:
+        raise click.ClickException(f"Slack refused the digest for {channel}: {error.response.get('error')}") from error
+    click.echo(f"posted {len(calls)} calls to review for {app} to {channel}")
 
 
 @main.command()
@@ -734,6 +860,9 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
     click.echo(f"Report: {outcome.report_path.resolve()}")
     command = f"HALLUWATCH_DATA_DIR={shlex.quote(str(data_dir))} {shlex.quote(sys.argv[0])} ui"
     click.echo(f"Triage pages: {command}\n  then open the address it prints ('alerted only' lists the alerted traces).")
+    rate = f"HALLUWATCH_DATA_DIR={shlex.quote(str(data_dir))} {shlex.quote(sys.argv[0])} rate --app default"
+    click.echo(f"Review: 'Review' on those pages serves calls to judge (keys h, f, s); then {rate}\n"
+               "  estimates how often the app hallucinates from your verdicts.")  # fmt: skip
 
 
 if __name__ == "__main__":

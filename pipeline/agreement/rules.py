@@ -11,7 +11,7 @@ Each trace is judged by the rules of its application's policy, named on its find
 the spans stage; the policy also re-points the routes those rules name.
 
 Only findings that say "hallucinated" count: status ``ok``, flagged, and not from a
-detector whose flag means something else (the sentinel's "unverified").  Findings of the
+detector whose flag means something else (the sentinel's and the coverage detector's "unverified").  Findings of the
 spans stage also carry their call's ``p_hallucination``; a trace keeps the highest, which
 rules with a ``min_probability`` require besides their detectors.
 """

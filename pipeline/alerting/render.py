@@ -99,7 +99,8 @@ def slack_text(alert: Alert, config: AlertingSettings) -> str:
     return escape_mrkdwn(f"{alert.headline} (trace {alert.trace_id})")
 
 
-def _button(text: str, action_id: str, value: str, **style: str) -> dict[str, Any]:
+def button(text: str, action_id: str, value: str, **style: str) -> dict[str, Any]:
+    """A Slack button (the verdict buttons of alerts and of the review digest)."""
     return {
         "type": "button",
         "text": {"type": "plain_text", "text": text},
@@ -123,8 +124,8 @@ def _verdict_actions(alert: Alert, config: AlertingSettings) -> list[dict[str, A
     if len(value) > SLACK_BUTTON_VALUE_CHARS:
         return []
     buttons = [
-        _button("Confirmed hallucination", CONFIRM_ACTION, value, style="danger"),
-        _button("False alarm", FALSE_ALARM_ACTION, value),
+        button("Confirmed hallucination", CONFIRM_ACTION, value, style="danger"),
+        button("False alarm", FALSE_ALARM_ACTION, value),
     ]
     return [{"type": "actions", "block_id": VERDICT_BLOCK_ID, "elements": buttons}]
 

@@ -11,21 +11,18 @@ with a silenced alert :mod:`pipeline.alerting.silencing`.
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pipeline.alerting.alert import Alert
+from pipeline.config.durations import parse_duration as _duration
 
 # What a selector may name.  ``detector`` matches when the alert's agreeing detectors include it.
 SELECTOR_KEYS = ("service", "operation", "model", "rule", "route", "detector", "policy")
 # Silences are time-boxed: one that outlives a month is a rule change in disguise.
 MAX_DURATION = timedelta(days=30)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(?:\d+[smhd])+")
-_PART = re.compile(r"(\d+)([smhd])")
 
 
 class SilenceInputError(ValueError):
@@ -104,10 +101,9 @@ def parse_matchers(pairs: Iterable[str]) -> dict[str, str]:
 
 def parse_duration(text: str) -> timedelta:
     """``90m``, ``2h``, ``1d12h``: a positive duration of at most :data:`MAX_DURATION`."""
-    compact = text.strip().lower()
-    if not _DURATION.fullmatch(compact):
+    duration = _duration(text)
+    if duration is None:
         raise SilenceInputError(f"duration {text!r}: write a number and a unit (s, m, h, d), e.g. 90m, 2h, 1d12h")
-    duration = timedelta(seconds=sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(compact)))
     if duration <= timedelta(0):
         raise SilenceInputError(f"duration {text!r} is zero: a silence must last a while")
     if duration > MAX_DURATION:

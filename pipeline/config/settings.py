@@ -33,6 +33,7 @@ from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
+from pipeline.config.review import ReviewSettings
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
 from pipeline.config.strong_secrets import StrongSecret
@@ -171,6 +172,8 @@ class Settings(BaseSettings):
     # The triage pages: access, the Slack buttons and PagerDuty's webhooks (secrets:
     # HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET, HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET).
     ui: UISettings = Field(default_factory=UISettings)
+    # The review queue's audit sample and the rate estimate (pipeline/rate/, `halluwatch rate`).
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
     # Per-application policies (pipeline/config/policy.py): detectors, thresholds, rules, routes,
     # content mode and sampling for the calls each selects; the rest comes from the settings above.
     policies: Policies = Field(default_factory=dict)

@@ -9,11 +9,14 @@ from datetime import UTC, datetime
 
 from clickhouse_connect.driver.client import Client
 
-LABEL_COLUMNS = ["trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn"]
+LABEL_COLUMNS = [
+    "trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn",
+    "inclusion_probability", "stratum",
+]  # fmt: skip
 # Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 SPAN_ID = re.compile(r"[0-9a-f]{16}")
-# Label's field for each column but source (given per batch, second to last).
+# Label's field for each column up to source (given per batch), which the last three follow.
 _FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
 
 
@@ -24,7 +27,8 @@ class Label:
     ``detector`` names the finding the person judged from (empty: the call as a whole); the
     verdict is about the call either way, and a person's newest verdict on a call replaces
     their earlier one.  ``withdrawn``: the person took this verdict back (an undo); the call
-    counts as not labelled by them.
+    counts as not labelled by them.  ``inclusion_probability`` and ``stratum``: for a verdict given
+    in the review queue, how its call was drawn into the audit sample (0 and "" otherwise).
     """
 
     trace_id: str
@@ -35,6 +39,8 @@ class Label:
     note: str = ""
     detector: str = ""
     withdrawn: bool = False
+    inclusion_probability: float = 0.0
+    stratum: str = ""
 
 
 def to_utc_ms(moment: datetime) -> datetime:
@@ -47,8 +53,33 @@ def insert_labels(client: Client, database: str, labels: Sequence[Label], source
     """Store ``labels`` (``source`` says where from: ``import:FILE``, ``ui``, ``slack``); returns the count.
 
     Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
+    A verdict given outside the review queue on a call its labeller judged there keeps how the
+    call was drawn: replacing that row with an undrawn one would take the call out of the audit
+    sample, and not at random (people go back to the calls an alert flagged).
     """
-    rows = [[getattr(label, name) for name in _FIELDS] + [source, label.withdrawn] for label in labels]
+    draws = _audit_draws(client, database, [label for label in labels if not label.stratum])
+    rows = []
+    for label in labels:
+        probability, stratum = draws.get(_row_key(label), (label.inclusion_probability, label.stratum))
+        rows.append([getattr(label, name) for name in _FIELDS] + [source, label.withdrawn, probability, stratum])
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)
+
+
+def _row_key(label: Label) -> tuple[str, str, str]:
+    return label.trace_id, label.span_id, label.labeller
+
+
+def _audit_draws(
+    client: Client, database: str, labels: Sequence[Label]
+) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """How each of ``labels``' calls was drawn into the audit sample, for those its labeller judged there."""
+    if not labels:
+        return {}
+    query = f"""
+        SELECT trace_id, span_id, labeller, inclusion_probability, stratum FROM {database}.labels FINAL
+        WHERE (trace_id, span_id, labeller) IN {{keys:Array(Tuple(String, String, String))}} AND stratum != ''
+    """  # noqa: S608 - the database name is a checked setting, values bound
+    result = client.query(query, parameters={"keys": [_row_key(label) for label in labels]})
+    return {(t, s, who): (float(p), str(stratum)) for t, s, who, p, stratum in result.result_rows}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -157,7 +158,7 @@ def _draw_lines(axes: Axes, result: PanelResult, window: QueryWindow) -> None:
     for time, name, value in result.rows:
         times, values = series.setdefault(str(name), ([], []))
         times.append(time)
-        values.append(float(value))
+        values.append(math.nan if value is None else float(value))  # no value (too few verdicts): a gap
     for name, (times, values) in series.items():
         axes.plot(_instants(times), values, marker="o", markersize=3, linewidth=1.5, label=name)
     axes.set_ylabel(result.columns[2].replace("_", " "))

@@ -27,6 +27,11 @@ SCOPES: dict[str, Scope] = {
         "whether the answer is right: it judges the prompt, and its flag means unverified, not hallucinated",
         ok="let the content detectors run",
     ),
+    "coverage": Scope(
+        "whether the content detectors could read the whole call: the answer's language, sources past max_source_chars",
+        "whether the answer is right: its flag means unverified, not hallucinated",
+        ok="the detectors could read the whole call",
+    ),
     "grounding": Scope(
         "whether each answer sentence is about what some source passage says",
         "values: it compares meaning, so a wrong number, date or name in an on-topic sentence passes",

@@ -22,7 +22,10 @@ from pipeline.sinks.alert_lifecycle import IncidentChange, Recorded, record_inci
 from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
-_NEEDED = {"llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "withdrawn"}
+_NEEDED = {
+    "llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "stratum",
+    "review_skips": "reviewer",
+}  # fmt: skip
 ORDERS = ("newest", "probability")
 
 
@@ -157,6 +160,11 @@ class TriageStore:
     def __init__(self, client: Client, database: str) -> None:
         self._client = client
         self._db = database
+
+    @property
+    def client(self) -> Client:
+        """The ClickHouse session the pages share (the review queue reads through it too)."""
+        return self._client
 
     def flagged_calls(self, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
         """Flagged calls matching ``filters`` in ``filters.order``: ``limit`` of them from ``offset``."""

@@ -35,6 +35,7 @@ MAX_AGE_SECONDS = 300  # Slack's own rule, which SignatureVerifier applies too
 UPDATE_TIMEOUT_SECONDS = 5
 VERDICTS = {CONFIRM_ACTION: True, FALSE_ALARM_ACTION: False}
 DETECTOR = re.compile(r"[A-Za-z0-9_.-]{0,100}")
+STRATUM = re.compile(r"[A-Za-z0-9_. -]{0,40}")  # an audit stratum's name (pipeline/rate/sampler.py)
 
 
 class BadPayload(ValueError):
@@ -135,7 +136,7 @@ def _verdict(body: bytes, now: datetime) -> tuple[dict[str, Any], Label]:
     actions = [a for a in payload.get("actions") or [] if isinstance(a, dict) and a.get("action_id") in VERDICTS]
     if not actions:
         raise BadPayload("no verdict action")
-    call = _call(actions[0].get("value"))
+    call, probability = _call(actions[0].get("value"))
     label = Label(
         trace_id=call["trace_id"],
         span_id=call["span_id"],
@@ -143,23 +144,28 @@ def _verdict(body: bytes, now: datetime) -> tuple[dict[str, Any], Label]:
         labeller=_user(payload.get("user")),
         labelled_at=now,
         detector=call["detector"],
+        inclusion_probability=probability,
+        stratum=call["stratum"],
     )
     return payload, label
 
 
-def _call(value: Any) -> dict[str, str]:
-    """The button's value: which call, judged from which detector's finding."""
+def _call(value: Any) -> tuple[dict[str, str], float]:
+    """The button's value: which call, judged from which detector's finding; for a review digest's, how it was drawn."""
     try:
         call = json.loads(value)
     except (TypeError, ValueError) as error:
         raise BadPayload("button value is not JSON") from error
     if not isinstance(call, dict):
         raise BadPayload("button value is not an object")
-    fields = {name: call.get(name, "") for name in ("trace_id", "span_id", "detector")}
-    for name, pattern in (("trace_id", TRACE_ID), ("span_id", SPAN_ID), ("detector", DETECTOR)):
+    fields = {name: call.get(name, "") for name in ("trace_id", "span_id", "detector", "stratum")}
+    for name, pattern in (("trace_id", TRACE_ID), ("span_id", SPAN_ID), ("detector", DETECTOR), ("stratum", STRATUM)):
         if not isinstance(fields[name], str) or not pattern.fullmatch(fields[name]):
             raise BadPayload(f"bad {name} in button value")
-    return fields
+    probability = call.get("inclusion_probability", 0.0)
+    if isinstance(probability, bool) or not isinstance(probability, int | float) or not 0 <= probability <= 1:
+        raise BadPayload("bad inclusion_probability in button value")
+    return fields, float(probability)
 
 
 def _user(user: Any) -> str:
@@ -180,12 +186,19 @@ def verdict_line(label: Label) -> str:
     return f"{verdict} by @{escape_mrkdwn(label.labeller)} · {when}"
 
 
-def judged_blocks(blocks: Any, line: str) -> list[dict[str, Any]]:
-    """The message's blocks with the verdict buttons replaced by ``line``."""
+def judged_blocks(blocks: Any, line: str, clicked: str = VERDICT_BLOCK_ID) -> list[dict[str, Any]]:
+    """The message's blocks with the clicked block of verdict buttons replaced by ``line``."""
     judged = {"type": "context", "elements": [{"type": "mrkdwn", "text": line}]}
     kept = [block for block in blocks if isinstance(block, dict)] if isinstance(blocks, list) else []
-    replaced = [judged if block.get("block_id") == VERDICT_BLOCK_ID else block for block in kept]
+    replaced = [judged if block.get("block_id") == clicked else block for block in kept]
     return replaced if judged in replaced else [*replaced, judged]
+
+
+def _clicked_block(payload: dict[str, Any]) -> str:
+    """The block holding the button clicked (a review digest has one per call; an alert, one)."""
+    clicked = next(a for a in payload["actions"] if isinstance(a, dict) and a.get("action_id") in VERDICTS)
+    block = clicked.get("block_id")
+    return block if isinstance(block, str) and block else VERDICT_BLOCK_ID
 
 
 def _replace_message(payload: dict[str, Any], label: Label) -> None:
@@ -202,7 +215,7 @@ def _replace_message(payload: dict[str, Any], label: Label) -> None:
         response = WebhookClient(url, timeout=UPDATE_TIMEOUT_SECONDS).send(
             replace_original=True,
             text=" · ".join(part for part in (str(message.get("text") or ""), line) if part),
-            blocks=judged_blocks(message.get("blocks"), line),
+            blocks=judged_blocks(message.get("blocks"), line, _clicked_block(payload)),
         )
     except Exception as error:  # the label is stored either way; nothing to answer Slack with
         logger.warning("Slack verdict on trace %s stored; updating the message failed: %s", label.trace_id, error)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -23,16 +23,17 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from pipeline.alerting.console import delivery_words
+from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
+from pipeline.rate.store import RateStore
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
-from pipeline.ui.evidence import EvidenceView, evidence_view
-from pipeline.ui.explain import sentence
-from pipeline.ui.highlight import marks, segments
+from pipeline.ui.call_context import call_context
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
-from pipeline.ui.queries import ORDERS, CallView, FindingView, LabelView, ListFilters, TriageStore
+from pipeline.ui.queries import ORDERS, ListFilters, TriageStore
+from pipeline.ui.review import review_blueprint
 from pipeline.ui.slack_actions import slack_blueprint
-from pipeline.ui.verdicts import WHOLE_CALL, standing_by_row, verdict_words
+from pipeline.ui.verdicts import WHOLE_CALL, verdict_words
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
 _TRACE_PREFIX = re.compile(r"[0-9a-f]{8,32}")
@@ -40,17 +41,18 @@ MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
 # Reached without an identity: signing in, the stylesheet and icon, Slack and PagerDuty (they sign their requests).
 _OPEN_ENDPOINTS = {"login", "static", "favicon", "slack.interactions", "pagerduty.webhook"}
-# Stored text withheld by the worker's content policy, and what the page says about it.
-_WITHHELD = {
-    "hash": "stored as HMAC digests under content_mode=hash: the text cannot be shown",
-    "drop": "not stored (content_mode=drop): only the findings' numbers remain",
-    "missing": "this call's row is not stored (yet): only its findings are shown",
-}
-_REDACTED = "stored with personal data masked (content_mode=redact): highlights may sit a few characters off"
 
 
-def create_app(store: TriageStore, settings: UISettings, access: Access | None = None) -> Flask:
-    """The triage application over ``store``; ``access`` defaults to one built from ``settings``."""
+def create_app(
+    store: TriageStore,
+    settings: UISettings,
+    access: Access | None = None,
+    review: tuple[RateStore, ReviewSettings] | None = None,
+) -> Flask:
+    """The triage application over ``store``; ``access`` defaults to one built from ``settings``.
+
+    ``review``: the rate store and settings of the review queue (its page is there only with them).
+    """
     app = Flask(__name__)
     secret = settings.session_secret.get_secret_value() if settings.session_secret else secrets.token_hex(32)
     app.config.update(
@@ -71,7 +73,7 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
         "verdict_words": verdict_words,
         "delivery_words": delivery_words,
     }
-    app.jinja_env.globals |= {"page_url": _page_url}
+    app.jinja_env.globals |= {"page_url": _page_url, "review_enabled": review is not None}
 
     @app.before_request
     def _identify() -> ResponseReturnValue | None:
@@ -104,6 +106,8 @@ def create_app(store: TriageStore, settings: UISettings, access: Access | None =
     app.add_url_rule("/favicon.ico", "favicon", lambda: app.send_static_file("favicon.svg"))
     app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
+    if review is not None:
+        app.register_blueprint(review_blueprint(store, *review))
     if settings.slack_signing_secret is not None:
         app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
     # Always there: without a secret it answers 404 itself, rather than sending PagerDuty to sign in.
@@ -138,33 +142,10 @@ def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
         view = store.trace(trace_id)
         if not view.found:
             abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
-        calls = [_call_context(call, view.labels) for call in view.calls]
+        calls = [call_context(call, view.labels) for call in view.calls]
         return render_template("trace.html", trace=view, calls=calls, whole_call=WHOLE_CALL)
 
     return trace
-
-
-@dataclass(frozen=True, slots=True)
-class _FindingRow:
-    """A finding as its row on the trace page shows it."""
-
-    finding: FindingView
-    sentence: str
-    evidence: EvidenceView
-
-
-def _call_context(call: CallView, labels: Sequence[LabelView]) -> dict[str, Any]:
-    answer_marks = marks(call.answer, call.findings)
-    return {
-        "call": call,
-        "findings": [_FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings],
-        "flagged_by": [f.detector for f in call.findings if f.flagged],
-        "verdicts": standing_by_row(labels, call.span_id),
-        "marks": answer_marks,
-        "segments": segments(call.answer, answer_marks),
-        "withheld": _WITHHELD.get(call.content_mode, ""),
-        "redacted": _REDACTED if call.content_mode == "redact" else "",
-    }
 
 
 def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:

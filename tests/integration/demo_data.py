@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,11 @@ from pipeline.alerting.alert import DeliveryStatus
 from pipeline.alerting.alert_row import alert_row
 from pipeline.config.policy import AppPolicy
 from pipeline.config.policy_book import PolicyBook
+from pipeline.config.settings import Settings
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.finding import Finding
 from pipeline.sinks.rows import finding_row, llm_call_row
-from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
 from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings
 from pipeline.tools.example_traces import example_traces
@@ -43,6 +44,16 @@ def fill_with_demo_data(
     if policies is not None:
         own = {name: AppPolicy.model_validate(policy) for name, policy in policies.items()}
         settings = settings.model_copy(update={"policies": own})
+    messages = [
+        InboundMessage(key, value, "otlp_spans", 0, offset) for offset, (key, value) in enumerate(demo_messages())
+    ]
+    process_and_store(client, database, settings, lambda processor: processor.process(messages))
+
+
+def process_and_store(
+    client: Client, database: str, settings: Settings, run: Callable[[SpanBatchProcessor], BatchResult]
+) -> None:
+    """What ``run`` makes of the worker's processor under ``settings``, stored as the worker and router store it."""
     migrate(client, database)
     thresholds = load_thresholds(settings.thresholds_file)
     book = PolicyBook(settings, thresholds)
@@ -53,10 +64,7 @@ def fill_with_demo_data(
             suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(), book,
             load_verdict_model(settings.detectors.verdict_model),
         )  # fmt: skip
-        messages = [
-            InboundMessage(key, value, "otlp_spans", 0, offset) for offset, (key, value) in enumerate(demo_messages())
-        ]
-        result = processor.process(messages)
+        result = run(processor)
     finally:
         suite.close()
     now = datetime.now(UTC)

@@ -12,8 +12,13 @@ from clickhouse_connect.driver.client import Client
 from dashboards import Chart, QueryWindow, clickhouse_panels, expand
 from pipeline.alerting.silence_store import SilenceStore
 from pipeline.alerting.silences import Silence
+from pipeline.config.review import ReviewSettings
 from pipeline.monitors.evaluate import Incident, IncidentStatus
 from pipeline.monitors.store import IncidentStore
+from pipeline.rate.queue import draw_next
+from pipeline.rate.report import rate_report
+from pipeline.rate.sampler import Strata
+from pipeline.rate.store import RateStore, Scope
 from pipeline.sinks.labels import Label, insert_labels
 from pipeline.ui.queries import ListFilters, TriageStore
 from tests.integration.demo_data import fill_with_demo_data
@@ -61,6 +66,7 @@ COLUMNS = {
         "opened_at", "resolved_at",
     ),
     "silences": ("silence_id", "selector", "state", "reason", "created_by", "starts_at", "ends_at"),
+    "rate_estimate_by_app": ("time", "series", "rate"),
 }  # fmt: skip
 
 
@@ -258,3 +264,26 @@ def test_service_and_app_variables_filter_the_panels(dashboard_database):
         "policy=hr, service=hr-assistant"
     ]
     assert rows("silences", apps=("orders",)) == [] and len(rows("silences", apps=("hr",))) == 1
+
+
+def test_the_rate_panel_says_what_halluwatch_rate_says(dashboard_database):
+    client, database = dashboard_database
+    rates = RateStore(client, database, Strata.configured(ReviewSettings()))
+    now = datetime.now(UTC)
+    scope = Scope(now - timedelta(hours=1), now + timedelta(seconds=1), app="default")
+    # A reviewer judges some of what the queue serves: the demo's alerted calls are its planted hallucinations.
+    for turn in range(6):
+        drawn = draw_next(rates, scope, "ann", seed=0)
+        assert drawn is not None
+        verdict = Label(drawn.trace_id, drawn.span_id, drawn.stratum == "alerted", "ann", now + timedelta(seconds=turn),
+                        inclusion_probability=drawn.inclusion_probability, stratum=drawn.stratum)  # fmt: skip
+        insert_labels(client, database, [verdict], "review")
+    report = rate_report(rates, scope)
+    assert report.rate.value is not None and report.counts.mean_probability is not None
+    (panel,) = [p for p in clickhouse_panels() if p.name == "rate_estimate_by_app"]
+    one_bucket = QueryWindow(now - timedelta(hours=1), now + timedelta(seconds=1), 10**8)
+    rows = {row["series"]: row["rate"] for row in _rows(client, expand(panel.query, one_bucket, database))}
+    assert rows["default / verdict-corrected"] == pytest.approx(report.rate.value, abs=1e-4)
+    assert rows["default / model-based"] == pytest.approx(report.counts.mean_probability, abs=1e-4)
+    assert rows["default / unverified"] == pytest.approx(report.counts.unverified_calls / report.counts.calls)
+    assert rows["hr / verdict-corrected"] is None  # nobody judged HR's calls

@@ -188,3 +188,25 @@ def test_newest_label_per_labeller_then_majority(clickhouse, caplog):
         (span(2), False),
         (span(3), False),
     ]
+
+
+def test_a_verdict_given_again_outside_the_review_queue_keeps_how_its_call_was_drawn(clickhouse):
+    """Else the call would leave the audit sample, and not at random: people go back to flagged calls."""
+    client, database = clickhouse
+    migrate(client, database)
+    drawn = Label(
+        TRACE, span(1), True, "alice", NOW - timedelta(minutes=5), inclusion_probability=0.25, stratum="alerted"
+    )
+    insert_labels(client, database, [drawn], "review")
+    insert_labels(
+        client, database,
+        [
+            replace(drawn, hallucinated=False, labelled_at=NOW, inclusion_probability=0.0, stratum=""),  # trace page
+            Label(TRACE, span(1), True, "bob", NOW),  # another person: never drawn
+        ],
+        "ui",
+    )  # fmt: skip
+    rows = client.query(
+        f"SELECT labeller, label, source, inclusion_probability, stratum FROM {database}.labels FINAL ORDER BY labeller"
+    ).result_rows
+    assert rows == [("alice", False, "ui", 0.25, "alerted"), ("bob", True, "ui", 0.0, "")]

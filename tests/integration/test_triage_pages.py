@@ -231,7 +231,8 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
         "llm_calls.flagged",
         "findings.evidence",
         "alerts.resolved_by",
-        "labels.withdrawn",
+        "labels.stratum",
+        "review_skips.reviewer",
     ]
     migrate(client, name)
     assert TriageStore(client, name).schema_gaps() == []

@@ -1,0 +1,94 @@
+"""The review queue: one call at a time of an application's audit sample, judged with a key press.
+
+``GET /review?app=NAME`` draws the next call (:func:`pipeline.rate.queue.draw_next`) and shows it
+with the application's rate as the verdicts so far estimate it.  The draw (call, stratum,
+inclusion probability) is kept in the signed session cookie, so the verdict posted for it is
+stored with the probability the sampler drew it with, never one a form could claim.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from flask import Blueprint, abort, flash, g, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
+
+from pipeline.config.review import ReviewSettings
+from pipeline.rate.queue import draw_next
+from pipeline.rate.report import estimate_words, rate_report, report_lines
+from pipeline.rate.store import Drawn, RateStore, Scope
+from pipeline.sinks.labels import Label, to_utc_ms
+from pipeline.ui.call_context import call_context
+from pipeline.ui.queries import TriageStore
+
+VERDICTS = {"hallucinated": True, "faithful": False}
+MAX_NOTE_CHARS = 2000
+_DRAW = "review_draw"  # the session key holding the call the page served
+
+
+def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSettings) -> Blueprint:
+    """The review page and its verdict and skip forms."""
+    pages = Blueprint("review", __name__)
+
+    def scope(app: str) -> Scope:
+        now = datetime.now(UTC)
+        return Scope(now - timedelta(days=settings.window_days), now + timedelta(seconds=1), app=app)
+
+    @pages.get("/review")
+    def page() -> ResponseReturnValue:
+        apps = rates.apps()
+        app = request.args.get("app", "")
+        if not app:
+            return render_template("review.html", apps=apps, app="", drawn=None)
+        if app not in apps:
+            abort(404, description=f"no calls of application {app!r}; known: {', '.join(apps) or 'none'}")
+        window = scope(app)
+        drawn = draw_next(rates, window, g.identity.user, settings.seed)
+        report = rate_report(rates, window, settings.target_half_width)
+        context = None
+        if drawn is not None:
+            session[_DRAW] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability]
+            view = triage.trace(drawn.trace_id)
+            call = next((c for c in view.calls if c.span_id == drawn.span_id), None)
+            context = call_context(call, ()) if call is not None else None
+        return render_template(
+            "review.html", apps=apps, app=app, drawn=drawn, ctx=context, report=report,
+            lines=report_lines(report, settings.target_half_width),
+            rate_words=estimate_words(report.rate, settings.target_half_width),
+        )  # fmt: skip
+
+    @pages.post("/review/verdict")
+    def verdict() -> ResponseReturnValue:
+        app, drawn = _posted_draw()
+        choice = request.form.get("verdict", "")
+        if choice not in VERDICTS:
+            abort(400, description=f"verdict must be one of {', '.join(VERDICTS)}")
+        label = Label(
+            drawn.trace_id, drawn.span_id, VERDICTS[choice], g.identity.user, to_utc_ms(datetime.now(UTC)),
+            note=request.form.get("note", "").strip()[:MAX_NOTE_CHARS],
+            inclusion_probability=drawn.inclusion_probability, stratum=drawn.stratum,
+        )  # fmt: skip
+        triage.add_label(label, source="review")
+        session.pop(_DRAW)
+        flash(f"Recorded: {choice} on span {drawn.span_id}")
+        return redirect(url_for("review.page", app=app), code=303)
+
+    @pages.post("/review/skip")
+    def skip() -> ResponseReturnValue:
+        app, drawn = _posted_draw()
+        rates.skip(drawn.trace_id, drawn.span_id, g.identity.user, to_utc_ms(datetime.now(UTC)))
+        session.pop(_DRAW)
+        flash(f"Skipped span {drawn.span_id}")
+        return redirect(url_for("review.page", app=app), code=303)
+
+    return pages
+
+
+def _posted_draw() -> tuple[str, Drawn]:
+    """The application and the call the form was served with, as the session recorded its draw."""
+    app = request.form.get("app", "")
+    kept = session.get(_DRAW)
+    if not kept or [request.form.get("trace_id"), request.form.get("span_id")] != kept[:2]:
+        abort(409, description="this is not the call the review page last served you: open the page again")
+    trace_id, span_id, stratum, probability = kept
+    return app, Drawn(trace_id, span_id, stratum, float(probability))
