@@ -182,7 +182,7 @@ class AlertRouter:
         made but not yet remembered would be made again by whoever reads the records next.
         """
         silences = await self.silences.current()  # perhaps set while they waited
-        by_destination: dict[tuple[str, str], dict[str, _Retry]] = defaultdict(dict)
+        by_destination: dict[tuple[str, Destination], dict[str, _Retry]] = defaultdict(dict)
         for retry in retries:
             delivery = _delivery_id(retry.alert, retry.destination)
             if not self._due(retry.alert, retry.destination, retry.attempt):
@@ -191,9 +191,8 @@ class AlertRouter:
                 outcome = silenced(retry.alert, retry.destination, silence, attempts=retry.attempt - 1)
                 rows.append(await self._settle(outcome))
             else:  # keyed by delivery: a record read twice in one batch is one retry
-                by_destination[(retry.alert.route, retry.destination.name)][delivery] = retry
-        for (route, _), pending in by_destination.items():
-            destination = next(iter(pending.values())).destination
+                by_destination[(retry.alert.route, retry.destination)][delivery] = retry
+        for (route, destination), pending in by_destination.items():
             todo = [(retry.alert, retry.attempt) for retry in pending.values()]
             for outcome in await self.dispatcher.redeliver(route, destination, todo):
                 rows.append(await self._settle(outcome))
