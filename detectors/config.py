@@ -50,7 +50,7 @@ class EmbeddingConfig(BaseModel):
     model: str = DEFAULT_EMBEDDING_MODEL  # a model name or folder of any sentence-transformers model
     precision: Literal["int8", "fp32"] = "int8"  # fp32: about 2x slower, scores within 0.014
     cache_dir: Path = Field(default_factory=default_model_cache)  # the ONNX exports; default: model_cache
-    threads: int = Field(default=1, ge=1)  # onnxruntime intra-op threads
+    threads: int = Field(default=1, ge=1)  # onnxruntime intra-op threads, and numpy's BLAS threads
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
     batch_size: int = Field(default=64, ge=1)
     window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")

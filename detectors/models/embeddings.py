@@ -233,7 +233,14 @@ class Embedder:
 
     def _open(self, artifacts: _Artifacts) -> None:
         import onnxruntime
+        from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer
+
+        # The detectors' numpy products are small (an answer's tokens against its sources'):
+        # BLAS threads cost more to wake than they save (a 32x384 by 384x60 product took 0.8 ms
+        # with OpenBLAS's threads, 0.08 ms without) and take cores from the model and the
+        # event loop.  Process-wide, as BLAS's pool is.
+        threadpool_limits(self.config.threads, user_api="blas")
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = self.config.threads

@@ -52,7 +52,7 @@ from detectors.support_features import (
 )
 from detectors.text import evidence as shown
 from detectors.text.passages import passage
-from detectors.text.prose import citation_spans, is_json_document, is_structured_answer, split_sentences
+from detectors.text.prose import Sentence, citation_spans, is_json_document, is_structured_answer, split_sentences
 from detectors.text.quantities import Mention, extract_claims
 from detectors.unsupported_spans import DETECTOR, UnsupportedSpansConfig
 from detectors.unsupported_spans.quote import quote
@@ -118,6 +118,14 @@ def load_support_model(path: Path | None) -> SupportModel:
 
 
 @dataclass(frozen=True, slots=True)
+class _Answers:
+    """A batch's answers split into sentences (keyed by answer), and each sentence's token embeddings."""
+
+    sentences: Mapping[str, list[Sentence]]
+    tokens: Mapping[str, TokenVectors]
+
+
+@dataclass(frozen=True, slots=True)
 class SupportTexts:
     """What an answer may be supported by: the sources (or the prompt) and the question."""
 
@@ -171,19 +179,35 @@ class UnsupportedSpansDetector(Detector):
     def detect_batch(self, calls: Sequence[LLMCall]) -> list[DetectorResult]:
         """Score each call; the embedder caches the sources' token matrices across calls."""
         self.start()
-        return [self._detect(call) for call in calls]
+        checked = [not is_structured_answer(call.answer, call.finish_reason) for call in calls]
+        answers = self._answers([call for call, check in zip(calls, checked, strict=True) if check])
+        return [
+            self._detect(call, answers) if check else self._structured()
+            for call, check in zip(calls, checked, strict=True)
+        ]
 
     def support(self, call: LLMCall) -> WordSupport | None:
         """The answer's word support features, or None when there is nothing to compare."""
-        return self._support(call, support_texts(call, self.config.max_support_chars))
+        return self._support(call, support_texts(call, self.config.max_support_chars), self._answers([call]))
 
-    def _support(self, call: LLMCall, support: SupportTexts) -> WordSupport | None:
+    def _answers(self, calls: Sequence[LLMCall]) -> _Answers:
+        """Each answer's sentences and their token embeddings, in one model call for all of them.
+
+        Sentence by sentence, as grounding embeds them: its pass is reused, not repeated.  The
+        sentences it did not embed (too short to be claims, questions) go through the model
+        together, batched across the calls, rather than a few per call.
+        """
+        sentences = {call.answer: split_sentences(call.answer[: self.config.max_answer_chars], self._language)
+                     for call in calls}  # fmt: skip
+        texts = list(dict.fromkeys(s.text for found in sentences.values() for s in found))
+        return _Answers(sentences, dict(zip(texts, self._embedder.encode_tokens(texts), strict=True)))
+
+    def _support(self, call: LLMCall, support: SupportTexts, answers: _Answers) -> WordSupport | None:
         answer = call.answer[: self.config.max_answer_chars]
-        sentences = split_sentences(answer, self._language)
+        sentences = answers.sentences[call.answer]
         if not sentences or not support.texts:
             return None
-        # Sentence by sentence, as grounding embeds them: its pass is reused, not repeated.
-        encoded = self._embedder.encode_tokens([s.text for s in sentences])
+        encoded = [answers.tokens[s.text] for s in sentences]
         answer_tokens = TokenVectors(
             np.vstack([tokens.vectors for tokens in encoded]),
             tuple(
@@ -206,13 +230,14 @@ class UnsupportedSpansDetector(Detector):
         values = stated_values(answer, [self._values(text) for text in support.texts])
         return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind, values)
 
-    def _detect(self, call: LLMCall) -> DetectorResult:
+    def _structured(self) -> DetectorResult:
+        # Structured output: its shape is schema_violation's, its values contradiction's.
+        return self.skipped_result("structured (JSON) answer has no prose to check", self._threshold)
+
+    def _detect(self, call: LLMCall, answers: _Answers) -> DetectorResult:
         assert self._model is not None  # noqa: S101 - narrowing: detect_batch started the detector
-        if is_structured_answer(call.answer, call.finish_reason):
-            # Structured output: its shape is schema_violation's, its values contradiction's.
-            return self.skipped_result("structured (JSON) answer has no prose to check", self._threshold)
         support = support_texts(call, self.config.max_support_chars)
-        words = self._support(call, support)
+        words = self._support(call, support, answers)
         if words is None or not len(words.words):
             return self.skipped_result("no answer words or no sources to check them against", self._threshold)
         probabilities = self._model.word_probabilities(words)
