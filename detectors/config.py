@@ -54,13 +54,26 @@ class EmbeddingConfig(BaseModel):
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
     batch_size: int = Field(default=64, ge=1)
     window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")
-    token_window_overlap: int = Field(
-        default=64, ge=0, description="tokens neighbouring windows share when a text is longer than max_length"
+    token_part_length: int = Field(
+        default=128, ge=8, description="tokens per part when a text's token embeddings are read in parts"
     )
     token_cache_size: int = Field(default=256, ge=0, description="token matrices kept for cache=True texts")
     # One batch's answer sentences (~7 per RAG answer, ~45 kB each): grounding's pass, reused by unsupported_spans.
     answer_token_cache_size: int = Field(
         default=1024, ge=0, description="token matrices kept from encode(keep_tokens=True), for the next detector"
+    )
+
+
+class ReadingConfig(BaseModel):
+    """How much of a call's sources the embedding model reads (docs/detectors.md, "What the model reads")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    part_chars: int = Field(default=500, ge=100, description="a part of a source at most, in whole sentences")
+    min_chars: int = Field(default=4_000, ge=0, description="per call: read whole up to this, best parts first above")
+    max_chars: int = Field(default=12_000, ge=1, description="per call: parts read at most (each source's best aside)")
+    min_overlap: int = Field(
+        default=2, ge=0, description="distinct content words a part shares with the answer or question, past min_chars"
     )
 
 
@@ -74,6 +87,8 @@ class SharedDetectorSettings(BaseModel):
 
     # The sentence-embedding model shared by the embedding-based detectors.
     embeddings: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    # Which parts of the sources that model reads: the same for every detector using it.
+    reading: ReadingConfig = Field(default_factory=ReadingConfig)
     # How the detectors combine into one calibrated p_hallucination per call: a file from `halluwatch train`.
     verdict_model: Path | None = Field(default=None, description="verdict model JSON; None: built-in")
     # A call is flagged (triage list, dashboards, rate monitors) when its p_hallucination reaches this,

@@ -123,12 +123,14 @@ def word_support(
     vocab: frozenset[str],
     kind: SupportKind = "prose",
     values: Sequence[StatedValue] = (),
+    token_count: int | None = None,
 ) -> WordSupport:
     """Support features of each of the answer's ``words`` against the support texts' tokens.
 
     ``values`` are the answer's numbers, dates, times and quantities with whether the support
     states them after normalisation ("9 am to 9 pm" is stated by "9:0-21:0"): token cosine
-    alone cannot tell a restated value from a changed one.
+    alone cannot tell a restated value from a changed one.  ``token_count`` is how many
+    tokens the whole support holds when ``support`` is only the parts read (default: all of it).
     """
     owner = np.repeat(np.arange(len(support), dtype=np.int64), [len(p.offsets) for p in support])
     token_offsets = np.array([o for p in support for o in p.offsets], dtype=np.int64).reshape(-1, 2)
@@ -161,7 +163,8 @@ def word_support(
     features[:, 12] = np.arange(n) / max(n - 1, 1)
     _mark_values(words, values, features)
     _neighbourhood(features)
-    return WordSupport(tuple(words), features, len(owner), kind, best_token, owner, token_offsets)
+    count = len(owner) if token_count is None else token_count
+    return WordSupport(tuple(words), features, count, kind, best_token, owner, token_offsets)
 
 
 def flagged_runs(flagged: npt.NDArray[np.bool_], content: npt.NDArray[np.bool_]) -> list[list[int]]:

@@ -49,13 +49,15 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import ReadingConfig
 from detectors.grounding import DETECTOR, GroundingConfig
 from detectors.llm_call import LLMCall, Source
-from detectors.models.embeddings import Embedder
+from detectors.models.embeddings import Embedder, Ranges
 from detectors.spec import Ingredients, required
 from detectors.text import evidence as shown
 from detectors.text.passages import clip
 from detectors.text.prose import Sentence, is_structured_answer, parse_citations, split_sentences, words
+from detectors.text.reading import Reading, choose, unread_lines
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class _Row:
     windows: list[tuple[str, int, int]] = field(default_factory=list)  # (source id, start, end) in its text
     anchors: list[tuple[str, int]] = field(default_factory=list)  # (source id, sentence index), best first
     sources: dict[str, _SourceText] = field(default_factory=dict)
+    read: dict[str, Ranges] = field(default_factory=dict)  # what the model reads of each source
     similarity: float = 0.0
     best: int = -1
 
@@ -97,6 +100,7 @@ class _Plan:
 
     rows: list[_Row] = field(default_factory=list)
     skipped: DetectorResult | None = None
+    reading: Reading | None = None
 
 
 class GroundingDetector(Detector):
@@ -105,8 +109,11 @@ class GroundingDetector(Detector):
     name = "grounding"
     version = "1.1.0"
 
-    def __init__(self, config: GroundingConfig, threshold: float, embedder: Embedder) -> None:
+    def __init__(
+        self, config: GroundingConfig, threshold: float, embedder: Embedder, reading: ReadingConfig | None = None
+    ) -> None:
         self.config = config
+        self._reading = reading or ReadingConfig()
         self._threshold = checked_threshold(threshold)
         self._embedder = embedder
         self._split = functools.lru_cache(maxsize=_SOURCE_CACHE_SIZE)(self._split_source)
@@ -151,8 +158,12 @@ class GroundingDetector(Detector):
         texts = {source.id: self._split(source.text[: self.config.max_source_chars]) for source in sources}
         if not any(text.sentences for text in texts.values()):
             return _Plan(skipped=self.skipped_result("sources are empty", self._threshold))
-        index = _LexicalIndex(list(texts.items()))
-        plan = _Plan()
+        # The parts the model reads, chosen as unsupported_spans chooses them (the same non-blank texts).
+        readable = [source_id for source_id, text in texts.items() if text.text.strip()]
+        reading = choose(answer, call.prompt, [texts[i].text for i in readable], self._reading)
+        read = dict(zip(readable, reading.ranges, strict=True))
+        index = _LexicalIndex(list(texts.items()), None if reading.complete else read)
+        plan = _Plan(reading=reading)
         for sentence in split_sentences(answer, self.config.language)[: self.config.max_answer_sentences]:
             citations = parse_citations(sentence.text)
             claim_words = words(citations.text)
@@ -166,7 +177,7 @@ class GroundingDetector(Detector):
                     row.missing = True
                 else:
                     row.anchors = index.top(claim_words, resolved, self.config.candidates_per_sentence)
-                    row.sources = texts
+                    row.sources, row.read = texts, read
                     row.windows = self._windows(texts, row.anchors, self.config.window_sizes[:1])
                 plan.rows.append(row)
         if not plan.rows:
@@ -217,13 +228,13 @@ class GroundingDetector(Detector):
             self._score(weak, claim_vectors)
 
     def _score(self, rows: list[_Row], claim_vectors: dict[str, npt.NDArray[np.float32]]) -> None:
-        windows = list(dict.fromkeys((row.sources[i].text, a, b) for row in rows for i, a, b in row.windows))
+        windows = list(dict.fromkeys(_read_window(row, window) for row in rows for window in row.windows))
         window_index = {window: n for n, window in enumerate(windows)}
         window_vectors = self._embedder.span_vectors(windows)
         for row in rows:
             if not row.windows:
                 continue
-            candidates = window_vectors[[window_index[(row.sources[i].text, a, b)] for i, a, b in row.windows]]
+            candidates = window_vectors[[window_index[_read_window(row, window)] for window in row.windows]]
             similarities: npt.NDArray[np.float32] = candidates @ claim_vectors[row.claim]
             row.best = int(np.argmax(similarities))
             row.similarity = float(similarities[row.best])
@@ -267,6 +278,7 @@ class GroundingDetector(Detector):
             "min_similarity": round(min_similarity, 4),
             "missing_source_ids": missing,
             "spans": [{"start": s.start, "end": s.end, "text": clip(s.text, limit)} for s in ungrounded],
+            **(plan.reading.evidence() if plan.reading else {}),
         }
         if missing:
             summary = missing_sources(missing)
@@ -290,6 +302,12 @@ def missing_sources(ids: Sequence[str]) -> str:
     if len(ids) == 1:
         return f"cites source {ids[0]}, which the call does not include"
     return f"cites sources {', '.join(ids[:-1])} and {ids[-1]}, which the call does not include"
+
+
+def _read_window(row: _Row, window: tuple[str, int, int]) -> tuple[str, Ranges, int, int]:
+    """A window as the embedder pools it: its source's text, the parts of it read, the window's span."""
+    source_id, start, end = window
+    return row.sources[source_id].text, row.read[source_id], start, end
 
 
 def _window_text(row: _Row, window: int) -> str:
@@ -322,11 +340,18 @@ def _resolve(cited: str, sources: Sequence[Source]) -> str | None:
 class _LexicalIndex:
     """BM25-style overlap between an answer sentence and every source sentence of one call."""
 
-    def __init__(self, sources: list[tuple[str, _SourceText]]) -> None:
-        self._positions = [(source_id, i) for source_id, text in sources for i in range(len(text.sentences))]
-        self._owner = np.array([n for n, (_, text) in enumerate(sources) for _ in text.sentences], dtype=np.int64)
+    def __init__(self, sources: list[tuple[str, _SourceText]], read: Mapping[str, Ranges] | None = None) -> None:
+        """An index of the sources' sentences; with ``read``, of only those inside the parts the model reads."""
+        kept = [
+            (n, source_id, i)
+            for n, (source_id, text) in enumerate(sources)
+            for i, sentence in enumerate(text.sentences)
+            if read is None or _inside(sentence, read.get(source_id, ()))
+        ]
+        self._positions = [(source_id, i) for _, source_id, i in kept]
+        self._owner = np.array([n for n, _, _ in kept], dtype=np.int64)
         self._source_ids = [source_id for source_id, _ in sources]
-        token_sets = [tokens for _, text in sources for tokens in text.tokens]
+        token_sets = [sources[n][1].tokens[i] for n, _, i in kept]
         lengths = np.array([len(tokens) for tokens in token_sets], dtype=np.float32)
         average = float(lengths.mean()) if len(lengths) else 1.0
         self._length_norm = (_BM25_K1 + 1) / (1 + _BM25_K1 * (1 - _BM25_B + _BM25_B * lengths / max(average, 1.0)))
@@ -354,6 +379,11 @@ class _LexicalIndex:
         return [self._positions[i] for i in order]
 
 
+def _inside(sentence: Sentence, ranges: Ranges) -> bool:
+    """Whether the model reads any of ``sentence`` (the two splits may cut a long sentence differently)."""
+    return any(start < sentence.end and sentence.start < end for start, end in ranges)
+
+
 UNGROUNDED_SENTENCES = 2  # least-similar ungrounded sentences shown in alerts, each with its best window
 
 
@@ -374,9 +404,11 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
         lines.append(f"best source window: {window}" if window else "no source window to compare with")
     count = shown.number(evidence.get("ungrounded_count"))
     total = max(int(count), len(ungrounded)) if count is not None else len(ungrounded)
-    return lines + shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
+    more = shown.more(total, min(len(ungrounded), UNGROUNDED_SENTENCES), "ungrounded sentence(s)")
+    return lines + more + unread_lines(evidence)
 
 
 def build(ing: Ingredients) -> GroundingDetector:
     """The detector, from its settings and threshold."""
-    return GroundingDetector(ing.config(DETECTOR), ing.threshold, required(ing.embedder, "the embedder"))
+    embedder = required(ing.embedder, "the embedder")
+    return GroundingDetector(ing.config(DETECTOR), ing.threshold, embedder, ing.settings.reading)

@@ -34,7 +34,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
+Ranges = tuple[tuple[int, int], ...]  # character ranges [start, end) of one text, in order
 
 _POOLING_KEYS = {
     "mean": "pooling_mode_mean_tokens",
@@ -58,6 +59,8 @@ _POOLING_KEYS = {
     "max": "pooling_mode_max_tokens",
     "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
 }
+_BATCH_TOKENS = 1024  # padded tokens per model run (see Embedder._run)
+_SENTENCE_MARKS = frozenset(".!?;\u3002\uff01\uff1f")
 _KEY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json")
 
 
@@ -190,35 +193,42 @@ class Embedder:
                         found[key] = hit
                         break
         missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
-        short = {key: text for key, text in missing.items() if self._fits_one_window(text)}
-        passes = self._forward(list(short.values()))
-        fresh = {key: one.tokens for key, one in zip(short, passes, strict=True) if one.tokens is not None}
-        fresh |= {key: self._run_tokens(text) for key, text in missing.items() if key not in fresh}
+        fresh = dict(zip(missing, self._read_in_parts(list(missing.values())), strict=True))
         if cache:
             with self._lock:
                 _remember(self._token_cache, fresh, self.config.token_cache_size)
         return [found.get(key) or fresh[key] for key in keys]
 
-    def span_vectors(self, spans: Sequence[tuple[str, int, int]]) -> Vectors:
-        """Embeddings of character spans ``(text, start, end)`` of texts that recur (source windows).
+    def read(self, texts: Sequence[tuple[str, Ranges]]) -> list[TokenVectors]:
+        """Token embeddings of the given character ranges of each text, as one matrix per text (offsets into it).
 
-        A mean-pooling model pools them from each text's contextual token pass, the one
-        ``encode_tokens(cache=True)`` makes and keeps: one forward pass over a source gives
+        Each range is read as a text of its own and cached by its content (``encode_tokens(cache=True)``):
+        a part of a document that another call reads too goes through the model once.
+        """
+        pieces = list(dict.fromkeys(text[start:end] for text, ranges in texts for start, end in ranges))
+        passes = dict(zip(pieces, self.encode_tokens(pieces, cache=True), strict=True))
+        return [self._stitched([(start, passes[text[start:end]]) for start, end in ranges]) for text, ranges in texts]
+
+    def span_vectors(self, spans: Sequence[tuple[str, Ranges, int, int]]) -> Vectors:
+        """Embeddings of character spans ``(text, read, start, end)`` of texts that recur (source windows).
+
+        A mean-pooling model pools them from the token pass over the ranges ``read`` of the
+        text, the one :meth:`read` makes and keeps: one forward pass over a source gives
         grounding all its windows and unsupported_spans all its tokens.  A window pooled in
-        its document's context is not the window embedded alone, and scores nearly as well
-        (RAGTruth grounding AUROC 0.727 vs 0.737, bench/README.md).  Other poolings (CLS,
-        max) cannot be read off the tokens, so each span is then embedded on its own (cached).
+        its context is not the window embedded alone, and scores nearly as well (RAGTruth
+        grounding AUROC 0.727 vs 0.737, bench/README.md); tokens outside the ranges read are
+        not in it.  Other poolings (CLS, max) cannot be read off the tokens, so each span is
+        then embedded on its own (cached).
         """
         self.load()
         if self._pooling != "mean":
-            return self.encode([text[start:end] for text, start, end in spans], cache=True)
-        rows_of: dict[str, list[int]] = {}
-        for row, (text, _, _) in enumerate(spans):
-            rows_of.setdefault(text, []).append(row)
+            return self.encode([text[start:end] for text, _, start, end in spans], cache=True)
+        rows_of: dict[tuple[str, Ranges], list[int]] = {}
+        for row, (text, read, _, _) in enumerate(spans):
+            rows_of.setdefault((text, read), []).append(row)
         out = np.zeros((len(spans), self._dimension), dtype=np.float32)
-        passes = self.encode_tokens(list(rows_of), cache=True)
-        for rows, tokens in zip(rows_of.values(), passes, strict=True):
-            out[rows] = tokens.pooled([spans[i][1:] for i in rows])
+        for rows, tokens in zip(rows_of.values(), self.read(list(rows_of)), strict=True):
+            out[rows] = tokens.pooled([spans[i][2:] for i in rows])
         return out
 
     def close(self) -> None:
@@ -264,66 +274,110 @@ class Embedder:
         self._whole_text_tokenizer = whole
         self._session = session
 
-    def _run_tokens(self, text: str) -> TokenVectors:
-        """One text's token embeddings through overlapping windows of at most ``max_length`` tokens."""
-        assert self._session is not None and self._whole_text_tokenizer is not None  # noqa: S101 - narrowing
-        encoding = self._whole_text_tokenizer.encode(text, add_special_tokens=False)
-        ids, offsets = encoding.ids, tuple(encoding.offsets)
-        head, tail = self._specials
-        width = max(self._window - len(head) - len(tail), 1)
-        step = max(width - self.config.token_window_overlap, 1)
-        summed = np.zeros((len(ids), self._dimension), dtype=np.float32)
-        seen = np.zeros(len(ids), dtype=np.float32)
-        first = 0
-        while first < len(ids):
-            window = ids[first : first + width]
-            row = np.asarray([[*head, *window, *tail]], dtype=np.int64)
-            feeds = {"input_ids": row, "attention_mask": np.ones_like(row), "token_type_ids": np.zeros_like(row)}
-            hidden = np.asarray(self._session.run(None, {n: feeds[n] for n in self._input_names})[0], dtype=np.float32)
-            summed[first : first + len(window)] += hidden[0, len(head) : len(head) + len(window)]
-            seen[first : first + len(window)] += 1
-            if first + width >= len(ids):
-                break
-            first += step
-        vectors: Vectors = (summed / np.maximum(seen, 1)[:, None]).astype(np.float32)
-        norms: Vectors = np.maximum(np.linalg.norm(vectors, axis=1), 1e-12)
-        vectors /= norms[:, None]
-        self.texts_encoded += 1
-        return TokenVectors(vectors, offsets, norms)
+    def _stitched(self, pieces: list[tuple[int, TokenVectors]]) -> TokenVectors:
+        """Several ranges' token embeddings (each with its start in the text) as one, offsets into the text."""
+        if not pieces:
+            return TokenVectors(np.zeros((0, self._dimension), dtype=np.float32), (), np.zeros(0, dtype=np.float32))
+        offsets = tuple((a + shift, b + shift) for shift, tokens in pieces for a, b in tokens.offsets)
+        norms = [np.ones(len(t.offsets), np.float32) if t.norms is None else t.norms for _, t in pieces]
+        return TokenVectors(np.vstack([t.vectors for _, t in pieces]), offsets, np.concatenate(norms))
 
-    def _fits_one_window(self, text: str) -> bool:
+    def _read_in_parts(self, texts: list[str]) -> list[TokenVectors]:
+        """Token embeddings of texts of any length: each cut into parts read side by side, no token twice.
+
+        A part is at most ``token_part_length`` tokens, ending at a sentence end where one
+        falls in its second half.  Parts share no tokens: overlapping windows read a long
+        text ~1.3x over, and a sentence in a part of ~128 tokens has the context it needs
+        (an answer's own sentences are read one by one).  The parts of all texts go through
+        the model together, in batches of similar length.
+        """
         assert self._whole_text_tokenizer is not None  # noqa: S101 - narrowing: load() opened it
-        specials = len(self._specials[0]) + len(self._specials[1])
-        return len(self._whole_text_tokenizer.encode(text, add_special_tokens=False).ids) + specials <= self._window
+        head, tail = self._specials
+        width = max(min(self.config.token_part_length, self._window - len(head) - len(tail)), 1)
+        encodings = self._whole_text_tokenizer.encode_batch(texts, add_special_tokens=False)
+        rows: list[list[int]] = []
+        placed: list[tuple[int, int, int]] = []  # (text, first token, tokens) of each row
+        for number, (text, encoding) in enumerate(zip(texts, encodings, strict=True)):
+            for first, last in _parts(text, encoding.offsets, width):
+                rows.append([*head, *encoding.ids[first:last], *tail])
+                placed.append((number, first, last - first))
+        vectors = [np.zeros((len(e.ids), self._dimension), dtype=np.float32) for e in encodings]
+        for (number, first, count), hidden in zip(placed, self._run(rows), strict=True):
+            vectors[number][first : first + count] = hidden[len(head) : len(head) + count]
+        self.texts_encoded += len(texts)
+        out = []
+        for text_vectors, encoding in zip(vectors, encodings, strict=True):
+            norms: Vectors = np.maximum(np.linalg.norm(text_vectors, axis=1), 1e-12)
+            out.append(TokenVectors(text_vectors / norms[:, None], tuple(encoding.offsets), norms))
+        return out
+
+    def _run(self, rows: list[list[int]]) -> list[Vectors]:
+        """Each row of token ids (special tokens included) through the model: its hidden states, in order.
+
+        Rows go in batches of similar length, at most ``batch_size`` rows and ``_BATCH_TOKENS``
+        padded tokens: past that a batch is slower per token, not faster (its activations
+        outgrow the CPU caches: 16 rows of 256 tokens ran 10-25 % slower per token than one).
+        """
+        assert self._session is not None  # noqa: S101 - narrowing: load() opened it
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        out: list[Vectors] = [np.empty(0, dtype=np.float32)] * len(rows)
+        for batch in _batches([len(rows[i]) for i in order], order, self.config.batch_size):
+            width = len(rows[batch[-1]])  # sorted: the last is the longest
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for r, i in enumerate(batch):
+                ids[r, : len(rows[i])] = rows[i]
+                mask[r, : len(rows[i])] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = np.asarray(self._session.run(None, {n: feeds[n] for n in self._input_names})[0], dtype=np.float32)
+            for r, i in enumerate(batch):
+                out[i] = hidden[r, : len(rows[i])]
+        return out
 
     def _forward(self, texts: list[str]) -> list[_Pass]:
-        """Run texts through the model in batches of similar token length: pooled and token outputs."""
+        """Run texts (cut at ``max_length`` tokens) through the model: pooled and token outputs."""
         if not texts:
             return []
-        assert self._session is not None and self._tokenizer is not None  # noqa: S101 - narrowing: load() opened them
+        assert self._tokenizer is not None  # noqa: S101 - narrowing: load() opened it
         encodings = self._tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        out: list[_Pass | None] = [None] * len(texts)
-        size = self.config.batch_size
-        for first in range(0, len(order), size):
-            rows = order[first : first + size]
-            width = max(len(encodings[i].ids) for i in rows)
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            types = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                n = len(encodings[i].ids)
-                ids[r, :n] = encodings[i].ids
-                mask[r, :n] = 1
-                types[r, :n] = encodings[i].type_ids
-            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            hidden = np.asarray(self._session.run(None, {n: feeds[n] for n in self._input_names})[0], dtype=np.float32)
-            pooled = _pool(hidden, mask, self._pooling)
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            for r, i in enumerate(rows):
-                out[i] = _Pass(pooled[r], _token_vectors(hidden[r], encodings[i]))
+        passes = []
+        for encoding, hidden in zip(encodings, self._run([e.ids for e in encodings]), strict=True):
+            pooled = _pool(hidden, self._pooling)
+            pooled /= max(float(np.linalg.norm(pooled)), 1e-12)
+            passes.append(_Pass(pooled, _token_vectors(hidden, encoding)))
         self.texts_encoded += len(texts)
-        return [one for one in out if one is not None]
+        return passes
+
+
+def _parts(text: str, offsets: Sequence[tuple[int, int]], width: int) -> list[tuple[int, int]]:
+    """Token ranges ``[first, last)`` of at most ``width`` tokens covering ``offsets``, cut after sentence ends."""
+    parts: list[tuple[int, int]] = []
+    first = 0
+    while first < len(offsets):
+        last = min(first + width, len(offsets))
+        if last < len(offsets):
+            ends = [i + 1 for i in range(first + width // 2, last) if _ends_sentence(text, offsets[i][1])]
+            last = ends[-1] if ends else last
+        parts.append((first, last))
+        first = last
+    return parts
+
+
+def _ends_sentence(text: str, end: int) -> bool:
+    """Whether the token ending at character ``end`` closes a sentence (its mark, then a space or the end)."""
+    return text[end - 1 : end] in _SENTENCE_MARKS and (end == len(text) or text[end].isspace())
+
+
+def _batches(lengths: list[int], order: list[int], size: int) -> Iterator[list[int]]:
+    """``order`` (sorted by ``lengths``) in batches of at most ``size`` rows and ``_BATCH_TOKENS`` padded tokens."""
+    rows: list[int] = []
+    for length, row in zip(lengths, order, strict=True):
+        if rows and (len(rows) >= size or (len(rows) + 1) * length > _BATCH_TOKENS):
+            yield rows
+            rows = []
+        rows.append(row)
+    if rows:
+        yield rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,19 +412,15 @@ def _text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def _pool(hidden: Vectors, mask: npt.NDArray[np.int64], mode: str) -> Vectors:
-    """Token embeddings -> one vector per text, as sentence-transformers' Pooling module does."""
+def _pool(hidden: Vectors, mode: str) -> Vectors:
+    """One text's token outputs (special tokens included) -> one vector, as sentence-transformers' Pooling does."""
     pooled: Vectors
     if mode == "cls":
-        pooled = hidden[:, 0]
-        return pooled
-    weights = mask[:, :, None].astype(np.float32)
-    if mode == "max":
-        pooled = np.where(weights > 0, hidden, -1e9).max(axis=1)
-        return pooled
-    summed = (hidden * weights).sum(axis=1)
-    counts = np.maximum(weights.sum(axis=1), 1e-9)
-    pooled = summed / (np.sqrt(counts) if mode == "mean_sqrt_len" else counts)
+        pooled = hidden[0].copy()
+    elif mode == "max":
+        pooled = hidden.max(axis=0)
+    else:
+        pooled = hidden.sum(axis=0) / (np.sqrt(len(hidden)) if mode == "mean_sqrt_len" else len(hidden))
     return pooled
 
 

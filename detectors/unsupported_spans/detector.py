@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from detectors import grounding
 from detectors.base import Detector, DetectorResult, checked_threshold
+from detectors.config import ReadingConfig
 from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
@@ -54,6 +55,7 @@ from detectors.text import evidence as shown
 from detectors.text.passages import passage
 from detectors.text.prose import Sentence, citation_spans, is_json_document, is_structured_answer, split_sentences
 from detectors.text.quantities import Mention, extract_claims
+from detectors.text.reading import Reading, choose, unread_lines
 from detectors.unsupported_spans import DETECTOR, UnsupportedSpansConfig
 from detectors.unsupported_spans.quote import quote
 
@@ -131,6 +133,12 @@ class SupportTexts:
 
     ids: tuple[str, ...]
     texts: tuple[str, ...]
+    sources: int  # how many of ``texts`` are sources (or the context); the question follows them
+
+    @property
+    def source_texts(self) -> tuple[str, ...]:
+        """The texts the model reads in parts: all but the question."""
+        return self.texts[: self.sources]
 
 
 def support_texts(call: LLMCall, max_chars: int) -> SupportTexts:
@@ -140,7 +148,8 @@ def support_texts(call: LLMCall, max_chars: int) -> SupportTexts:
         pairs = [("context", call.grounding_text)]
     elif call.prompt.strip():
         pairs.append(("question", call.prompt))
-    return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs))
+        return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs), len(pairs) - 1)
+    return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs), len(pairs))
 
 
 class UnsupportedSpansDetector(Detector):
@@ -150,9 +159,15 @@ class UnsupportedSpansDetector(Detector):
     version = "1.1.0"
 
     def __init__(
-        self, config: UnsupportedSpansConfig, threshold: float, embedder: Embedder, language: str = "en"
+        self,
+        config: UnsupportedSpansConfig,
+        threshold: float,
+        embedder: Embedder,
+        language: str = "en",
+        reading: ReadingConfig | None = None,
     ) -> None:
         self.config = config
+        self._reading = reading or ReadingConfig()
         self._language = language  # of the answer's sentences: grounding's, so the two share a forward pass
         self._threshold = checked_threshold(threshold)
         self._embedder = embedder
@@ -224,11 +239,32 @@ class UnsupportedSpansDetector(Detector):
             for word in split_words(s.text, s.start)
             if not any(start <= word.start < end for start, end in markers)
         ]
-        support_tokens = self._embedder.encode_tokens(list(support.texts), cache=True)
+        support_tokens, token_count = self._support_tokens(call, support)
         vocabulary = frozenset().union(*(self._vocabulary(text) for text in support.texts))
         kind: SupportKind = "json" if any(self._is_json(text) for text in support.texts) else "prose"
         values = stated_values(answer, [self._values(text) for text in support.texts])
-        return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind, values)
+        return word_support(answer, words, answer_tokens, support_tokens, vocabulary, kind, values, token_count)
+
+    def _support_tokens(self, call: LLMCall, support: SupportTexts) -> tuple[list[TokenVectors], int]:
+        """The support texts' token embeddings (of the sources, the parts grounding reads too), and their token count.
+
+        The count feeds the call model, which learned it on whole sources: where parts were
+        left unread, a source's tokens are counted at the rate of its parts read.
+        """
+        reading = self._read(call, support)
+        question = tuple((0, len(text)) for text in support.texts[support.sources :])
+        tokens = self._embedder.read(list(zip(support.texts, (*reading.ranges, question), strict=True)))
+        if reading.complete:
+            return tokens, sum(len(t.offsets) for t in tokens)
+        count = sum(len(t.offsets) for t in tokens[support.sources :])
+        for text, ranges, read in zip(support.source_texts, reading.ranges, tokens, strict=False):
+            read_chars = sum(end - start for start, end in ranges)
+            count += round(len(read.offsets) * len(text) / read_chars) if read_chars else 0
+        return tokens, count
+
+    def _read(self, call: LLMCall, support: SupportTexts) -> Reading:
+        """The parts of the sources the model reads: grounding's choice for the same call."""
+        return choose(call.answer, call.prompt, support.source_texts, self._reading)
 
     def _structured(self) -> DetectorResult:
         # Structured output: its shape is schema_violation's, its values contradiction's.
@@ -249,7 +285,8 @@ class UnsupportedSpansDetector(Detector):
         else:
             summary = "every content word supported by the sources"
         evidence = {"spans": spans[: self.config.max_evidence_spans], "words": len(words.words),
-                    "support": words.kind, "model_version": self._model.version}  # fmt: skip
+                    "support": words.kind, "model_version": self._model.version,
+                    **self._read(call, support).evidence()}  # fmt: skip
         return self.scored_result(score, self._threshold, severity=2, summary=summary, evidence=evidence)
 
     def _spans(
@@ -288,9 +325,8 @@ class UnsupportedSpansDetector(Detector):
 def build(ing: Ingredients) -> UnsupportedSpansDetector:
     """The detector, on the process's embedder."""
     embedder = required(ing.embedder, "the embedder")
-    return UnsupportedSpansDetector(
-        ing.config(DETECTOR), ing.threshold, embedder, language=ing.config(grounding.DETECTOR).language
-    )
+    language = ing.config(grounding.DETECTOR).language
+    return UnsupportedSpansDetector(ing.config(DETECTOR), ing.threshold, embedder, language, ing.settings.reading)
 
 
 QUOTED_SPANS = 2  # most probable spans shown in alerts beside their source passage (the summary lists them)
@@ -304,4 +340,4 @@ def render_evidence(evidence: Mapping[str, Any]) -> list[str]:
         if said and source:
             where = shown.word(span.get("source_id"))
             lines.append(f"unsupported {said}; closest source passage{f' ({where})' if where else ''}: {source}")
-    return lines
+    return lines + unread_lines(evidence)

@@ -180,7 +180,7 @@ def test_settings_thresholds_and_renderings_agree_with_the_registry(tmp_path: Pa
         section = settings.consistency if spec.kind == "sampled" else settings.detectors
         assert type(section).model_fields[spec.name].annotation is spec.config
         assert spec.config_in(section) == spec.config()
-    shared = {"embeddings", "verdict_model", "flag_probability"}
+    shared = {"embeddings", "reading", "verdict_model", "flag_probability"}
     assert set(DetectorSettings.model_fields) == shared | {s.name for s in SPAN_LEVEL}
     assert {s.name for s in SAMPLED} <= set(ConsistencySettings.model_fields)
     # Every detector has a built-in threshold, its descriptor's unless the built-in file calibrated

@@ -125,7 +125,7 @@ def test_unknown_model_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_token_embeddings_match_the_pooled_sentence_and_cover_long_texts(tmp_path_factory) -> None:
     embedder = Embedder(EmbeddingConfig(precision="fp32", cache_dir=cache_dir(tmp_path_factory), max_length=32,
-                                        token_window_overlap=8))  # fmt: skip
+                                        token_part_length=12))  # fmt: skip
     short = SENTENCES[0]
     tokens = embedder.encode_tokens([short])[0]
     assert "".join(short[a:b] for a, b in tokens.offsets) == short.replace(" ", "")  # every character, in order
@@ -168,7 +168,8 @@ def test_one_forward_pass_serves_sentence_and_token_embeddings(tmp_path_factory:
 def test_source_windows_are_pooled_from_one_token_pass(tmp_path_factory: pytest.TempPathFactory) -> None:
     embedder = Embedder(EmbeddingConfig(cache_dir=cache_dir(tmp_path_factory)))
     source = " ".join(SENTENCES[:4])
-    spans = [(source, source.index(s), source.index(s) + len(s)) for s in SENTENCES[:4]]
+    whole = ((0, len(source)),)
+    spans = [(source, whole, source.index(s), source.index(s) + len(s)) for s in SENTENCES[:4]]
     pooled = embedder.span_vectors(spans)
     assert embedder.texts_encoded == 1  # the whole source once, not one pass per window
     assert np.allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
@@ -177,8 +178,27 @@ def test_source_windows_are_pooled_from_one_token_pass(tmp_path_factory: pytest.
     # Read in its document, a sentence still points where it points alone, and at no other sentence.
     assert (np.diag(agreement) > 0.6).all()
     assert (agreement.argmax(axis=1) == np.arange(4)).all()
-    embedder.encode_tokens([source], cache=True)
+    embedder.read([(source, whole)])
     assert embedder.texts_encoded == 1 + 4  # the token pass was kept for the unsupported-spans detector
+
+
+def test_reading_ranges_reads_each_once_and_places_its_tokens_in_the_text(tmp_path_factory) -> None:
+    embedder = Embedder(EmbeddingConfig(cache_dir=cache_dir(tmp_path_factory)))
+    source = " ".join(SENTENCES[:4])
+    first, third = [(source.index(s), source.index(s) + len(s)) for s in (SENTENCES[0], SENTENCES[2])]
+    (tokens,) = embedder.read([(source, (first, third))])
+    assert embedder.texts_encoded == 2  # each range a text of its own
+    # Offsets point into the whole text, and only the ranges read have tokens.
+    assert "".join(source[a:b] for a, b in tokens.offsets) == (SENTENCES[0] + SENTENCES[2]).replace(" ", "")
+    assert len(tokens.vectors) == len(tokens.offsets) and tokens.norms is not None
+    (alone,) = embedder.encode_tokens([SENTENCES[2]])
+    # The same tokens as the sentence read alone (int8 scales its inputs per batch, hence not equal).
+    assert (np.sum(tokens.vectors[-len(alone.offsets) :] * alone.vectors, axis=1) > 0.98).all()
+    # Another call choosing the third sentence and the fourth reads only the fourth.
+    embedder.read([(source, (third, (source.index(SENTENCES[3]), len(source))))])
+    assert embedder.texts_encoded == 2 + 1 + 1  # (encode_tokens of SENTENCES[2] above, uncached, was one)
+    (nothing,) = embedder.read([(source, ())])
+    assert nothing.vectors.shape == (0, embedder.dimension) and nothing.offsets == ()
 
 
 def test_models_that_do_not_mean_pool_embed_each_window(tmp_path: Path) -> None:
@@ -188,5 +208,8 @@ def test_models_that_do_not_mean_pool_embed_each_window(tmp_path: Path) -> None:
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
     embedder = Embedder(EmbeddingConfig(model=str(folder), cache_dir=tmp_path / "cache"))
     source = " ".join(SENTENCES[:2])
-    windows = embedder.span_vectors([(source, 0, len(SENTENCES[0])), (source, len(SENTENCES[0]) + 1, len(source))])
+    whole = ((0, len(source)),)
+    windows = embedder.span_vectors(
+        [(source, whole, 0, len(SENTENCES[0])), (source, whole, len(SENTENCES[0]) + 1, len(source))]
+    )
     np.testing.assert_allclose(windows, embedder.encode(SENTENCES[:2]), atol=1e-5)

@@ -10,11 +10,12 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.base import DetectorStatus, run_detector
-from detectors.config import EmbeddingConfig
+from detectors.config import EmbeddingConfig, ReadingConfig
 from detectors.grounding import GroundingConfig
 from detectors.grounding.detector import CONTEXT_SOURCE_ID, GroundingDetector, missing_sources, render_evidence
 from detectors.llm_call import LLMCall, Message, Source
 from detectors.models.embeddings import Embedder, Vectors
+from detectors.text.reading import parts_of
 from tests.calls import make_llm_call, whole_words
 
 PARAGRAPH = (
@@ -155,12 +156,12 @@ def test_huge_context_is_read_up_to_max_source_chars(embedder: CountingEmbedder)
     filler = " ".join(f"Record {i} describes shipment number {i * 7} to warehouse {i % 13}." for i in range(3000))
     (result,) = detector.detect_batch([llm_call(f"{SUPPORTED} {INVENTED}", [Source("1", PARAGRAPH + " " + filler)])])
     assert result.status is DetectorStatus.OK
-    assert embedder.texts_encoded == 2 + 1  # the claims, and one token pass over the source's first characters
+    read = parts_of((PARAGRAPH + " " + filler)[: config.max_source_chars], ReadingConfig().part_chars)
+    assert embedder.texts_encoded == 2 + len(read)  # the claims, and the parts of the source's first characters
     supported = rows(result.evidence)[SUPPORTED]
     assert supported["grounded"] and "1887 to 1889" in supported["best_window"]
     # Nothing past the cut was read: the 3,000 records would need dozens of model windows.
-    (cached,) = embedder.encode_tokens([(PARAGRAPH + " " + filler)[: config.max_source_chars]], cache=True)
-    assert embedder.texts_encoded == 3 and cached.offsets[-1][1] <= config.max_source_chars
+    assert read[-1][1] <= config.max_source_chars and "unread_chars" not in result.evidence
 
 
 def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
@@ -173,7 +174,8 @@ def test_batch_embeds_claims_once_keeps_order_and_caches_windows(
     ]
     batch = detector.detect_batch(calls)
     # the claims once; every window is pooled from one (cached) token pass over the source
-    assert embedder.calls == [(2, False)] and embedder.texts_encoded == 2 + 1
+    parts = len(parts_of(PARAGRAPH, ReadingConfig().part_chars))
+    assert embedder.calls == [(2, False)] and embedder.texts_encoded == 2 + parts
     assert [r.status for r in batch] == [DetectorStatus.OK, DetectorStatus.SKIPPED, DetectorStatus.OK]
     encoded = embedder.texts_encoded
     again = detector.detect_batch(calls[::-1])

@@ -10,17 +10,19 @@ from pathlib import Path
 import pytest
 
 from detectors.base import DetectorStatus
-from detectors.config import EmbeddingConfig
+from detectors.config import EmbeddingConfig, ReadingConfig
 from detectors.grounding import GroundingConfig
 from detectors.grounding.detector import GroundingDetector
 from detectors.llm_call import Message, Source
 from detectors.models.embeddings import Embedder
 from detectors.support_features import WORD_FEATURES
+from detectors.text.reading import parts_of
 from detectors.unsupported_spans import UnsupportedSpansConfig
 from detectors.unsupported_spans.detector import (
     SupportModelError,
     UnsupportedSpansDetector,
     load_support_model,
+    render_evidence,
     support_texts,
 )
 from pipeline.alerting.alert import Alert, DetectorEvidence
@@ -111,6 +113,29 @@ def test_grounding_and_unsupported_spans_share_one_pass_over_the_answer(tmp_path
     results = spans.detect_batch(calls)
     assert embedder.texts_encoded - before == 1  # the question alone: grounding's windows came from the source's pass
     assert "1950" in " ".join(s["text"] for s in results[0].evidence["spans"])
+
+
+def test_a_long_source_is_read_where_the_answer_is_about_and_the_rest_is_stated(
+    tmp_path_factory: pytest.TempPathFactory,
+):
+    embedder = Embedder(EmbeddingConfig(cache_dir=tmp_path_factory.getbasetemp() / "models"))
+    grounding = GroundingDetector(GroundingConfig(), 0.5, embedder)
+    spans = UnsupportedSpansDetector(UnsupportedSpansConfig(), 0.5, embedder)
+    filler = " ".join(
+        f"Shipment {i} left warehouse {i % 13} on a rainy morning with {i * 7} crates." for i in range(150)
+    )
+    source = filler + " " + EIFFEL + " " + filler
+    calls = [call(INVENTED, context=source)]
+    (grounded,) = grounding.detect_batch(calls)
+    read_by_grounding = embedder.texts_encoded
+    (result,) = spans.detect_batch(calls)
+    assert embedder.texts_encoded - read_by_grounding == 1  # the question: the same parts of the source, once
+    parts = len(parts_of(source, ReadingConfig().part_chars))
+    assert read_by_grounding - 1 < parts / 2  # (one: the answer's sentence)
+    for evidence in (grounded.evidence, result.evidence):
+        assert 0 < evidence["read_chars"] < 14_000 and evidence["read_chars"] + evidence["unread_chars"] == len(source)
+    assert "1950" in " ".join(s["text"] for s in result.evidence["spans"])  # the part about the tower was read
+    assert any("not read by the model" in line for line in render_evidence(result.evidence))
 
 
 def test_list_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDetector):
