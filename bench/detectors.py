@@ -1,7 +1,8 @@
 """LLM spans/s per core through the default detector suite, RAGTruth-sized inputs.
 
 Builds the worker's suite from default settings (one onnxruntime thread), turns shared
-RAGTruth records into the LLM calls a RAG app would trace, and times batches of them:
+RAGTruth records (``--set``: another shared set; WiCE's sources are long) into the LLM calls
+a RAG app would trace, and times batches of them:
 *cold* with an empty window cache (every source seen for the first time) and *warm* on a
 second pass (the same documents recur across traces in production).  Median of runs, and
 the time per call: each call is charged its batch's time divided by the batch's calls
@@ -12,7 +13,8 @@ the time per call: each call is charged its batch's time divided by the batch's 
 without that detector.  The machine's speed drifts between hours; a ratio measured in one
 run does not.
 
-    .venv/bin/python bench/detectors.py [--limit 128] [--runs 3] [--batch 32] [--baseline 1a415df] [--without NAME]
+    .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
+                                        [--baseline 1a415df] [--without NAME]
 """
 
 from __future__ import annotations
@@ -28,17 +30,17 @@ from baseline import children, percentile, serve, serve_tree
 
 TREE = serve_tree(sys.argv)
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ragtruth" / "ragtruth.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def child(limit: int, batch: int) -> None:
+def child(data_set: str, limit: int, batch: int) -> None:
     """Serve timed runs of this process's tree (its code first on sys.path)."""
     from detectors.thresholds import load_thresholds
     from pipeline.config.settings import load_settings
     from pipeline.offline.evaluate import read_records, record_to_call
     from pipeline.spans.suite import suite_from_settings
 
-    calls = [record_to_call(r) for r in list(read_records(DATA))[:limit]]
+    calls = [record_to_call(r) for r in list(read_records(DATA / data_set / f"{data_set}.jsonl"))[:limit]]
     settings, thresholds = load_settings(), load_thresholds()
     suite_from_settings(settings, thresholds).run(calls[:4])  # the one-time model export/load is not measured
 
@@ -63,6 +65,7 @@ def child(limit: int, batch: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--set", default="ragtruth", help="a shared data set, e.g. wice for long sources")
     parser.add_argument("--limit", type=int, default=128)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
@@ -71,11 +74,12 @@ def main() -> None:
     parser.add_argument("--serve", metavar="TREE", help=argparse.SUPPRESS)  # a child of --baseline's harness
     args = parser.parse_args()
     if TREE is not None:
-        child(args.limit, args.batch)
+        child(args.set, args.limit, args.batch)
         return
     variants = [None, *([args.without] if args.without else [])]
     times: dict[str, dict[str, list[list[float]]]] = {}
-    with children(Path(__file__), args.baseline, ["--limit", str(args.limit), "--batch", str(args.batch)]) as kids:
+    options = ["--set", args.set, "--limit", str(args.limit), "--batch", str(args.batch)]
+    with children(Path(__file__), args.baseline, options) as kids:
         for _ in range(args.runs):
             for kid in kids:
                 for left_out in variants:
@@ -83,7 +87,7 @@ def main() -> None:
                     for phase in ("cold", "warm"):
                         times.setdefault(_name(kid.label, left_out), {}).setdefault(phase, []).append(answer[phase])
         labels = [kid.label for kid in kids]
-    print(f"{args.limit} RAGTruth calls, batches of {args.batch}, one thread, {args.runs} runs interleaved:")
+    print(f"{args.limit} {args.set} calls, batches of {args.batch}, one thread, {args.runs} runs interleaved:")
     for name, by in times.items():
         print(f"  {name}: " + "; ".join(_phase_cell(phase, runs) for phase, runs in by.items()))
     pairs = [(_name(labels[-1], v), _name(labels[0], v)) for v in variants if len(labels) > 1]

@@ -252,8 +252,8 @@ class UnsupportedSpansDetector(Detector):
         left unread, a source's tokens are counted at the rate of its parts read.
         """
         reading = self._read(call, support)
-        question = tuple((0, len(text)) for text in support.texts[support.sources :])
-        tokens = self._embedder.read(list(zip(support.texts, (*reading.ranges, question), strict=True)))
+        whole = [((0, len(text)),) for text in support.texts[support.sources :]]  # the question
+        tokens = self._embedder.read(list(zip(support.texts, [*reading.ranges, *whole], strict=True)))
         if reading.complete:
             return tokens, sum(len(t.offsets) for t in tokens)
         count = sum(len(t.offsets) for t in tokens[support.sources :])

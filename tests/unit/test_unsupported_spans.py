@@ -136,6 +136,8 @@ def test_a_long_source_is_read_where_the_answer_is_about_and_the_rest_is_stated(
         assert 0 < evidence["read_chars"] < 14_000 and evidence["read_chars"] + evidence["unread_chars"] == len(source)
     assert "1950" in " ".join(s["text"] for s in result.evidence["spans"])  # the part about the tower was read
     assert any("not read by the model" in line for line in render_evidence(result.evidence))
+    (unasked,) = spans.detect_batch([call(INVENTED, context=source, question="")])  # no question to read
+    assert unasked.status is DetectorStatus.OK and unasked.evidence["unread_chars"] > 0
 
 
 def test_list_markers_are_not_words_of_a_claim(detector: UnsupportedSpansDetector):
