@@ -57,7 +57,10 @@ class EmbeddingConfig(BaseModel):
     token_part_length: int = Field(
         default=128, ge=8, description="tokens per part when a text's token embeddings are read in parts"
     )
-    token_cache_size: int = Field(default=256, ge=0, description="token matrices kept for cache=True texts")
+    # Source parts (~110 tokens, ~170 kB each): about 0.17 GB at 1,024.
+    token_cache_size: int = Field(
+        default=1024, ge=0, description="token matrices kept for cache=True texts (source parts)"
+    )
     # One batch's answer sentences (~7 per RAG answer, ~45 kB each): grounding's pass, reused by unsupported_spans.
     answer_token_cache_size: int = Field(
         default=1024, ge=0, description="token matrices kept from encode(keep_tokens=True), for the next detector"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -181,7 +182,9 @@ def test_a_flagged_value_is_shown_beside_the_source_sentence_stating_its_kind(de
     spans = result.evidence["spans"]
     (year,) = [span for span in spans if "1950" in span["text"]]
     assert "built between 1887 and 1889" in year["source_text"]
-    (height,) = [span for span in spans if "500 m" in span["text"]]
+    # The model flags the whole invented clause as one span; asked alone, the height meets its sentence.
+    height_only = replace(travel, output_messages=(Message("assistant", "The Eiffel Tower is 500 m tall."),))
+    (height,) = [span for span in detector.detect_batch([height_only])[0].evidence["spans"] if "500" in span["text"]]
     assert "330 m tall" in height["source_text"]
     support = support_texts(travel, UnsupportedSpansConfig().max_support_chars)
     texts = dict(zip(support.ids, support.texts, strict=True))
@@ -204,7 +207,7 @@ def test_alerts_quote_the_top_spans_beside_their_source_passage(detector: Unsupp
     alert = Alert("0" * 32, "contradiction-and-spans", "page", 4, "travel-guide", "gpt-4o-mini", "chat", (finding,),
                   datetime(2026, 1, 1, tzinfo=UTC))  # fmt: skip
     lines = evidence_lines(finding)
-    assert any('"completed in 1950"' in line and "1887 and 1889" in line for line in lines), lines
+    assert any(line.startswith('unsupported "1950 ') and "1887 and 1889" in line for line in lines), lines
     slack = json.dumps(slack_blocks(alert, AlertingSettings()), ensure_ascii=False)
     pagerduty = pagerduty_event(alert, AlertingSettings(), "key")["payload"]["custom_details"]["evidence"]
     assert all(line.replace('"', '\\"') in slack for line in lines) and pagerduty["unsupported_spans"][1:] == lines
