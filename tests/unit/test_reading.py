@@ -19,9 +19,10 @@ def test_parts_are_whole_sentences_within_the_limit() -> None:
 
 
 def test_a_short_call_is_read_whole_and_says_nothing() -> None:
-    reading = choose("It was built in 1889.", "When was it built?", [TOWER, "Unrelated text about boats."], ReadingConfig())
+    boats = "Unrelated text about boats."
+    reading = choose("It was built in 1889.", "When was it built?", [TOWER, boats], ReadingConfig())
     assert reading.complete and reading.evidence() == {}
-    assert reading.ranges == (((0, len(TOWER)),), ((0, 27),))
+    assert reading.ranges == (((0, len(TOWER)),), ((0, len(boats)),))
 
 
 def test_a_long_call_reads_what_the_answer_is_about_and_says_what_it_left() -> None:
@@ -35,9 +36,8 @@ def test_a_long_call_reads_what_the_answer_is_about_and_says_what_it_left() -> N
     evidence = reading.evidence()
     assert evidence["read_chars"] == reading.read_chars
     assert evidence["unread_chars"] == len(source) + len(FILLER) - reading.read_chars > 10_000
-    assert unread_lines(evidence) == [
-        f"{evidence['unread_chars']:,} characters of the sources not read by the model (little in common with the answer)"
-    ]
+    (line,) = unread_lines(evidence)
+    assert line.startswith(f"{evidence['unread_chars']:,} characters of the sources not read by the model")
 
 
 def test_the_floor_is_read_whatever_it_shares_and_the_cap_bounds_the_rest() -> None:
