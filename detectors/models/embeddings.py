@@ -444,7 +444,9 @@ def _prepare_prebuilt(config: EmbeddingConfig) -> _Artifacts:
     from detectors.models import prebuilt
 
     source = model_source(config)
-    key = _files_key(config.model, {"model.onnx": source, "tokenizer.json": prebuilt.TOKENIZER})
+    # The conversion's own code is keyed too: a changed conversion never reuses a stale model.
+    inputs = {"model.onnx": source, "tokenizer.json": prebuilt.TOKENIZER, "prebuilt.py": Path(prebuilt.__file__)}
+    key = _files_key(config.model, inputs)
     onnx = config.cache_dir / key / "model.int8.onnx"
     if not onnx.exists():
         logger.info("converting embedding model %s from %s to %s, once", config.model, source, onnx)

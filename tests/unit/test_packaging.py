@@ -209,11 +209,11 @@ def test_the_default_model_converts_loads_and_encodes_without_torch_or_transform
         f"embedder = Embedder(EmbeddingConfig(cache_dir=Path({str(tmp_path)!r})))\n"
         "vectors = embedder.encode(['Paris is the capital of France.', 'Bananas are rich in potassium.'])\n"
         "(tokens,) = embedder.encode_tokens(['Paris is the capital of France.'])\n"
-        "print(vectors.shape, round(float(vectors[0] @ tokens.pooled([(0, 31)])[0]), 3), tokens.vectors.shape)\n"
+        "print(vectors.shape, tokens.vectors.shape, bool(vectors[0] @ tokens.pooled([(0, 31)])[0] > 0.95))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip() == "(2, 384) 1.0 (7, 384)"
+    assert done.stdout.strip() == "(2, 384) (7, 384) True"  # the sentence, and its 7 tokens pooled, agree
     (folder,) = tmp_path.iterdir()
     assert [p.name for p in folder.iterdir()] == ["model.int8.onnx"]
 
