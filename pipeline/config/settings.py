@@ -141,7 +141,7 @@ class Settings(BaseSettings):
     # Backoff while ClickHouse or the broker refuses writes; the batch is retried, never dropped.
     write_retry_max_seconds: float = Field(default=30.0, gt=0)
 
-    # Exported ONNX models (HALLUWATCH_MODEL_CACHE); detectors.embeddings.cache_dir, when set, wins.
+    # The ONNX embedding models (HALLUWATCH_MODEL_CACHE); detectors.embeddings.cache_dir, when set, wins.
     model_cache: Path = Field(default_factory=default_model_cache)
     thresholds_file: Path | None = None  # None: the built-in defaults
     # Per-model entropy baselines written by `halluwatch baseline` (confidence detector).

