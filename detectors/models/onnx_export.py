@@ -14,6 +14,7 @@ a file.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -100,5 +101,24 @@ def quantize(fp32: Path | onnx.ModelProto, target: Path) -> None:
     """
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with _atomic_path(target) as temporary:
+    with _atomic_path(target) as temporary, _quiet_quantizer():
         quantize_dynamic(fp32, temporary, per_channel=True, weight_type=QuantType.QInt8)
+
+
+class _QuantizerChatter(logging.Filter):
+    """What onnxruntime's quantizer logs to the root logger: a line per tensor, advice for static quantization."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname or "quantization" not in record.pathname
+
+
+@contextmanager
+def _quiet_quantizer() -> Iterator[None]:
+    """Keep that chatter (about 40 lines, one a warning that does not apply) out of a worker's log."""
+    chatter = _QuantizerChatter()
+    root = logging.getLogger()
+    root.addFilter(chatter)
+    try:
+        yield
+    finally:
+        root.removeFilter(chatter)

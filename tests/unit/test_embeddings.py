@@ -8,6 +8,7 @@ both this file and test_grounding.py use that folder, so the export is not repea
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -216,3 +217,14 @@ def test_models_that_do_not_mean_pool_embed_each_window(tmp_path: Path) -> None:
         [(source, whole, 0, len(SENTENCES[0])), (source, whole, len(SENTENCES[0]) + 1, len(source))]
     )
     np.testing.assert_allclose(windows, embedder.encode(SENTENCES[:2]), atol=1e-5)
+
+
+def test_making_the_default_model_keeps_the_quantizers_chatter_out_of_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    Embedder(EmbeddingConfig(cache_dir=tmp_path)).load()
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(message.startswith("converting embedding model") for message in messages)
+    # onnxruntime's quantizer logs ~40 lines to the root logger (one a warning that does not apply).
+    assert [record.getMessage() for record in caplog.records if record.name == "root"] == []
