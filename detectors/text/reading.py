@@ -68,10 +68,10 @@ def _choose(answer: str, question: str, texts: tuple[str, ...], config: ReadingC
     wanted = frozenset(words(answer) + words(question)) - _STOP_WORDS
     shared = [len(wanted & _content_words(texts[source][start:end])) for source, (start, end) in parts]
     order = sorted(range(len(parts)), key=lambda i: (-shared[i], i))  # best first, then in reading order
-    chosen: dict[int, None] = {}
-    for i in order:  # each source's best part
-        if not any(parts[j][0] == parts[i][0] for j in chosen):
-            chosen[i] = None
+    best: dict[int, int] = {}  # each source's best part: the first of its parts in that order
+    for i in order:
+        best.setdefault(parts[i][0], i)
+    chosen: dict[int, None] = dict.fromkeys(best.values())
     read = sum(_length(parts[i]) for i in chosen)
     for i in order:
         size = _length(parts[i])

@@ -144,12 +144,13 @@ class SupportTexts:
 def support_texts(call: LLMCall, max_chars: int) -> SupportTexts:
     """The call's sources, or its prompt context without any, plus the question; each cut at ``max_chars``."""
     pairs = [(s.id, s.text) for s in call.sources if s.text.strip()]
-    if not pairs and call.grounding_text.strip():
+    context = not pairs and bool(call.grounding_text.strip())
+    if context:
         pairs = [("context", call.grounding_text)]
-    elif call.prompt.strip():
+    sources = len(pairs)
+    if not context and call.prompt.strip():
         pairs.append(("question", call.prompt))
-        return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs), len(pairs) - 1)
-    return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs), len(pairs))
+    return SupportTexts(tuple(i for i, _ in pairs), tuple(t[:max_chars] for _, t in pairs), sources)
 
 
 class UnsupportedSpansDetector(Detector):
