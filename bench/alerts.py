@@ -31,12 +31,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from confluent_kafka import Message
+
 from pipeline.alerting.stage import ROUTER_BATCH, ROUTER_BATCH_SECONDS
 from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces
-from tests.integration.support import WorkerProcess, consume_all, produce
+from tests.integration.support import WorkerProcess, consume_all, consume_findings, produce
 from tests.servers import SLACK_POST_PATH, AlertingServer
 
 # The hr-assistant answer that invents "150%": grounding and contradiction agree -> one Slack post.
@@ -119,10 +121,10 @@ def produce_spaced(bootstrap: str, topic: str, count: int, interval: float) -> l
     return samples
 
 
-def record_times(bootstrap: str, topic: str, expected: int) -> dict[str, float]:
-    """Key (trace id) -> the latest Kafka CreateTime (wall clock, seconds) of a record on ``topic``."""
+def record_times(messages: Iterable[Message]) -> dict[str, float]:
+    """Key (trace id) -> the latest Kafka CreateTime (wall clock, seconds) of ``messages``."""
     latest: dict[str, float] = {}
-    for message in consume_all(bootstrap, topic, expected):
+    for message in messages:
         key = (message.key() or b"").decode()
         latest[key] = max(latest.get(key, 0.0), message.timestamp()[1] / 1000)
     return latest
@@ -175,8 +177,8 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             batch_seconds = mean_batch_seconds(worker)
         finally:
             worker.stop()
-        findings = record_times(broker.bootstrap, worker.findings_topic, findings_total)
-        alerts = record_times(broker.bootstrap, worker.alerts_topic, alerts_total)
+        findings = record_times(consume_findings(broker.bootstrap, worker.findings_topic, findings_total)[0])
+        alerts = record_times(consume_all(broker.bootstrap, worker.alerts_topic, alerts_total))
         arrivals = slack_arrivals(server, (s.trace_id for s in samples))
     stages = stage_latencies(samples, arrivals, findings, alerts)
     return {

@@ -200,7 +200,7 @@ class ContradictionDetector(Detector):
         if not grounding.strip():
             return self.skipped_result("no grounding context to check against", self._threshold)
         answer = call.answer[: config.max_answer_chars]
-        mentions = extract_claims(answer)
+        mentions = list(extract_claims(answer))
         if config.check_names:
             names = extract_names(answer, mentions)
             mentions += [name for name in names if len(name.text.split()) >= config.min_name_words]

@@ -42,9 +42,10 @@ import bisect
 import itertools
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import lru_cache
 from importlib import resources
 from typing import Final
 
@@ -544,10 +545,12 @@ _EXTRACTORS: Final = (
 # --------------------------------------------------------------------------- extraction
 
 
-def extract_claims(text: str) -> list[Mention]:
+# Contradiction reads an answer's claims twice and unsupported_spans once: remembered by text.
+@lru_cache(maxsize=1024)
+def extract_claims(text: str) -> tuple[Mention, ...]:
     """The numeric mentions of an answer that state something: no citations, list markers, fractions."""
     blocked = _Spans((found.start(), found.end()) for found in _NOT_CLAIMS.finditer(text))
-    return [mention for mention in extract_values(text) if not blocked.overlap(mention.start, mention.end)]
+    return tuple(mention for mention in extract_values(text) if not blocked.overlap(mention.start, mention.end))
 
 
 def extract_values(text: str) -> list[Mention]:
@@ -614,7 +617,7 @@ def _merge_ranges(text: str, mentions: list[Mention]) -> list[Mention]:
     return merged
 
 
-def extract_names(text: str, numeric: list[Mention]) -> Iterator[Mention]:
+def extract_names(text: str, numeric: Sequence[Mention]) -> Iterator[Mention]:
     """Capitalised names outside ``numeric`` mentions, first word of a sentence left out.
 
     A sentence's first word is capitalised whatever it is, so it is dropped from a name,

@@ -295,7 +295,7 @@ class UnsupportedSpansDetector(Detector):
     ) -> list[dict[str, Any]]:
         assert self._model is not None  # noqa: S101 - narrowing: called from _detect
         runs = flagged_runs(self._model.flagged(words, probabilities), words.content)
-        values = extract_claims(answer) if runs else []
+        values = extract_claims(answer) if runs else ()
         spans = [self._span(answer, support, words, probabilities, run, values) for run in runs]
         return sorted(spans, key=lambda s: -float(s["probability"]))
 
@@ -306,7 +306,7 @@ class UnsupportedSpansDetector(Detector):
         words: WordSupport,
         probabilities: Matrix,
         run: list[int],
-        values: list[Mention],
+        values: Sequence[Mention],
     ) -> dict[str, Any]:
         first, last = words.words[run[0]], words.words[run[-1]]
         weakest = run[int(np.argmax(probabilities[run]))]

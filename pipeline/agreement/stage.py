@@ -10,7 +10,6 @@ redelivery, and the router's delivery table absorbs it; the opposite order could
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import defaultdict
@@ -23,7 +22,7 @@ from pipeline.agreement.rules import AgreementRule, TraceState
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import StreamSettings
-from pipeline.sinks.finding import Finding
+from pipeline.sinks.finding import Finding, findings_in_message
 from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
 
 logger = logging.getLogger(__name__)
@@ -60,17 +59,21 @@ class AgreementStage:
         s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
             by_trace: dict[str, list[Finding]] = defaultdict(list)
+            records = 0
             for event in events:
                 message = event.message
                 try:
-                    finding = Finding.from_json(json.loads(message.value or b""))
-                    by_trace[finding.trace_id].append(finding)
+                    findings = findings_in_message(message.value or b"")
                 except (ValueError, KeyError, TypeError) as exc:
-                    await self._dead_letter(message, "malformed_finding", f"not a findings record: {exc!r}")
+                    await self._dead_letter(message, "malformed_finding", f"not findings records: {exc!r}")
+                    continue
+                for finding in findings:
+                    by_trace[finding.trace_id].append(finding)
+                records += len(findings)
             for trace_id, findings in by_trace.items():
                 await self.apply(trace_id, findings)
-            self.findings_seen += len(events)
-            metrics.AGREEMENT_FINDINGS.inc(len(events))
+            self.findings_seen += records
+            metrics.AGREEMENT_FINDINGS.inc(records)
             metrics.TRACE_STATES.set(len(self.states))
 
     async def apply(self, trace_id: str, findings: list[Finding]) -> None:

@@ -45,7 +45,7 @@ from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import StreamSettings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampling import Sampler
-from pipeline.sinks.finding import Finding
+from pipeline.sinks.finding import Finding, findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
 from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
@@ -139,13 +139,8 @@ class ConsistencyStage:
             await self._store({"findings": [finding_row(record, now) for record in records]})
             await asyncio.gather(
                 *(
-                    publish(
-                        self._findings_topic,
-                        record.trace_id.encode(),
-                        json.dumps(record.to_json(), ensure_ascii=False, default=str).encode(),
-                        s.write_retry_max_seconds,
-                    )
-                    for record in records
+                    publish(self._findings_topic, key, value, s.write_retry_max_seconds)
+                    for key, value in findings_messages(records)
                 )
             )
             self._finding_sinks.emit(records)

@@ -2,14 +2,15 @@
 
 Built once (:func:`pipeline.sinks.rows.finding_record`, content already shaped by the findings
 mode), then turned into its forms only at the edges: a ClickHouse row
-(:func:`pipeline.sinks.rows.finding_row`), the JSON value of ``halluwatch.findings``
-(:meth:`Finding.to_json`, key = trace id), an OTLP event (:mod:`pipeline.sinks.findings_otlp`).
-The agreement stage reads the topic back with :meth:`Finding.from_json`.
+(:func:`pipeline.sinks.rows.finding_row`), a record of a ``halluwatch.findings`` message
+(:func:`findings_messages`), an OTLP event (:mod:`pipeline.sinks.findings_otlp`).  The agreement
+stage reads the topic back with :func:`findings_in_message`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -78,6 +79,47 @@ class Finding:
 
 
 _FIELD_NAMES = tuple(f.name for f in fields(Finding))
+
+# A findings message holds the records of one trace from one batch, not one record: the
+# worker's event loop spent more on each Kafka message (send, fetch, stream bookkeeping) than
+# on its JSON, and a call has a record per detector.  A trace with many calls in one batch
+# takes several messages, each far under the producer's request limit.
+MAX_MESSAGE_BYTES = 256 * 1024
+
+
+def findings_messages(findings: Iterable[Finding]) -> list[tuple[bytes, bytes]]:
+    """``findings`` as findings-topic messages: key = trace id, value = a JSON array of its records, in order."""
+    by_trace: dict[str, list[bytes]] = {}
+    for finding in findings:
+        record = json.dumps(finding.to_json(), ensure_ascii=False, default=str).encode()
+        by_trace.setdefault(finding.trace_id, []).append(record)
+    return [(trace_id.encode(), b"[" + b",".join(chunk) + b"]")
+            for trace_id, records in by_trace.items() for chunk in _chunks(records)]  # fmt: skip
+
+
+def _chunks(records: list[bytes]) -> Iterable[list[bytes]]:
+    """``records`` in order, cut into runs of at most MAX_MESSAGE_BYTES (a bigger record alone)."""
+    chunk: list[bytes] = []
+    size = 0
+    for record in records:
+        if chunk and size + len(record) > MAX_MESSAGE_BYTES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(record)
+        size += len(record) + 1  # and its comma
+    yield chunk
+
+
+def findings_in_message(value: bytes) -> list[Finding]:
+    """The records of one findings-topic message: a JSON array of records, or one record object.
+
+    One object per message is what workers before the arrays wrote; both are read, so records
+    still on the topic after an upgrade count.  Untrusted: a message that is not JSON, or any
+    record :meth:`Finding.from_json` refuses, raises ValueError, KeyError or TypeError, and
+    none of its records is returned.
+    """
+    decoded = json.loads(value)
+    return [Finding.from_json(record) for record in (decoded if isinstance(decoded, list) else [decoded])]
 
 
 def as_probability(value: Any) -> float | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +36,7 @@ from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.log_join.stage import LogJoinStage
+from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
@@ -156,9 +156,8 @@ class SpansStage:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
                 pending.append(await out.rekeyed.send(key=key, value=value))
-            for finding in result.findings:
-                value = json.dumps(finding.to_json(), ensure_ascii=False, default=str).encode()
-                pending.append(await out.findings.send(key=finding.trace_id.encode(), value=value))
+            for key, value in findings_messages(result.findings):
+                pending.append(await out.findings.send(key=key, value=value))
             for key, value in sampled:
                 pending.append(await out.sampled.send(key=key, value=value))
             for letter in (self.withheld(letter) for letter in result.dead_letters):

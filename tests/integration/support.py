@@ -16,6 +16,7 @@ import clickhouse_connect
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from pipeline.sinks.finding import Finding, findings_in_message
 from pipeline.tools.demo_broker import free_port
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS
 from tests.servers import AlertingServer
@@ -232,6 +233,29 @@ def consume_distinct(
             if len(letters) >= expected:
                 break
     return list(letters.values())
+
+
+def consume_findings(
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    timeout_seconds: float = 30,
+    identity: Callable[[Finding], Hashable] | None = None,
+) -> tuple[list[Message], list[Finding]]:
+    """Messages from the start of a findings topic until they hold ``expected`` records; and the records.
+
+    With ``identity``, ``expected`` distinct records, the first of each (redeliveries repeat records).
+    """
+    messages: list[Message] = []
+    records: dict[Hashable, Finding] = {}
+    with closing(_from_start(bootstrap, topic, timeout_seconds)) as reading:
+        for message in reading if expected > 0 else ():
+            messages.append(message)
+            for record in findings_in_message(message.value() or b""):
+                records.setdefault(len(records) if identity is None else identity(record), record)
+            if len(records) >= expected:
+                break
+    return messages, list(records.values())
 
 
 def _from_start(bootstrap: str, topic: str, timeout_seconds: float) -> Iterator[Message]:

@@ -15,7 +15,7 @@ import yaml
 
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import example_traces
-from tests.integration.support import WorkerProcess, alerting_worker_config, consume_all, produce
+from tests.integration.support import WorkerProcess, alerting_worker_config, consume_all, consume_findings, produce
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, AlertingServer, Reply, Request
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -115,8 +115,8 @@ def test_one_post_per_agreeing_trace_through_outage_replay_and_restart(tansu: Ta
         assert not any(_mentions(p, t) for p in server.requests() for t in single_detector_traces)
 
         # Replay every findings record, restart the worker: the state it recovers says "fired".
-        replayed = consume_all(tansu.bootstrap, worker.findings_topic, findings)
-        assert len(replayed) == findings
+        replayed, records = consume_findings(tansu.bootstrap, worker.findings_topic, findings)
+        assert len(records) == findings
         produce(tansu.bootstrap, worker.findings_topic, [(m.key(), m.value()) for m in replayed])
         worker.start()
         try:

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Message
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -14,18 +13,26 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from pipeline.sinks.finding import Finding
 from pipeline.tools.demo_broker import TansuBroker
 from tests.integration.support import (
     WorkerProcess,
     committed_total,
     consume_all,
     consume_distinct,
+    consume_findings,
     produce,
     wait_until_committed,
 )
 
 # Worker and demo processes load the embedding model from the session's export cache.
 pytestmark = pytest.mark.usefixtures("exported_model")
+
+# Every call gets a finding from each span detector the default settings turn on.
+DEFAULT_SPAN_DETECTORS = {
+    "schema_violation", "tool_facts", "tool_outcome", "sentinel", "contradiction", "confidence", "grounding",
+    "unsupported_spans", "coverage",
+}  # fmt: skip
 
 TOOLS = [
     {
@@ -111,8 +118,10 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
         # 3 keyed + 1 mixed + 2 garbage, then the mixed batch comes back as 3 re-keyed messages.
         worker.wait_for("halluwatch_messages_done_total", sent + 3)
         dead = consume_distinct(tansu.bootstrap, worker.dlq_topic, expected=2)  # a redelivery repeats one
-        # 2 LLM calls x 5 detectors (each also delivered again from the re-keyed batch, and maybe redelivered)
-        findings = consume_distinct(tansu.bootstrap, worker.findings_topic, expected=10, identity=_finding_identity)
+        # 2 LLM calls x the default span detectors (each also delivered again from the re-keyed batch,
+        # and maybe redelivered)
+        expected = 2 * len(DEFAULT_SPAN_DETECTORS)
+        _, findings = consume_findings(tansu.bootstrap, worker.findings_topic, expected, identity=_finding_identity)
         rekeyed = consume_distinct(tansu.bootstrap, worker.rekeyed_topic, expected=3)  # one per trace
         # A redelivered mixed batch is re-keyed again: the worker must get through every copy.
         wait_until_committed(tansu.bootstrap, worker.group, worker.rekeyed_topic, _copies(tansu, worker.rekeyed_topic))
@@ -125,8 +134,10 @@ def test_spans_flow_to_clickhouse_findings_topic_and_dlq(tansu: TansuBroker, top
     reasons = {dict(m.headers())["halluwatch.reason_kind"] for m in dead}
     assert reasons == {b"undecodable"}
     assert sorted(m.key().decode() for m in rekeyed) == sorted(roles.values())
-    assert len(findings) == 10
-    assert {m.key().decode() for m in findings} == {roles["bad_tool_call"], roles["grounded_answer"]}
+    by_trace: dict[str, set[str]] = {}
+    for finding in findings:
+        by_trace.setdefault(finding.trace_id, set()).add(finding.detector)
+    assert by_trace == dict.fromkeys((roles["bad_tool_call"], roles["grounded_answer"]), DEFAULT_SPAN_DETECTORS)
 
     calls = worker.query(
         "SELECT trace_id, service, convention, model, operation, finish_reason, input_tokens, "
@@ -175,6 +186,6 @@ def _copies(tansu: TansuBroker, topic: str) -> int:
     return len(consume_all(tansu.bootstrap, topic, expected=10_000, timeout_seconds=5))
 
 
-def _finding_identity(message: Message) -> tuple[bytes, str]:
-    """A findings record's trace (its key) and detector: what a repeat delivery shares."""
-    return message.key() or b"", json.loads(message.value() or b"{}")["detector"]
+def _finding_identity(finding: Finding) -> tuple[str, str]:
+    """A findings record's trace and detector: what a repeat delivery shares."""
+    return finding.trace_id, finding.detector

@@ -23,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from pipeline.config.content_policy import HASH_PREFIX
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLE_OUTPUT_SCHEMAS, example_traces
-from tests.integration.support import WorkerProcess, consume_all, consume_distinct, produce
+from tests.integration.support import WorkerProcess, consume_all, consume_distinct, consume_findings, produce
 from tests.servers import SLACK_POST_PATH, AlertingServer, Reply
 
 pytestmark = pytest.mark.usefixtures("exported_model")
@@ -106,8 +106,9 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     tables = {
         table: worker.query(f"SELECT * FROM halluwatch.{table} FINAL") for table in ("llm_calls", "findings", "alerts")
     }
+    findings_messages, published = consume_findings(tansu.bootstrap, worker.findings_topic, findings)
     topics = {
-        "findings": consume_all(tansu.bootstrap, worker.findings_topic, findings),
+        "findings": findings_messages,
         "alerts": consume_all(tansu.bootstrap, worker.alerts_topic, alerts),
         "alerts dlq": consume_distinct(tansu.bootstrap, worker.alerts_dlq_topic, 1),
     }
@@ -115,7 +116,7 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
     log = worker.log_path.read_text(errors="replace")
 
     # Everything arrived, so the search below is over real output.
-    assert len(tables["llm_calls"]) == len(messages) and len(topics["findings"]) == findings > len(messages)
+    assert len(tables["llm_calls"]) == len(messages) and len(published) == findings > len(messages)
     assert tables["alerts"] and len(slack) >= 1 and "ALERT [page" in log
     ((_, dead_letter_value),) = [(m.key(), m.value()) for m in dead_letters]  # the undecodable message only
     # The dead letter keeps the message as it came (to fix and replay it): content, like the input topic.
@@ -141,7 +142,7 @@ def test_no_prompt_or_answer_text_reaches_any_sink(tansu: TansuBroker, topic_pre
         assert CANARY not in text.lower(), f"canary in {where}"
         assert EMAIL not in text, f"e-mail in {where}"
     # What is left is the structure: scores, verdicts, hashes that match between findings and alerts.
-    finding = json.loads(topics["findings"][0].value())
+    finding = json.loads(topics["findings"][0].value())[0]
     assert "score" in finding and finding["summary"] == ""
     assert "hmac-sha256:" in outputs["table findings"] and "hmac-sha256:" in outputs["slack requests"]
     assert all(row[0] for row in tables["llm_calls"])  # ids and metadata are still there

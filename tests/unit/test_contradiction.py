@@ -250,7 +250,7 @@ def test_repeated_value_counts_once() -> None:
 
 def test_not_claims_are_skipped() -> None:
     answer = "1. According to passage 2 [1], it is open 24/7 and uses COVID-19 data in 3D."
-    assert extract_claims(answer) == []
+    assert extract_claims(answer) == ()
 
 
 def test_empty_answer_and_missing_context_are_skipped() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 
@@ -10,7 +11,7 @@ import pytest
 from detectors.base import DetectorResult
 from detectors.verdict import CallVerdict
 from pipeline.config.content_policy import ContentPolicy
-from pipeline.sinks.finding import Finding
+from pipeline.sinks.finding import MAX_MESSAGE_BYTES, Finding, findings_in_message, findings_messages
 from pipeline.sinks.rows import FINDING_COLUMNS, finding_record, finding_row
 from tests.calls import make_llm_call
 
@@ -42,6 +43,33 @@ def test_the_json_form_keeps_the_wire_keys_and_values():
 def test_a_record_read_back_from_the_topic_is_the_record_written(verdict: CallVerdict | None):
     written = record(verdict)
     assert Finding.from_json(json.loads(json.dumps(written.to_json()))) == written
+
+
+def test_a_message_holds_one_traces_records_in_order_and_reads_back_whole():
+    first, second = record(), record(CallVerdict(0.93, "verdict-2"))
+    other = dataclasses.replace(first, trace_id="f" * 32, detector="grounding")
+    messages = findings_messages([first, other, second])
+    assert [key for key, _ in messages] == [first.trace_id.encode(), other.trace_id.encode()]
+    assert [findings_in_message(value) for _, value in messages] == [[first, second], [other]]
+    assert [list(wire) for wire in json.loads(messages[0][1])] == [WIRE_KEYS, WIRE_KEYS]
+
+
+def test_a_trace_with_many_records_takes_several_messages_under_the_limit():
+    many = [dataclasses.replace(record(), span_id=f"{i:016x}") for i in range(2_000)]
+    messages = findings_messages(many)
+    assert len(messages) > 1 and all(len(value) <= MAX_MESSAGE_BYTES for _, value in messages)
+    assert [finding for _, value in messages for finding in findings_in_message(value)] == many
+
+
+def test_a_single_record_object_as_earlier_workers_wrote_it_still_reads():
+    written = record()
+    assert findings_in_message(json.dumps(written.to_json()).encode()) == [written]
+
+
+@pytest.mark.parametrize("value", [b"{not json", b"[1, 2]", json.dumps([{"trace_id": "t", "score": "high"}]).encode()])
+def test_a_malformed_message_raises_and_returns_no_records(value: bytes):
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        findings_in_message(value)
 
 
 def test_the_row_follows_the_table_columns():
