@@ -4,14 +4,17 @@ Pre-loads a topic on an embedded Tansu broker with traces of ``--spans-per-trace
 of which one is an LLM span, then starts `halluwatch worker` and samples its Prometheus
 counters: the rate counts spans from the first sample that saw progress until every LLM
 span's row is in ClickHouse, so group join and start-up are excluded.  Repeats ``--runs`` times
-(a fresh topic and database each) and prints the median.
+(a fresh topic and database each) and prints the median.  ``--baseline REF`` also runs commit
+REF's worker (its tree first on the worker's ``PYTHONPATH``) on the same traffic, run for run
+interleaved with this tree's, and prints the ratio of the medians.
 
-    .venv/bin/python bench/ingest.py [--traces 5000] [--spans-per-trace 20] [--runs 3] [--unkeyed]
+    .venv/bin/python bench/ingest.py [--traces 5000] [--spans-per-trace 20] [--runs 3] [--unkeyed] [--baseline REF]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -21,13 +24,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from baseline import code_tree  # bench/, on the path as the script's folder
+
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import mixed_traffic
 from tests.integration.support import WorkerProcess, produce
 
 
-def one_run(broker: TansuBroker, args: argparse.Namespace, workdir: Path) -> dict[str, float]:
-    traces = list(mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace, seed=int(time.time())))
+def one_run(
+    broker: TansuBroker, args: argparse.Namespace, workdir: Path, tree: Path | None, seed: int
+) -> dict[str, float]:
+    traces = list(mixed_traffic(args.traces, spans_per_trace=args.spans_per_trace, seed=seed))
     spans = args.traces * args.spans_per_trace
     if args.unkeyed:  # the collector without partition_traces_by_id: batches of 10 traces, no key
         messages = [
@@ -38,6 +45,7 @@ def one_run(broker: TansuBroker, args: argparse.Namespace, workdir: Path) -> dic
             (t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString()) for t in traces
         ]
     worker = WorkerProcess(broker.bootstrap, f"b{uuid.uuid4().hex[:8]}", workdir, log_level="warn")
+    worker.code = tree
     produce(broker.bootstrap, worker.input_topic, messages)
     worker.start()
     llm_rows_metric = 'halluwatch_rows_written_total{table="llm_calls"}'
@@ -67,21 +75,31 @@ def main() -> None:
     parser.add_argument("--spans-per-trace", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--unkeyed", action="store_true", help="mixed-trace unkeyed batches (re-keyed path)")
+    parser.add_argument("--baseline", metavar="REF", help="also run this commit's worker, interleaved, for a ratio")
     args = parser.parse_args()
-    rates = []
-    with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    rates: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        broker = stack.enter_context(TansuBroker())
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        trees: dict[str, Path | None] = {"current": None}
+        if args.baseline:
+            trees = {f"baseline {args.baseline}": stack.enter_context(code_tree(args.baseline)), **trees}
         for run in range(args.runs):
-            result = one_run(broker, args, Path(tmp) / f"run{run}")
-            rates.append(result["spans_per_second"])
-            print(
-                f"run {run + 1}: {result['spans']:.0f} spans, {result['seconds']:.2f}s from first progress "
-                f"to the last llm_calls row = {result['spans_per_second']:,.0f} spans/s"
-            )
+            seed = int(time.time())  # new traffic each run, the same for every tree
+            for label, tree in trees.items():
+                result = one_run(broker, args, tmp / f"run{run}-{label.split()[0]}", tree, seed)
+                rates.setdefault(label, []).append(result["spans_per_second"])
+                print(
+                    f"run {run + 1} {label}: {result['spans']:.0f} spans, {result['seconds']:.2f}s from first "
+                    f"progress to the last llm_calls row = {result['spans_per_second']:,.0f} spans/s"
+                )
     layout = "unkeyed batches of 10 traces" if args.unkeyed else "keyed, one message per trace"
-    print(
-        f"median: {statistics.median(rates):,.0f} spans/s  "
-        f"({args.traces} traces x {args.spans_per_trace} spans, 1 LLM span per trace, {layout})"
-    )
+    print(f"{args.traces} traces x {args.spans_per_trace} spans, 1 LLM span per trace, {layout}:")
+    for label, runs in rates.items():
+        print(f"  {label}: median {statistics.median(runs):,.0f} spans/s")
+    if args.baseline:
+        baseline, current = (statistics.median(runs) for runs in rates.values())
+        print(f"  ratio current / baseline {args.baseline}: {current / baseline:.2f}")
 
 
 if __name__ == "__main__":

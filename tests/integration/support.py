@@ -73,6 +73,7 @@ class WorkerProcess:
             **{f"HALLUWATCH_{key.upper()}": value for key, value in settings.items()},
         }
         self.process: subprocess.Popen[bytes] | None = None
+        self.code: Path | None = None  # another code tree to run (a bench's baseline commit)
 
     @property
     def clickhouse_dsn(self) -> str:
@@ -81,8 +82,10 @@ class WorkerProcess:
     def start(self) -> WorkerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
+            # `python -m` puts its working directory first on the path: the tree's, so its code runs.
+            env = self.env if self.code is None else {**self.env, "PYTHONPATH": str(self.code)}
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "pipeline.cli", "worker"], env=self.env, stdout=log, stderr=log
+                [sys.executable, "-m", "pipeline.cli", "worker"], env=env, stdout=log, stderr=log, cwd=self.code
             )
         _started.append(self.process)
         return self
