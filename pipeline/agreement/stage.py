@@ -18,7 +18,7 @@ import faust
 from faust.types import StreamT
 
 from pipeline import metrics
-from pipeline.agreement.rules import AgreementRule, TraceState
+from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import StreamSettings
@@ -68,7 +68,8 @@ class AgreementStage:
                     await self._dead_letter(message, "malformed_finding", f"not findings records: {exc!r}")
                     continue
                 for finding in findings:
-                    by_trace[finding.trace_id].append(finding)
+                    if counts_toward_agreement(finding):  # all the rule reads: a trace without flags needs no state
+                        by_trace[finding.trace_id].append(finding)
                 records += len(findings)
             for trace_id, findings in by_trace.items():
                 await self.apply(trace_id, findings)
