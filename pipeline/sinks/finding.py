@@ -100,13 +100,13 @@ def findings_messages(findings: Iterable[Finding]) -> list[tuple[bytes, bytes]]:
 def _chunks(records: list[bytes]) -> Iterable[list[bytes]]:
     """``records`` in order, cut into runs of at most MAX_MESSAGE_BYTES (a bigger record alone)."""
     chunk: list[bytes] = []
-    size = 0
+    size = 1  # the message's length so far: "[", then each record and the "," or "]" after it
     for record in records:
-        if chunk and size + len(record) > MAX_MESSAGE_BYTES:
+        if chunk and size + len(record) + 1 > MAX_MESSAGE_BYTES:
             yield chunk
-            chunk, size = [], 0
+            chunk, size = [], 1
         chunk.append(record)
-        size += len(record) + 1  # and its comma
+        size += len(record) + 1
     yield chunk
 
 
