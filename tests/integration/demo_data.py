@@ -9,7 +9,6 @@ rule, delivered to the console destination as the demo does.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -28,7 +27,7 @@ from pipeline.config.policy import AppPolicy
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
-from pipeline.sinks.finding import Finding
+from pipeline.sinks.finding import Finding, findings_in_message, findings_messages
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
@@ -75,9 +74,10 @@ def process_and_store(
     sink.add("findings", [finding_row(record, now) for record in result.findings])
     rule = AgreementRule.from_settings(settings.alerting, book)
     by_trace: dict[str, list[Finding]] = defaultdict(list)
-    for record in result.findings:
-        # As the agreement stage reads them: the JSON the worker publishes on halluwatch.findings.
-        by_trace[record.trace_id].append(Finding.from_json(json.loads(json.dumps(record.to_json(), default=str))))
+    for _, value in findings_messages(result.findings):
+        # As the agreement stage reads them: the messages the worker publishes on halluwatch.findings.
+        for finding in findings_in_message(value):
+            by_trace[finding.trace_id].append(finding)
     for findings in by_trace.values():
         alert = rule.apply(None, findings, time.time()).alert
         if alert is not None:
