@@ -14,7 +14,7 @@ from pipeline.tools.example_traces import example_traces
 def make_llm_call(answer: str = "", prompt: str = "", sources: Sequence[Source] = (), **fields: Any) -> LLMCall:
     """A call with a user prompt (when given), one assistant answer and ``sources``; ``fields`` override."""
     envelope: dict[str, Any] = {
-        "trace_id": "0" * 32,
+        "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
         "span_id": "1" * 16,
         "parent_span_id": None,
         "service": "svc",

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 
 import faust
-from faust.types import StreamT
+from faust.types import Message, StreamT
 
 from pipeline import metrics
 from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
@@ -23,7 +24,15 @@ from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import StreamSettings
 from pipeline.sinks.finding import Finding, findings_in_message
-from pipeline.stream.plumbing import DeadLetterSender, durable_batches, publish, trace_table, withholding
+from pipeline.stream.plumbing import (
+    DeadLetterSender,
+    durable_batches,
+    isolating_failures,
+    publish,
+    trace_table,
+    withholding,
+)
+from pipeline.untrusted import MalformedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -58,24 +67,27 @@ class AgreementStage:
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
-            by_trace: dict[str, list[Finding]] = defaultdict(list)
-            records = 0
-            for event in events:
-                message = event.message
-                try:
-                    findings = findings_in_message(message.value or b"")
-                except (ValueError, KeyError, TypeError) as exc:
-                    await self._dead_letter(message, "malformed_finding", f"not findings records: {exc!r}")
-                    continue
-                for finding in findings:
-                    if counts_toward_agreement(finding):  # all the rule reads: a trace without flags needs no state
-                        by_trace[finding.trace_id].append(finding)
-                records += len(findings)
-            for trace_id, findings in by_trace.items():
-                await self.apply(trace_id, findings)
-            self.findings_seen += records
-            metrics.AGREEMENT_FINDINGS.inc(records)
+            messages = [event.message for event in events]
+            await isolating_failures(messages, self._handle, self._dead_letter, "agreement")
             metrics.TRACE_STATES.set(len(self.states))
+
+    async def _handle(self, messages: Sequence[Message]) -> None:
+        by_trace: dict[str, list[Finding]] = defaultdict(list)
+        records = 0
+        for message in messages:
+            try:
+                findings = findings_in_message(message.value or b"")
+            except MalformedRecord as exc:
+                await self._dead_letter(message, "malformed_finding", f"not findings records: {exc}")
+                continue
+            for finding in findings:
+                if counts_toward_agreement(finding):  # all the rule reads: a trace without flags needs no state
+                    by_trace[finding.trace_id].append(finding)
+            records += len(findings)
+        for trace_id, findings in by_trace.items():
+            await self.apply(trace_id, findings)
+        self.findings_seen += records
+        metrics.AGREEMENT_FINDINGS.inc(records)
 
     async def apply(self, trace_id: str, findings: list[Finding]) -> None:
         """Fold a trace's findings into its state; publish an alert when a rule fires."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.untrusted import MalformedRecord, decoded, field_of, json_document, valid_severity, valid_trace_id
 
 
 class DeliveryStatus(StrEnum):
@@ -65,7 +66,7 @@ class DetectorEvidence:
             detector=str(raw["detector"]),
             score=float(raw["score"]),
             threshold=float(raw["threshold"]),
-            severity=int(raw["severity"]),
+            severity=valid_severity(raw["severity"]),
             summary=str(raw.get("summary", "")),
             span_id=str(raw.get("span_id", "")),
             evidence=dict(raw.get("evidence") or {}),
@@ -158,13 +159,17 @@ class Alert:
         }
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> Alert:
-        """Parse the JSON form; raises ``KeyError``, ``TypeError`` or ``ValueError`` on a malformed one."""
+    def from_dict(cls, raw: Any) -> Alert:
+        """Parse the JSON form; raises :class:`~pipeline.untrusted.MalformedRecord` on a malformed one."""
+        return decoded(lambda: cls._from_object(raw), "an alert record")
+
+    @classmethod
+    def _from_object(cls, raw: Any) -> Alert:
         return cls(
-            trace_id=str(raw["trace_id"]),
+            trace_id=valid_trace_id(str(field_of(raw, "trace_id"))),
             rule=str(raw["rule"]),
             route=str(raw["route"]),
-            severity=int(raw["severity"]),
+            severity=valid_severity(raw["severity"]),
             service=str(raw.get("service", "")),
             model=str(raw.get("model", "")),
             operation=str(raw.get("operation", "")),
@@ -181,5 +186,43 @@ class Alert:
 
     @classmethod
     def from_json(cls, value: bytes | str) -> Alert:
-        """Parse a Kafka value; raises ``ValueError`` (or ``KeyError``) on a malformed one."""
-        return cls.from_dict(json.loads(value))
+        """Parse a Kafka value; raises :class:`~pipeline.untrusted.MalformedRecord` on a malformed one."""
+        return cls.from_dict(json_document(value))
+
+
+WHAT_RETRY = "a retry record"
+# A retry asked for further ahead than this is not one the router wrote (its longest back-off is minutes).
+MAX_RETRY_AHEAD_SECONDS = 7 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRetry:
+    """A record of the alerts retry topic: this attempt of the alert at the destination, not before ``not_before``."""
+
+    alert: Alert
+    destination: str
+    attempt: int
+    not_before: float  # time.time()
+    error: str = ""  # what the last attempt met
+
+    def to_json(self) -> bytes:
+        """The Kafka value."""
+        record = {"alert": self.alert.to_dict(), "destination": self.destination, "attempt": self.attempt,
+                  "not_before": self.not_before, "error": self.error}  # fmt: skip
+        return json.dumps(record, ensure_ascii=False, default=str).encode()
+
+    @classmethod
+    def from_json(cls, value: bytes, now: float) -> AlertRetry:
+        """Parse a Kafka value; raises :class:`~pipeline.untrusted.MalformedRecord` on a malformed one.
+
+        A retry due more than :data:`MAX_RETRY_AHEAD_SECONDS` after ``now`` is malformed: the
+        retry agent holds its topic until the earliest retry is due.
+        """
+        record = json_document(value)
+        alert = Alert.from_dict(field_of(record, "alert"))
+        destination, attempt, not_before = (field_of(record, name) for name in ("destination", "attempt", "not_before"))
+        error = record.get("error", "")
+        retry = decoded(lambda: cls(alert, str(destination), int(attempt), float(not_before), str(error)), WHAT_RETRY)
+        if retry.not_before > now + MAX_RETRY_AHEAD_SECONDS:
+            raise MalformedRecord(f"not {WHAT_RETRY}: due {retry.not_before - now:.0f}s from now")
+        return retry

@@ -21,7 +21,7 @@ ended stays quiet too.
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import time
 from collections import defaultdict
@@ -31,10 +31,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import faust
-from faust.types import EventT, Message, StreamT
+from faust.types import Message, StreamT
 
 from pipeline import metrics
-from pipeline.alerting.alert import Alert, DeliveryStatus
+from pipeline.alerting.alert import Alert, AlertRetry, DeliveryStatus
 from pipeline.alerting.alert_row import alert_row
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.dispatch import Dispatcher, Outcome
@@ -48,11 +48,13 @@ from pipeline.stream.plumbing import (
     DeadLetterSender,
     RowStore,
     durable_batches,
+    isolating_failures,
     publish,
     put_down,
     trace_table,
     withholding,
 )
+from pipeline.untrusted import MalformedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +77,9 @@ class _Interrupted(Exception):
     The agent goes on rather than returning: records faust handed it already (a batch being
     taken) would otherwise stay in hand, and the stop or rebalance would wait for them for good.
     """
+
+
+_PASSING = (_Interrupted,)  # the agents' own control flow, never a record's failure
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,20 +129,21 @@ class AlertRouter:
 
     async def _route(self, stream: StreamT[bytes]) -> None:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
+            messages = [event.message for event in events]
             try:
-                await self._route_batch(events)
+                await isolating_failures(messages, self._route_batch, self._dead_letter, "alert routing", _PASSING)
             except _Interrupted:  # events taken already come through too: each is sent or put down
-                put_down(self._app, [event.message for event in events])
+                put_down(self._app, messages)
             else:
                 self.alerts_seen += len(events)
 
-    async def _route_batch(self, events: Sequence[EventT[bytes]]) -> None:
+    async def _route_batch(self, messages: Sequence[Message]) -> None:
         parsed = []
-        for event in events:
+        for message in messages:
             try:
-                parsed.append(Alert.from_json(event.message.value or b""))
-            except (ValueError, KeyError, TypeError) as exc:
-                await self._dead_letter(event.message, "malformed_alert", f"not an alert record: {exc!r}")
+                parsed.append(Alert.from_json(message.value or b""))
+            except MalformedRecord as exc:
+                await self._dead_letter(message, "malformed_alert", str(exc))
         # One dispatch per route and incident: a digest of grouped alerts goes to one thread.
         by_route: dict[tuple[str, str], list[Alert]] = defaultdict(list)
         for alert in await self._group(parsed):
@@ -153,8 +159,10 @@ class AlertRouter:
     async def _retry(self, stream: StreamT[bytes]) -> None:
         async for events in durable_batches(stream, ROUTER_BATCH, ROUTER_BATCH_SECONDS):
             rows: list[list[Any]] = []
+            messages = [event.message for event in events]
+            retry_batch = functools.partial(self._retry_batch, rows=rows)
             try:
-                await self._retry_batch([event.message for event in events], rows)
+                await isolating_failures(messages, retry_batch, self._dead_letter, "alert retry", _PASSING)
             except _Interrupted:
                 put_down(self._app, [event.message for event in events])
             finally:
@@ -200,34 +208,26 @@ class AlertRouter:
     async def _due_retry(self, message: Message) -> _Retry | None:
         """The retry a record asks for, if it is still to be made (a malformed one is dead-lettered)."""
         try:
-            record = json.loads(message.value or b"")
-            alert = Alert.from_dict(record["alert"])
-            attempt, not_before = int(record["attempt"]), float(record["not_before"])
-            name = str(record["destination"])
-        except (ValueError, KeyError, TypeError) as exc:
-            await self._dead_letter(message, "malformed_alert_retry", f"not a retry record: {exc!r}")
+            record = AlertRetry.from_json(message.value or b"", time.time())
+        except MalformedRecord as exc:
+            await self._dead_letter(message, "malformed_alert_retry", str(exc))
             return None
-        destination = self.dispatcher.destination(name)
+        destination = self.dispatcher.destination(record.destination)
         if destination is None:
-            await self._dead_letter(message, "unknown_destination", f"{name} is no longer configured")
+            await self._dead_letter(message, "unknown_destination", f"{record.destination} is no longer configured")
             return None
-        if not self._due(alert, destination, attempt):
+        if not self._due(record.alert, destination, record.attempt):
             return None  # a record read again (a restart, a re-read): its attempt was made
-        return _Retry(message, alert, destination, attempt, not_before)
+        return _Retry(message, record.alert, destination, record.attempt, record.not_before)
 
     async def _settle(self, outcome: Outcome) -> list[Any]:
         """Act on an outcome: schedule the retry or dead-letter it, remember it; returns its ``alerts`` row."""
         alert, destination = outcome.alert, outcome.destination
         key = alert.trace_id.encode()
         if outcome.status is DeliveryStatus.RETRYING:
-            retry = {
-                "alert": alert.to_dict(),
-                "destination": destination.name,
-                "attempt": outcome.attempt + 1,
-                "not_before": time.time() + outcome.retry_in_seconds,
-                "error": outcome.error,
-            }
-            await publish(self.retry_topic, key, json.dumps(retry).encode(), self._max_delay)
+            not_before = time.time() + outcome.retry_in_seconds
+            retry = AlertRetry(alert, destination.name, outcome.attempt + 1, not_before, outcome.error)
+            await publish(self.retry_topic, key, retry.to_json(), self._max_delay)
             logger.warning("alert %s to %s failed (attempt %d), retrying in %.0fs: %s", alert.alert_id,
                            destination.name, outcome.attempt, outcome.retry_in_seconds, outcome.error,
                            extra={"trace_id": alert.trace_id})  # fmt: skip

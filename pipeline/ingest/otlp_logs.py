@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, LogsData
 
 from pipeline.ingest.otlp_traces import Encoding, any_value, attributes, decode_payload, encode_payload_json
+from pipeline.untrusted import valid_id_bytes
 
 GENAI_PREFIX = "gen_ai."
 # Where SDKs older than the ``event_name`` field (OTLP 1.5) put the event name.
@@ -77,14 +78,14 @@ class GenAIRecord:
 def genai_records(logs: LogsData) -> dict[SpanKey, list[GenAIRecord]]:
     """The GenAI event records of a payload, grouped by the span they belong to.
 
-    Records without a valid trace and span id cannot be joined to a span and are left
-    out, like every record that is not a GenAI event.
+    Records without a valid trace and span id (an all-zero one included) cannot be joined
+    to a span and are left out, like every record that is not a GenAI event.
     """
     grouped: dict[SpanKey, list[GenAIRecord]] = defaultdict(list)
     for resource_logs in logs.resource_logs:
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
-                if len(record.trace_id) != 16 or len(record.span_id) != 8:
+                if not valid_id_bytes(record.trace_id, record.span_id):
                     continue
                 genai = _genai_record(record)
                 if genai is not None:

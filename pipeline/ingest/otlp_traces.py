@@ -21,6 +21,8 @@ from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, TracesData
 
+from pipeline.untrusted import MalformedRecord, json_document
+
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
 _Payload = TypeVar("_Payload", bound=Message)
 # The objects of an OTLP/JSON document whose ids are hex strings.
@@ -34,8 +36,8 @@ class Encoding(StrEnum):
     OTLP_JSON = "otlp_json"
 
 
-class UndecodableMessage(ValueError):
-    """A Kafka message value that is not a trace payload; ``reason`` goes to the DLQ."""
+class UndecodableMessage(MalformedRecord):
+    """A Kafka message value that is not a trace (or logs) payload; ``reason`` goes to the DLQ."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -79,7 +81,7 @@ def _decode_proto(value: bytes, payload: _Payload) -> _Payload:
     name = payload.DESCRIPTOR.name
     try:
         payload.ParseFromString(value)
-    except DecodeError as exc:
+    except (DecodeError, RecursionError, ValueError) as exc:
         raise UndecodableMessage(f"not an OTLP protobuf {name}: {exc}") from exc
     resources = _resources_field(payload)
     if not getattr(payload, resources):
@@ -91,8 +93,8 @@ def _decode_proto(value: bytes, payload: _Payload) -> _Payload:
 
 def _decode_json(value: bytes, payload: _Payload, id_objects: IdObjects) -> _Payload:
     try:
-        document = json.loads(value)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = json_document(value)
+    except MalformedRecord as exc:
         raise UndecodableMessage(f"not OTLP/JSON: {exc}") from exc
     if not isinstance(document, dict):
         raise UndecodableMessage("OTLP/JSON payload is not an object")
@@ -100,8 +102,8 @@ def _decode_json(value: bytes, payload: _Payload, id_objects: IdObjects) -> _Pay
         for obj in id_objects(document):
             _hex_ids_to_base64(obj)
         json_format.ParseDict(document, payload, ignore_unknown_fields=True)
-    except (AttributeError, TypeError, ValueError, json_format.ParseError) as exc:
-        raise UndecodableMessage(f"malformed OTLP/JSON: {exc}") from exc
+    except Exception as exc:  # the generic parser on any shape of JSON: its errors come in many types
+        raise UndecodableMessage(f"malformed OTLP/JSON: {type(exc).__name__}: {exc}") from exc
     return payload
 
 

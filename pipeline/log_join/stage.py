@@ -33,23 +33,26 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapp
 from typing import Any
 
 import faust
-from faust.types import EventT, StreamT
+from faust.types import Message, StreamT
 
 from detectors.llm_call import LLMCall
 from pipeline.config.stream import LogJoinSettings, StreamSettings
-from pipeline.ingest.otlp_logs import GenAIRecord, decode_logs, genai_records
+from pipeline.ingest.otlp_logs import decode_logs, genai_records
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage
-from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict, fact_from_dict
+from pipeline.ingest.trace_facts import Fact, attach_trace_facts, fact_dict
 from pipeline.log_join.join import Entry, LogJoin, Release
+from pipeline.log_join.offers import join_offer
 from pipeline.stream.plumbing import (
     DeadLetterSender,
     TraceTable,
     durable_batches,
+    isolating_failures,
     publish,
     raw_topic,
     trace_table,
     withholding,
 )
+from pipeline.untrusted import MalformedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -144,15 +147,17 @@ class LogJoinStage:
     async def _rekey_logs(self, stream: StreamT[bytes]) -> None:
         s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
-            outgoing: list[tuple[bytes, bytes]] = []
-            for event in events:
-                outgoing.extend(await self._split(event))
-            await self._publish_all(outgoing)
-            self.logs_messages_done += len(events)
+            await isolating_failures([event.message for event in events], self._rekey, self._dead_letter, "logs")
 
-    async def _split(self, event: EventT[bytes]) -> list[tuple[bytes, bytes]]:
+    async def _rekey(self, messages: Sequence[Message]) -> None:
+        outgoing: list[tuple[bytes, bytes]] = []
+        for message in messages:
+            outgoing.extend(await self._split(message))
+        await self._publish_all(outgoing)
+        self.logs_messages_done += len(messages)
+
+    async def _split(self, message: Message) -> list[tuple[bytes, bytes]]:
         """One join-topic message per trace with GenAI records; bad input goes to the DLQ."""
-        message = event.message
         value = message.value or b""
         if len(value) > self._config.max_message_bytes:
             reason = f"message of {len(value)} bytes exceeds max_message_bytes={self._config.max_message_bytes}"
@@ -175,29 +180,20 @@ class LogJoinStage:
     async def _join(self, stream: StreamT[bytes]) -> None:
         s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
-            now = time.time()
-            releases: list[Release] = []
-            for event in events:
-                message = event.message
-                try:
-                    document = json.loads(message.value or b"")
-                    if "span" in document:
-                        call = LLMCall.from_dict(document["span"])
-                        releases += self.join.offer_span(call, now, awaits_facts=document.get("awaits_facts", False))
-                    else:
-                        if not message.key:
-                            raise ValueError("records or facts without a trace id key")
-                        trace_id = message.key.decode()
-                        if "trace_facts" in document:
-                            facts = [fact_from_dict(fact) for fact in document["trace_facts"]]
-                            releases += self.join.offer_facts(trace_id, facts, now)
-                            continue
-                        for span_id, records in document["records"].items():
-                            parsed = [GenAIRecord.from_dict(record) for record in records]
-                            releases += self.join.offer_records(trace_id, span_id, parsed, now)
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    await self._dead_letter(message, "malformed_log_join", f"not a log-join record: {exc!r}")
-            await self._release(releases)
+            messages = [event.message for event in events]
+            await isolating_failures(messages, self._join_batch, self._dead_letter, "log join")
+
+    async def _join_batch(self, messages: Sequence[Message]) -> None:
+        now = time.time()
+        releases: list[Release] = []
+        for message in messages:
+            try:
+                offer = join_offer(message.key, message.value or b"")
+            except MalformedRecord as exc:
+                await self._dead_letter(message, "malformed_log_join", f"not a log-join record: {exc}")
+                continue
+            releases += offer.make(self.join, now)
+        await self._release(releases)
 
     async def _expire(self) -> None:
         await self._release(self.join.due(time.time()))

@@ -48,7 +48,15 @@ from pipeline.sampled.sampling import Sampler
 from pipeline.sinks.finding import Finding, findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_record, finding_row
-from pipeline.stream.plumbing import DeadLetterSender, RowStore, durable_batches, publish, withholding
+from pipeline.stream.plumbing import (
+    DeadLetterSender,
+    RowStore,
+    durable_batches,
+    isolating_failures,
+    publish,
+    withholding,
+)
+from pipeline.untrusted import MalformedRecord, call_from_record, field_of, json_document
 
 logger = logging.getLogger(__name__)
 
@@ -133,28 +141,30 @@ class ConsistencyStage:
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._stream
         async for events in durable_batches(stream, self._config.max_concurrency, s.batch_max_wait_seconds):
-            judged = await asyncio.gather(*(self._findings(event.message) for event in events))
-            records = [record for records in judged for record in records]
-            now = datetime.now(UTC)
-            await self._store({"findings": [finding_row(record, now) for record in records]})
-            await asyncio.gather(
-                *(
-                    publish(self._findings_topic, key, value, s.write_retry_max_seconds)
-                    for key, value in findings_messages(records)
-                )
-            )
-            self._finding_sinks.emit(records)
-            self.calls_judged += len(events)
-            metrics.CONSISTENCY_DONE.inc(len(events))
+            messages = [event.message for event in events]
+            await isolating_failures(messages, self._judge_batch, self._dead_letter, "consistency")
+
+    async def _judge_batch(self, messages: Sequence[Message]) -> None:
+        judged = await asyncio.gather(*(self._findings(message) for message in messages))
+        records = [record for records in judged for record in records]
+        now = datetime.now(UTC)
+        await self._store({"findings": [finding_row(record, now) for record in records]})
+        max_delay = self._stream.write_retry_max_seconds
+        await asyncio.gather(
+            *(publish(self._findings_topic, key, value, max_delay) for key, value in findings_messages(records))
+        )
+        self._finding_sinks.emit(records)
+        self.calls_judged += len(messages)
+        metrics.CONSISTENCY_DONE.inc(len(messages))
 
     async def _findings(self, message: Message) -> list[Finding]:
         """The findings records of one sampled call (none for a message that is not one)."""
         try:
-            sampled = json.loads(message.value or b"")
-            call = LLMCall.from_dict(sampled["call"])
+            sampled = json_document(message.value or b"")
+            call = call_from_record(field_of(sampled, "call"))
             policy = self._policies.named(str(sampled.get("policy", DEFAULT_POLICY)))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc!r}")
+        except MalformedRecord as exc:
+            await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc}")
             return []
         records = []
         for result in await self.judge(call, policy.disabled_detectors):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.untrusted import decoded, field_of, json_document, valid_severity, valid_trace_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,14 +50,18 @@ class Finding:
     def from_json(cls, raw: Any) -> Finding:
         """A record read back from the findings topic.
 
-        Untrusted: a record without a trace id, or with numbers that are not numbers, raises
-        KeyError, TypeError or ValueError; other missing fields read as empty, and a probability
-        outside [0, 1] as none.
+        Untrusted: a record that is not an object, has no valid trace id, or has numbers that
+        are not numbers (or out of range), or a field of another type raises
+        :class:`~pipeline.untrusted.MalformedRecord`; other missing fields read as empty, and a
+        probability outside [0, 1] as none.
         """
-        trace_id = str(raw["trace_id"])
+        return decoded(lambda: cls._from_object(raw), "a findings record")
+
+    @classmethod
+    def _from_object(cls, raw: Any) -> Finding:
         evidence = raw.get("evidence")
         return cls(
-            trace_id=trace_id,
+            trace_id=valid_trace_id(str(field_of(raw, "trace_id"))),
             span_id=str(raw.get("span_id", "")),
             service=str(raw.get("service", "")),
             model=str(raw.get("model", "")),
@@ -69,7 +74,7 @@ class Finding:
             score=float(raw.get("score") or 0.0),
             threshold=float(raw.get("threshold") or 0.0),
             flagged=raw.get("flagged") is True,
-            severity=int(raw.get("severity") or 0),
+            severity=valid_severity(raw.get("severity") or 0),
             summary=str(raw.get("summary", "")),
             evidence=evidence if isinstance(evidence, Mapping) else {},
             span_start_time_unix_nano=int(raw.get("span_start_time_unix_nano") or 0),
@@ -114,12 +119,12 @@ def findings_in_message(value: bytes) -> list[Finding]:
     """The records of one findings-topic message: a JSON array of records, or one record object.
 
     One object per message is what workers before the arrays wrote; both are read, so records
-    still on the topic after an upgrade count.  Untrusted: a message that is not JSON, or any
-    record :meth:`Finding.from_json` refuses, raises ValueError, KeyError or TypeError, and
-    none of its records is returned.
+    still on the topic after an upgrade count.  Untrusted: a message that is not strict JSON,
+    or any record :meth:`Finding.from_json` refuses, raises
+    :class:`~pipeline.untrusted.MalformedRecord`, and none of its records is returned.
     """
-    decoded = json.loads(value)
-    return [Finding.from_json(record) for record in (decoded if isinstance(decoded, list) else [decoded])]
+    document = json_document(value)
+    return [Finding.from_json(record) for record in (document if isinstance(document, list) else [document])]
 
 
 def as_probability(value: Any) -> float | None:

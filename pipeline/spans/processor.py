@@ -7,6 +7,7 @@ carrying the original bytes and the reason, and the rest of the batch goes on.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,8 +25,15 @@ from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_tra
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
 from pipeline.sinks.finding import Finding
 from pipeline.sinks.rows import finding_record
+from pipeline.untrusted import valid_id_bytes
 
 logger = logging.getLogger(__name__)
+
+# A dead letter's headers stay small whatever the message: the produce headroom above
+# max_message_bytes (pipeline/config/settings.py) must hold them.
+MAX_REASON_BYTES = 2000
+MAX_KEY_BYTES = 1024
+LETTER_HEAD_BYTES = 64 * 1024  # what a letter keeps of a message too large to copy whole
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +67,31 @@ class DeadLetter:
     def headers(self) -> list[tuple[str, bytes]]:
         """Kafka headers telling an operator where the message came from, its own key, and what went wrong."""
         headers = [
-            ("halluwatch.reason", self.reason.encode()[:2000]),
+            ("halluwatch.reason", self.reason.encode()[:MAX_REASON_BYTES]),
             ("halluwatch.reason_kind", self.reason_kind.encode()),
             ("halluwatch.source", self.key),
         ]
         if self.message.key:
-            headers.append(("halluwatch.original_key", self.message.key))
+            headers.append(("halluwatch.original_key", self.message.key[:MAX_KEY_BYTES]))
         return headers
+
+    def fitted(self, max_value_bytes: int) -> tuple[bytes, list[tuple[str, bytes]]]:
+        """The letter's value and headers, the value cut to its head when the whole would exceed ``max_value_bytes``.
+
+        A message too large to take is often too large to produce again (a compressed batch
+        under the broker's cap can decompress past it): its letter keeps the first
+        :data:`LETTER_HEAD_BYTES`, with the size and SHA-256 of the whole, so the letter is
+        always accepted and an operator can still find and match the original.
+        """
+        value, headers = self.message.value, self.headers()
+        if len(value) <= max_value_bytes:
+            return value, headers
+        headers += [
+            ("halluwatch.truncated", b"head"),
+            ("halluwatch.original_size", str(len(value)).encode()),
+            ("halluwatch.original_sha256", hashlib.sha256(value).hexdigest().encode()),
+        ]
+        return value[: min(LETTER_HEAD_BYTES, max_value_bytes)], headers
 
 
 @dataclass(slots=True)
@@ -149,6 +175,7 @@ class SpanBatchProcessor:
                 metrics.REKEYED.inc(len(per_trace))
                 return
         malformed = []
+        invalid_ids = []
         spans = 0
         calls: list[LLMCall] = []
         facts: list[Fact] = []  # what retriever and tool spans beside the calls say
@@ -157,12 +184,13 @@ class SpanBatchProcessor:
         for span_context in iter_spans(traces):
             spans += 1
             span = span_context.span
+            if not valid_id_bytes(span.trace_id, span.span_id):
+                # An all-zero id is shared by every producer that has none: it would merge unrelated traces.
+                invalid_ids.append(f"span {span.span_id.hex()!r} of trace {span.trace_id.hex()!r}")
+                continue
             traces_seen.add(span_context.trace_id)
             if not span.parent_span_id:
                 rooted.add(span_context.trace_id)
-            if len(span.trace_id) != 16 or len(span.span_id) != 8:
-                malformed.append(f"span {span.span_id.hex()!r} has invalid trace/span id lengths")
-                continue
             try:
                 call = normalize_span(span_context)
             except MalformedLLMSpan as exc:
@@ -178,9 +206,13 @@ class SpanBatchProcessor:
         result.incomplete_traces |= traces_seen - rooted
         result.spans += spans
         metrics.SPANS.inc(spans)
-        if malformed:
+        if invalid_ids or malformed:
             # The good spans of the message were kept; the message goes to the DLQ for the rest.
-            self._dead_letter(result, message, "malformed_span", "; ".join(malformed))
+            reasons = list(malformed)
+            if invalid_ids:
+                reasons.insert(0, f"invalid trace/span ids (empty, all zero or wrong length): {', '.join(invalid_ids)}")
+            kind = "invalid_id" if invalid_ids else "malformed_span"
+            self._dead_letter(result, message, kind, "; ".join(reasons))
 
     def detect_joined(self, calls: Sequence[LLMCall]) -> BatchResult:
         """Detect calls whose content the log join merged in (bounded like span content)."""
@@ -219,4 +251,3 @@ class SpanBatchProcessor:
     @staticmethod
     def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:
         result.dead_letters.append(DeadLetter(message, kind, reason))
-        metrics.DEAD_LETTERS.labels(kind).inc()

@@ -161,13 +161,14 @@ async def publish(
     value: bytes | None,
     max_delay_seconds: float,
     headers: list[tuple[str, bytes]] | None = None,
-) -> None:
-    """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
+    give_up_after_seconds: float | None = None,
+) -> bool:
+    """Send one record and wait for the broker's acknowledgement, retrying until it comes (or the time to give up)."""
 
     async def send() -> None:
         await wait_acknowledged([await topic.send(key=key, value=value, headers=headers)])
 
-    await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
+    return await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds, give_up_after_seconds)
 
 
 async def wait_acknowledged(sends: Sequence[Awaitable[Any]]) -> None:
@@ -196,23 +197,66 @@ def _retrieve_outcome(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def retrying(what: str, operation: Callable[[], Awaitable[None]], max_delay_seconds: float) -> None:
+async def retrying(
+    what: str,
+    operation: Callable[[], Awaitable[None]],
+    max_delay_seconds: float,
+    give_up_after_seconds: float | None = None,
+) -> bool:
     """Run ``operation`` until it succeeds, backing off; the caller's batch stays unacked meanwhile.
 
     Holding the batch is the backpressure: the agent stops taking events, and once its
     stream buffer is full (``kafka_max_buffered_messages``) faust stops fetching, so memory
-    stays bounded while ClickHouse or the broker is down.
+    stays bounded while ClickHouse or the broker is down.  With ``give_up_after_seconds``,
+    returns False once that long has passed without success (True on success); without it,
+    never gives up.  A stop cancels the wait at once.
     """
+    loop = asyncio.get_running_loop()
+    deadline = None if give_up_after_seconds is None else loop.time() + give_up_after_seconds
     delay = 0.5
     while True:
         try:
             await operation()
-            return
+            return True
         except SinkUnavailable as exc:
             delay = max(delay, exc.retry_after_seconds)
             logger.warning("%s failed, retrying in %.1fs: %s", what, delay, exc)
         except Exception as exc:  # broker errors come in many types
             logger.warning("%s failed, retrying in %.1fs: %r", what, delay, exc)
         metrics.WRITE_RETRIES.inc()
+        if deadline is not None and loop.time() + delay > deadline:
+            return False
         await asyncio.sleep(delay)
         delay = min(delay * 2, max_delay_seconds)
+
+
+async def isolating_failures(
+    messages: Sequence[Message],
+    handle: Callable[[Sequence[Message]], Awaitable[None]],
+    dead_letter: DeadLetterSender,
+    what: str,
+    passing: tuple[type[Exception], ...] = (),
+) -> None:
+    """``handle(messages)``; if it fails unexpectedly, each message again alone, dead-lettering those that fail twice.
+
+    A stage's decoders refuse what is malformed, but a record may still trip a defect further on
+    (a detector, a rule, a renderer).  Raised out of the agent, that would crash it and the
+    record would be read again and again, holding back every record behind it: instead the
+    record that fails on its own goes to the dead-letter topic with the exception's class, and
+    the stage goes on.  Exceptions in ``passing`` (a stage's own control flow) go through.
+    """
+    try:
+        await handle(messages)
+        return
+    except passing:
+        raise
+    except Exception:
+        logger.exception("%s failed on a batch of %d record(s); handling them one by one", what, len(messages))
+    for message in messages:
+        try:
+            await handle([message])
+        except passing:
+            raise
+        except Exception as exc:
+            logger.exception("%s failed twice on %s/%s/%s", what, message.topic, message.partition, message.offset)
+            await dead_letter(message, "internal_error", f"{what} failed: {type(exc).__name__}: {exc}")

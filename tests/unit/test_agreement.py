@@ -14,6 +14,7 @@ from pipeline.config.alerting import AlertingSettings, AlertRule, default_rules
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sinks.finding import Finding
+from pipeline.untrusted import MalformedRecord
 
 TRACE = "ab" * 16
 
@@ -143,10 +144,14 @@ def test_the_strongest_flag_of_a_detector_is_kept():
 
 
 def test_odd_records_are_read_as_empty_fields_or_refused():
-    with pytest.raises(KeyError):  # the stage dead-letters a record without a trace id
+    with pytest.raises(MalformedRecord, match="trace_id"):  # the stage dead-letters a record without a trace id
         Finding.from_json({"detector": "grounding"})
-    with pytest.raises(ValueError):
+    with pytest.raises(MalformedRecord, match="invalid trace id"):  # an all-zero id is every id-less producer's
+        Finding.from_json({"trace_id": "0" * 32, "detector": "grounding"})
+    with pytest.raises(MalformedRecord, match="high"):
         Finding.from_json({"trace_id": TRACE, "score": "high"})
+    with pytest.raises(MalformedRecord, match="severity"):  # a UInt8 column downstream
+        Finding.from_json({"trace_id": TRACE, "severity": 256})
     odd = finding("grounding", score=None, evidence="not a mapping", p_hallucination=1.5, flagged="yes")
     assert (odd.score, odd.evidence, odd.p_hallucination, odd.flagged) == (0.0, {}, None, False)
     decision = DEFAULT.apply(None, [replace(odd, flagged=True)], 1.0)

@@ -178,7 +178,7 @@ def test_a_result_judged_at_another_threshold_keeps_its_severity_only_when_flagg
 
 
 def finding(detector: str, policy: str, severity: int = 2) -> Finding:
-    return Finding.from_json({"trace_id": "t" * 32, "span_id": "s" * 16, "service": "svc", "detector": detector,
+    return Finding.from_json({"trace_id": "7" * 32, "span_id": "s" * 16, "service": "svc", "detector": detector,
                               "status": "ok", "flagged": True, "severity": severity, "score": 0.9, "threshold": 0.5,
                               "policy": policy, "p_hallucination": 0.99})  # fmt: skip
 

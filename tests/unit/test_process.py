@@ -87,7 +87,7 @@ def test_bad_input_is_dead_lettered_with_reason_and_the_rest_goes_on():
     processor = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v", max_message_bytes=4096)
     result = processor.process([garbage, big, good, empty, InboundMessage(b"k", bad_ids.SerializeToString())])
     kinds = [letter.reason_kind for letter in result.dead_letters]
-    assert kinds == ["undecodable", "too_large", "undecodable", "malformed_span"]
+    assert kinds == ["undecodable", "too_large", "undecodable", "invalid_id"]
     assert result.dead_letters[1].message.value == big.value
     headers = dict(result.dead_letters[1].headers())
     assert headers["halluwatch.source"] == result.dead_letters[1].key == b"spans/3/17"  # one identity per message
