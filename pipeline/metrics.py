@@ -17,6 +17,9 @@ SPANS = Counter("halluwatch_spans", "Spans decoded from the input topics")
 LLM_CALLS = Counter("halluwatch_llm_calls", "LLM spans normalized", ["convention"])
 FINDINGS = Counter("halluwatch_findings", "Detector results", ["detector", "status", "flagged"])
 DEAD_LETTERS = Counter("halluwatch_dead_letters", "Messages sent to the dead-letter topic", ["reason"])
+DEAD_LETTERS_LOST = Counter(
+    "halluwatch_dead_letters_lost", "Dead letters the broker would not take in dead_letter_timeout_seconds", ["reason"]
+)
 REKEYED = Counter("halluwatch_rekeyed_messages", "Per-trace messages split off unkeyed batches")
 ROWS_WRITTEN = Counter("halluwatch_rows_written", "Rows durably written to ClickHouse", ["table"])
 MESSAGES_DONE = Counter("halluwatch_messages_done", "Input messages fully processed and acked")

@@ -19,6 +19,16 @@ from pipeline.sinks.clickhouse import connect
 from pipeline.tools.demo_broker import TansuBroker
 
 MODEL_CACHE_ENV = "HALLUWATCH_MODEL_CACHE"  # Settings.model_cache
+# Variables of the caller's shell that would point the code under test at their own setup: an
+# operator's HALLUWATCH_CLICKHOUSE_DSN is production. Tests set what each needs themselves.
+CALLERS_PREFIXES = ("HALLUWATCH_", "OTEL_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Start from an environment without the caller's halluwatch, OpenTelemetry and model-hub settings."""
+    for name in [name for name in os.environ if name.startswith(CALLERS_PREFIXES)]:
+        del os.environ[name]
+    os.environ["HF_HUB_OFFLINE"] = "1"  # no model hub is reachable: models load from their packages
 
 
 @pytest.fixture(scope="session", autouse=True)

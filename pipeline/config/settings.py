@@ -140,6 +140,9 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     # Backoff while ClickHouse or the broker refuses writes; the batch is retried, never dropped.
     write_retry_max_seconds: float = Field(default=30.0, gt=0)
+    # How long a dead letter is retried before it is given up: its coordinates (topic, partition,
+    # offset) go to the error log and halluwatch_dead_letters_lost, and the partition moves on.
+    dead_letter_timeout_seconds: float = Field(default=120.0, gt=0)
 
     # The ONNX embedding models (HALLUWATCH_MODEL_CACHE); detectors.embeddings.cache_dir, when set, wins.
     model_cache: Path = Field(default_factory=default_model_cache)

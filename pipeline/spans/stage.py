@@ -18,7 +18,6 @@ committed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,15 +31,23 @@ from faust.types import EventT, StreamT
 
 from detectors.llm_call import LLMCall
 from pipeline import metrics
-from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row
-from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
-from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
+from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.stream.plumbing import (
+    BATCHES,
+    SHUTDOWN_GRACE_SECONDS,
+    DeadLetterSender,
+    RowStore,
+    put_down,
+    retrying,
+    wait_acknowledged,
+    withholding,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +57,11 @@ Sampler = Callable[[Sequence[LLMCall]], list[tuple[bytes, bytes]]]
 
 @dataclass(frozen=True, slots=True)
 class SpansOutputs:
-    """Where the spans stage publishes: findings, re-keyed traces, sampled calls, dead letters."""
+    """Where the spans stage publishes: findings, re-keyed traces, sampled calls (dead letters: its sender)."""
 
     findings: faust.TopicT
     rekeyed: faust.TopicT
     sampled: faust.TopicT
-    dead_letters: faust.TopicT
 
 
 class SpansStage:
@@ -75,6 +81,7 @@ class SpansStage:
         dead_letter: DeadLetterSender,
         finding_sinks: FindingSinks,
     ) -> None:
+        self._app = app
         self._stream = stream
         self._processor = processor
         self._detector_pool = detector_pool
@@ -83,7 +90,7 @@ class SpansStage:
         self._sample = sample
         self._finding_sinks = finding_sinks
         self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
-        self._llm_calls_content: ContentPolicy = stream.content.llm_calls  # dead letters' reasons
+        self._dead_letter = withholding(dead_letter, stream.content.llm_calls)  # a reason may quote the input
         self.messages_done = 0  # input messages durably processed by this process
         self.findings_published = 0  # findings records this process published (and the broker acked)
         self.log_join = LogJoinStage(app, stream, log_join, self.detect_joined, dead_letter)
@@ -99,8 +106,15 @@ class SpansStage:
             try:
                 await asyncio.shield(batch)
             except asyncio.CancelledError:
-                # Shutting down: finish the batch in hand so its offsets can be committed.
-                await batch
+                # Shutting down: finish the batch in hand so its offsets can be committed, if that
+                # takes no longer than the grace; one stuck on an outage is let go unacked, to be
+                # read again after the restart.
+                try:
+                    await asyncio.wait_for(batch, SHUTDOWN_GRACE_SECONDS)
+                except TimeoutError:
+                    logger.warning("stopping with a batch of %d message(s) unfinished: read again on restart",
+                                   len(events))  # fmt: skip
+                    put_down(self._app, [event.message for event in events])
                 raise
 
     async def _handle_counted(self, stream: StreamT[bytes], events: Sequence[EventT[bytes]]) -> None:
@@ -143,11 +157,6 @@ class SpansStage:
         findings = [finding_row(finding, now) for finding in result.findings]
         await self._store({"llm_calls": calls, "findings": findings})
 
-    def withheld(self, letter: DeadLetter) -> DeadLetter:
-        """``letter`` with its reason as the ``llm_calls`` content mode allows (it may quote the input)."""
-        reason = self._llm_calls_content.reason(*split_reason(letter.reason))
-        return letter if reason == letter.reason else dataclasses.replace(letter, reason=reason)
-
     async def _publish(self, result: BatchResult) -> None:
         sampled = self._sample(result.llm_calls)  # once: a retried send must not sample again
         out = self._outputs
@@ -160,19 +169,10 @@ class SpansStage:
                 pending.append(await out.findings.send(key=key, value=value))
             for key, value in sampled:
                 pending.append(await out.sampled.send(key=key, value=value))
-            for letter in (self.withheld(letter) for letter in result.dead_letters):
-                pending.append(
-                    await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=letter.headers())
-                )
-                logger.warning(
-                    "dead-lettered %s/%s/%s: %s",
-                    letter.message.topic,
-                    letter.message.partition,
-                    letter.message.offset,
-                    letter.reason,
-                )
             await wait_acknowledged(pending)
 
         await retrying("Kafka publish", send_all, self._stream.write_retry_max_seconds)
+        for letter in result.dead_letters:  # each bounded: a letter the broker refuses must not hold the rest
+            await self._dead_letter(letter.message, letter.reason_kind, letter.reason)
         self.findings_published += len(result.findings)
         self._finding_sinks.emit(result.findings)  # fire and forget: each sink queues for its own thread

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 from aiokafka.partitioner import murmur2
@@ -22,11 +22,31 @@ logger = logging.getLogger(__name__)
 # send the client never resolves must not stall a stage (a repeat is harmless downstream).
 PUBLISH_ACK_TIMEOUT_SECONDS = 30.0
 
+# How long a stopping stage may go on with the batch in hand (a SIGTERM must stop a worker
+# within its orchestrator's grace, 30 s by default in Kubernetes, whatever it is waiting for).
+SHUTDOWN_GRACE_SECONDS = 10.0
+
 # Writes rows to ClickHouse tables durably (retrying until it can): {table: rows}.
 RowStore = Callable[[Mapping[str, Sequence[Sequence[Any]]]], Awaitable[None]]
 
-# Sends a message that could not be handled to a dead-letter topic: (message, reason kind, reason).
-DeadLetterSender = Callable[[Message, str, str], Awaitable[None]]
+
+class InputRecord(Protocol):
+    """What a dead letter needs of the record it is about: a faust message, or the spans stage's copy of one."""
+
+    @property
+    def key(self) -> bytes | None: ...  # noqa: D102 - the Kafka record's own
+    @property
+    def value(self) -> bytes | None: ...  # noqa: D102
+    @property
+    def topic(self) -> str: ...  # noqa: D102
+    @property
+    def partition(self) -> int: ...  # noqa: D102
+    @property
+    def offset(self) -> int: ...  # noqa: D102
+
+
+# Sends a record that could not be handled to a dead-letter topic: (record, reason kind, reason).
+DeadLetterSender = Callable[[InputRecord, str, str], Awaitable[None]]
 
 
 def withholding(send: DeadLetterSender, content: ContentPolicy) -> DeadLetterSender:
@@ -37,7 +57,7 @@ def withholding(send: DeadLetterSender, content: ContentPolicy) -> DeadLetterSen
     value stays the message as it came (``infra/README.md``, "Content on internal topics").
     """
 
-    async def send_withheld(message: Message, reason_kind: str, reason: str) -> None:
+    async def send_withheld(message: InputRecord, reason_kind: str, reason: str) -> None:
         await send(message, reason_kind, content.reason(*split_reason(reason)))
 
     return send_withheld

@@ -19,7 +19,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import faust
-from faust.types import Message
 
 from detectors.thresholds import load_thresholds
 from detectors.verdict import load_verdict_model
@@ -44,7 +43,7 @@ from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.spans.suite import suite_from_settings
 from pipeline.stream.dropped_records import SkippedRecordsWatchdog, check_faust_internals, commit_only_contiguous
 from pipeline.stream.kafka_auth import faust_credentials
-from pipeline.stream.plumbing import publish, raw_topic, retrying
+from pipeline.stream.plumbing import InputRecord, publish, raw_topic, retrying
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +156,6 @@ class PipelineWorker:
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),
             sampled=consistency_topic,
-            dead_letters=self.dlq_topic,
         )
         self.spans = SpansStage(
             app,
@@ -244,18 +242,27 @@ class PipelineWorker:
             return []
         return await asyncio.get_running_loop().run_in_executor(self._sink_pool, self._silence_store.listed, now)
 
-    async def dead_letter(self, message: Message, reason_kind: str, reason: str) -> None:
-        """Send a message that cannot be handled to the dead-letter topic, with the reason in headers."""
-        letter = DeadLetter(
-            InboundMessage(message.key, message.value or b"", message.topic, message.partition, message.offset),
-            reason_kind,
-            reason,
-        )
-        await publish(
-            self.dlq_topic, letter.key, message.value, self.settings.write_retry_max_seconds, letter.headers()
-        )
+    async def dead_letter(self, message: InputRecord, reason_kind: str, reason: str) -> None:
+        """Send a message that cannot be handled to the dead-letter topic, with the reason in headers.
+
+        The letter always fits the producer's limit (a message too large is cut to its head), and
+        a broker that will not take it is given ``dead_letter_timeout_seconds``: then the
+        message's coordinates go to the error log and a metric, and its partition moves on.
+        """
+        source = InboundMessage(message.key, message.value or b"", message.topic, message.partition, message.offset)
+        letter = DeadLetter(source, reason_kind, reason)
+        value, headers = letter.fitted(self.settings.max_message_bytes)
+        s = self.settings
+        where = f"{message.topic}/{message.partition}/{message.offset}"
+        if not await publish(
+            self.dlq_topic, letter.key, value, s.write_retry_max_seconds, headers, s.dead_letter_timeout_seconds
+        ):
+            metrics.DEAD_LETTERS_LOST.labels(reason_kind).inc()
+            logger.error("dead letter of %s not taken by the broker in %gs, given up (%s): %s",
+                         where, s.dead_letter_timeout_seconds, reason_kind, reason)  # fmt: skip
+            return
         metrics.DEAD_LETTERS.labels(reason_kind).inc()
-        logger.warning("dead-lettered %s/%s/%s: %s", message.topic, message.partition, message.offset, reason)
+        logger.warning("dead-lettered %s: %s", where, reason)
 
     async def _on_shutdown(self, sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
         """Release pools and the ClickHouse client once the consumer has stopped."""

@@ -204,3 +204,12 @@ def test_the_stages_views_carry_the_settings_they_are_built_from():
     stream = settings.stream()
     assert (stream.batch_max_messages, stream.topic_partitions, stream.content.findings.mode) == (7, 3, "drop")
     assert settings.log_join().logs_topic == "logs"
+
+
+def test_tests_never_see_the_callers_configuration():
+    # tests/conftest.py drops them: an operator's exported DSN must never be what a test opens.
+    leaked = [
+        name for name in os.environ if name.startswith(("HALLUWATCH_", "OTEL_")) and name != "HALLUWATCH_MODEL_CACHE"
+    ]
+    assert leaked == []
+    assert Settings().resolved_clickhouse_dsn.startswith("chdb://")
