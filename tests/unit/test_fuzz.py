@@ -333,7 +333,7 @@ def test_huge_content_is_cut_and_the_findings_say_so():
 
 
 def test_a_message_of_100k_spans():
-    spans = [Span(name=f"SELECT {i}", trace_id=b"\x01" * 16, span_id=(i + 1).to_bytes(8, "big")) for i in range(100_000)]
+    spans = [Span(name=f"SELECT {i}", trace_id=b"\x01" * 16, span_id=i.to_bytes(8, "big")) for i in range(1, 100_001)]
     spans += [_span({"gen_ai.output.messages": _output(f"Answer {i} is 42.")}) for i in range(100)]
     result = process(keyed(traces_of(*spans).SerializeToString()))
     assert result.spans == 100_100 and len(result.llm_calls) == 100 and not result.dead_letters
