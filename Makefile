@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium test test-unit test-llm soak demo check audit bench clean
+.PHONY: install chromium test test-unit test-llm soak fuzz demo check audit bench clean
 
 install: $(INSTALLED)
 
@@ -40,6 +40,12 @@ test-unit: install
 SOAK_SECONDS ?= 1200
 soak: install
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/pytest tests/soak -s -p no:cacheprovider
+
+# The fuzz suites at length (`make test` runs them bounded, within a minute): FUZZ_SCALE times the
+# examples of every decoder, normalizer and text extractor property.
+FUZZ_SCALE ?= 20
+fuzz: install
+	FUZZ_SCALE=$(FUZZ_SCALE) $(BIN)/pytest tests/unit/test_decoders_total.py tests/unit/test_fuzz.py -p no:cacheprovider
 
 # The sampled detectors against a real local model (tests/llm; `make test` skips them: they take
 # minutes of both cores). PyPI has no CPU wheel of llama-cpp-python: pip builds one once (minutes) and

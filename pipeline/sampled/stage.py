@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,11 +38,11 @@ from detectors.suite import TURNED_OFF
 from detectors.thresholds import Thresholds
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy
-from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import StreamSettings
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
+from pipeline.sampled.sampled_call import SampledCall
 from pipeline.sampled.sampling import Sampler
 from pipeline.sinks.finding import Finding, findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
@@ -56,7 +55,7 @@ from pipeline.stream.plumbing import (
     publish,
     withholding,
 )
-from pipeline.untrusted import MalformedRecord, call_from_record, field_of, json_document
+from pipeline.untrusted import MalformedRecord
 
 logger = logging.getLogger(__name__)
 
@@ -120,10 +119,7 @@ class ConsistencyStage:
             if refused is not None:
                 metrics.CONSISTENCY_SKIPPED.labels(str(refused)).inc()
                 continue
-            travelling = consistency_call(call, policy.content.llm_calls).to_dict()
-            # The policy travels by name: under hash or redact the attributes that select it do not.
-            sampled = {"rule": rule, "policy": policy.name, "call": travelling}
-            value = json.dumps(sampled, ensure_ascii=False, default=str).encode()
+            value = SampledCall(consistency_call(call, policy.content.llm_calls), rule, policy.name).to_json()
             if len(value) > self._config.max_call_bytes:
                 metrics.CONSISTENCY_SKIPPED.labels("too_large").inc()
                 continue
@@ -160,12 +156,11 @@ class ConsistencyStage:
     async def _findings(self, message: Message) -> list[Finding]:
         """The findings records of one sampled call (none for a message that is not one)."""
         try:
-            sampled = json_document(message.value or b"")
-            call = call_from_record(field_of(sampled, "call"))
-            policy = self._policies.named(str(sampled.get("policy", DEFAULT_POLICY)))
+            sampled = SampledCall.from_json(message.value or b"")
         except MalformedRecord as exc:
             await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc}")
             return []
+        call, policy = sampled.call, self._policies.named(sampled.policy)
         records = []
         for result in await self.judge(call, policy.disabled_detectors):
             judged = result.with_threshold(policy.thresholds.get(result.detector, result.threshold))

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
@@ -40,19 +40,10 @@ from pipeline.ingest.otlp_traces import encode_traces_json
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
 from pipeline.tools.example_traces import example_traces
+from tests.fuzzing import fuzz
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_CALL_CHARS = 20_000
-
-
-def fuzz(examples: int) -> settings:
-    """Hypothesis settings of a bounded fuzz run of ``examples`` inputs."""
-    return settings(
-        max_examples=examples,
-        deadline=None,  # a loaded CI box is slow, not wrong; hangs are caught by the test timeout
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-    )
 
 
 DEAD_LETTER_KINDS = {"too_large", "undecodable", "malformed_span", "invalid_id"}
