@@ -38,6 +38,12 @@ class UISettings(BaseModel):
     # (POST /pagerduty/webhook), which mark alerts acknowledged or resolved. None: endpoint off.
     pagerduty_webhook_secret: StrongSecret = None
     page_size: int = Field(default=50, ge=1, le=500)
+    # Who may post verdicts (and undo them); everyone else signed in can read. Empty: everyone
+    # signed in may, as with one shared token.
+    reviewers: list[str] = Field(default_factory=list)
+    # Origins besides the pages' own address that a signed-in browser may post from (the public
+    # https://... address when a proxy rewrites Host). Scripts with a bearer token are not asked.
+    origins: list[str] = Field(default_factory=list)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -45,6 +51,10 @@ class UISettings(BaseModel):
         for network in value:
             ipaddress.ip_network(network, strict=False)  # ValueError names the bad one
         return value
+
+    def may_judge(self, user: str) -> bool:
+        """Whether ``user`` may post verdicts: a reviewer, or anyone when no reviewers are named."""
+        return not self.reviewers or user in self.reviewers
 
     def trusts(self, address: str) -> bool:
         """Whether a request from ``address`` may name its user in ``identity_header``."""

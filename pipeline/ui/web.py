@@ -29,6 +29,7 @@ from pipeline.rate.store import RateStore
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.call_context import call_context
+from pipeline.ui.defences import with_security_headers, without_bidi_controls
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
 from pipeline.ui.queries import ORDERS, ListFilters, TriageStore
 from pipeline.ui.review import review_blueprint
@@ -41,6 +42,7 @@ MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
 # Reached without an identity: signing in, the stylesheet and icon, Slack and PagerDuty (they sign their requests).
 _OPEN_ENDPOINTS = {"login", "static", "favicon", "slack.interactions", "pagerduty.webhook"}
+_ANY_SIGNED_IN = {"logout"}  # the only post a viewer makes; every other one judges or changes something
 
 
 def create_app(
@@ -54,6 +56,8 @@ def create_app(
     ``review``: the rate store and settings of the review queue (its page is there only with them).
     """
     app = Flask(__name__)
+    app.wsgi_app = with_security_headers(app.wsgi_app)  # type: ignore[method-assign,assignment]  # WSGI middleware
+    app.jinja_env.finalize = without_bidi_controls
     secret = settings.session_secret.get_secret_value() if settings.session_secret else secrets.token_hex(32)
     app.config.update(
         SECRET_KEY=secret,
@@ -86,8 +90,15 @@ def create_app(
         if identity is None:
             return redirect(url_for("login", next=request.full_path.rstrip("?")))
         g.identity = identity
-        if request.method == "POST" and not identity.bearer:
+        if request.method != "POST":
+            return None
+        if not identity.bearer:
+            if not _same_origin(settings.origins):
+                return _message_page(403, "Sent from another site", "This form must be sent from these pages.")
             csrf.protect()
+        if request.endpoint not in _ANY_SIGNED_IN and not settings.may_judge(identity.user):
+            detail = f"{identity.user} may read these pages; ui.reviewers names who may judge."
+            return _message_page(403, "Viewers cannot post verdicts", detail)
         return None
 
     @app.errorhandler(CSRFError)
@@ -278,6 +289,19 @@ def _checked(value: str, pattern: re.Pattern[str], what: str) -> str:
     if not pattern.fullmatch(value):
         abort(400, description=f"not a {what}: {value[:64]!r}")
     return value
+
+
+def _same_origin(allowed: list[str]) -> bool:
+    """Whether a browser's post comes from these pages: its ``Origin`` (when sent) is theirs or an allowed one.
+
+    The CSRF token alone admits a post from any page that got hold of it; browsers send
+    ``Origin`` with every cross-site post, so one from elsewhere is refused before the token is read.
+    """
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True  # older browsers and same-origin navigations without it: the CSRF token decides
+    own = request.host_url.rstrip("/")
+    return origin in (own, *(allowed_origin.rstrip("/") for allowed_origin in allowed))
 
 
 def _local(target: str) -> str:

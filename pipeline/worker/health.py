@@ -23,6 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from pipeline import metrics
+from pipeline.ui.defences import with_security_headers
 
 HEALTH_PATH = "/healthz"
 METRICS_PATH = "/metrics"
@@ -92,7 +93,8 @@ class WorkerEndpoint:
 
     def __init__(self, app: faust.App, host: str, port: int, pages: WSGIApplication | None = None) -> None:
         self._pages = pages
-        self._server = make_server(host, port, self._route, _ThreadingServer, handler_class=_QuietHandler)
+        routed = with_security_headers(self._route)  # metrics and health too: one policy for the whole port
+        self._server = make_server(host, port, routed, _ThreadingServer, handler_class=_QuietHandler)
         self.readiness = Readiness(app)
         self._lag = ConsumerLag(app)
         REGISTRY.register(self._lag)

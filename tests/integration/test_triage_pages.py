@@ -23,6 +23,7 @@ from pipeline.config.ui import UISettings
 from pipeline.offline.human_labels import labelled_scores_from_clickhouse
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
+from pipeline.ui.defences import BIDI_CONTROLS, SECURITY_HEADERS
 from pipeline.ui.queries import ListFilters, TriageStore
 from pipeline.ui.web import create_app
 from tests.calls import make_llm_call
@@ -325,3 +326,72 @@ def test_the_favicon_is_served_without_signing_in(clickhouse):
     icon = _client(clickhouse).get("/favicon.ico")
     assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
     assert icon.get_data(as_text=True).startswith("<svg")
+
+
+def test_every_response_carries_the_security_headers(demo_database):
+    web = _client(demo_database)
+    trace = _trace_of(demo_database, "travel-guide")
+    paths = ["/", f"/trace/{trace}", "/nowhere"]
+    responses = [web.get(path, headers=BEARER) for path in paths] + [web.get("/login"), web.get("/static/triage.css")]
+    for response in responses:
+        assert {name: response.headers.get(name) for name, _ in SECURITY_HEADERS} == dict(SECURITY_HEADERS)
+    policy = dict(SECURITY_HEADERS)["Content-Security-Policy"]
+    assert "'unsafe-inline'" not in policy and "frame-ancestors 'none'" in policy
+    assert "<script>" not in _html(responses[1]) and " on" + "click=" not in _html(responses[1])  # nothing inline
+
+
+def _signed_in(web: FlaskClient, trace: str) -> dict[str, str]:
+    """Sign ``web`` in with the token; the verdict form's fields of ``trace``'s page, CSRF token included."""
+    web.get(f"/trace/{trace}?token={TOKEN}")
+    html = _html(web.get(f"/trace/{trace}"))
+    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', html)[1]
+    return {"span_id": span, "detector": "contradiction", "verdict": "confirmed", "note": "", "csrf_token": csrf}
+
+
+def test_a_cross_origin_post_is_refused_even_with_a_valid_csrf_token(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    web = _client(demo_database)
+    form = _signed_in(web, trace)
+    refused = web.post(f"/trace/{trace}/verdict", data=form, headers={"Origin": "http://evil.example"})
+    assert refused.status_code == 403 and _labels(demo_database) == []
+    own = web.post(f"/trace/{trace}/verdict", data=form, headers={"Origin": "http://localhost"})
+    assert own.status_code == 303 and len(_labels(demo_database)) == 1
+    proxied = _client(demo_database, origins=["https://halluwatch.example.com"])
+    form = _signed_in(proxied, trace)
+    assert (
+        proxied.post(
+            f"/trace/{trace}/verdict", data=form, headers={"Origin": "https://halluwatch.example.com"}
+        ).status_code
+        == 303
+    )
+
+
+def test_a_viewer_reads_but_cannot_post_verdicts(demo_database):
+    trace = _trace_of(demo_database, "travel-guide")
+    viewer = _client(demo_database, reviewers=["bob"])  # the token's holder is alice
+    form = _signed_in(viewer, trace)
+    assert viewer.get(f"/trace/{trace}").status_code == 200
+    refused = viewer.post(f"/trace/{trace}/verdict", data=form)
+    assert refused.status_code == 403 and "ui.reviewers" in refused.get_data(as_text=True)
+    assert viewer.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 403  # scripts too
+    assert _labels(demo_database) == []
+    reviewer = _client(demo_database, reviewers=["alice"])
+    assert reviewer.post(f"/trace/{trace}/verdict", data=_signed_in(reviewer, trace)).status_code == 303
+
+
+def test_bidirectional_controls_in_span_text_are_shown_neutralized(clickhouse):
+    client, name = clickhouse
+    migrate(client, name)
+    spoofed = make_llm_call(answer="It is 500 m.", prompt="q", trace_id="d" * 32, span_id="3" * 16,
+                            service="billing\u202egnp.exe", model="gpt\u2066-4o")  # fmt: skip
+    sink = ClickHouseSink(client, name)
+    now = datetime.now(UTC)
+    sink.add("llm_calls", [llm_call_row(spoofed, ContentPolicy("store"), now)])
+    result = DetectorResult("contradiction", "1", 0.9, True, 0.5, summary="answer says \u202e005")
+    sink.add("findings", [finding_row(finding_record(spoofed, result, "v1", ContentPolicy("store")), now)])
+    sink.flush()
+    web = _client((client, name))
+    for page in (_html(web.get("/", headers=BEARER)), _html(web.get(f"/trace/{'d' * 32}", headers=BEARER))):
+        assert not any(control in page for control in BIDI_CONTROLS)
+        assert "billing\ufffdgnp.exe" in page

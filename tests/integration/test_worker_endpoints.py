@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from dashboards import prometheus_panels
 from pipeline.tools.demo_broker import TansuBroker
+from pipeline.ui.defences import SECURITY_HEADERS
 from tests.integration.demo_data import demo_messages
 from tests.integration.support import WorkerProcess, produce
 
@@ -27,6 +28,16 @@ def _get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[i
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
+
+
+def _security_headers(port: int, path: str, headers: dict[str, str]) -> dict[str, str]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - an http:// URL built here
+            received = response.headers
+    except urllib.error.HTTPError as error:
+        received = error.headers
+    return {name: received[name] for name, _ in SECURITY_HEADERS if name in received}
 
 
 def _health_until_ready(worker: WorkerProcess, timeout_seconds: float = 120) -> list[tuple[int, dict[str, object]]]:
@@ -118,5 +129,7 @@ def test_worker_serves_health_and_metrics(tansu: TansuBroker, topic_prefix: str,
     (trace,) = set(re.findall(r'href="/trace/([0-9a-f]{32})#', page))
     status, page = _get(worker.metrics_port, f"/trace/{trace}", bearer)
     assert status == 200 and re.search(r"<mark [^>]*>1950</mark>", page), page[:2000]
+    for path in ("/healthz", "/metrics", "/", f"/trace/{trace}", "/no-such-page"):  # one policy for the whole port
+        assert _security_headers(worker.metrics_port, path, bearer) == dict(SECURITY_HEADERS), path
 
     assert worker.stop() == 0
