@@ -25,7 +25,8 @@ SECURITY_HEADERS = (
     ("X-Frame-Options", "DENY"),
     ("X-Content-Type-Options", "nosniff"),
     # The sign-in link carries the token once; nothing of an address goes to another site.
-    ("Referrer-Policy", "no-referrer"),
+    # (Not no-referrer: under it browsers send "Origin: null" with the pages' own forms.)
+    ("Referrer-Policy", "same-origin"),
 )
 _HEADER_NAMES = {name.lower() for name, _ in SECURITY_HEADERS}
 
