@@ -145,7 +145,14 @@ def _open_and_migrate(settings: Settings) -> Client:
 
 
 def migrate(client: Client, database: str) -> list[str]:
-    """Create the database and apply pending migrations; returns the names applied now."""
+    """Create the database and apply pending migrations; returns the names applied now.
+
+    A database with nothing pending is only read: a worker that signs in with ``SELECT`` and
+    ``INSERT`` alone (infra/README.md) starts once ``halluwatch migrate`` has run as a user
+    that may create tables.
+    """
+    if not pending_migrations(client, database):
+        return []
     client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
     client.command(
         f"CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} "
@@ -165,6 +172,15 @@ def migrate(client: Client, database: str) -> list[str]:
         )
         applied.append(f"{migration.version:03d}_{migration.name}")
     return applied
+
+
+def pending_migrations(client: Client, database: str) -> int:
+    """How many migrations of this release ``database`` lacks (all, without its migrations table)."""
+    versions = {migration.version for migration in migrations()}
+    if str(client.command(f"EXISTS TABLE {database}.{MIGRATIONS_TABLE}")).strip() != "1":
+        return len(versions)
+    done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}  # noqa: S608 - identifiers validated
+    return len(versions - done)
 
 
 class Sink(ABC):

@@ -286,8 +286,7 @@ def _delete_quietly(admin: Any, topic: str, timeout_seconds: float) -> None:
 
 
 def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable, open_clickhouse
-    from schemas import migrations
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable, open_clickhouse, pending_migrations
 
     dsn = settings.resolved_clickhouse_dsn
     where = redacted_dsn(dsn)
@@ -303,8 +302,9 @@ def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
     database = settings.clickhouse_database
     try:
         yield Check("clickhouse", True, f"connected to {where} (ClickHouse {version})")
-        yield _clickhouse_permissions(client, database)
-        pending = _pending_migrations(client, database, [m.version for m in migrations()])
+        pending = pending_migrations(client, database)
+        # A migrated database needs rows only: a worker may sign in without the right to create tables.
+        yield _clickhouse_permissions(client, database) if pending else _row_permissions(client, database)
         if pending:
             yield Check("clickhouse schema", True, f"{pending} migration(s) pending: run halluwatch migrate "
                         "(the worker also applies them at start)", warning=True)  # fmt: skip
@@ -358,15 +358,11 @@ def _clickhouse_permissions(client: Any, database: str) -> Check:
     )
 
 
-def _pending_migrations(client: Any, database: str, versions: list[int]) -> int:
-    exists = client.query(
-        "SELECT count() FROM system.tables WHERE database = {db:String} AND name = 'schema_migrations'",
-        parameters={"db": database},
-    ).result_rows[0][0]
-    if not exists:
-        return len(versions)
-    applied = {row[0] for row in client.query(f"SELECT version FROM {database}.schema_migrations").result_rows}  # noqa: S608
-    return len(set(versions) - applied)
+def _row_permissions(client: Any, database: str) -> Check:
+    """Whether the user may read and insert rows of ``database``'s tables, all a worker does once it is migrated."""
+    if str(client.command(f"CHECK GRANT SELECT, INSERT ON {database}.*")).strip() != "1":
+        raise _Failed(f"the user may not SELECT and INSERT on {database}.*: grant both (infra/README.md)")
+    return Check("clickhouse permissions", True, f"may select from and insert into the tables of {database}")
 
 
 # --- model and alerting --------------------------------------------------------------------------

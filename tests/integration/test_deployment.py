@@ -79,6 +79,8 @@ OPTIONAL: dict[str, Callable[[], str] | None] = {
 REQUIRED = {
     "CLICKHOUSE_PASSWORD": lambda: f"pw-{secrets.token_urlsafe(18)}.x~",
     "CLICKHOUSE_UI_PASSWORD": lambda: f"ui-{secrets.token_urlsafe(18)}.x~",
+    "CLICKHOUSE_WORKER_PASSWORD": lambda: f"wk-{secrets.token_urlsafe(18)}.x~",
+    "CLICKHOUSE_GRAFANA_PASSWORD": lambda: f"gf-{secrets.token_urlsafe(18)}.x~",
     "GRAFANA_ADMIN_PASSWORD": lambda: secrets.token_urlsafe(12),
     "HALLUWATCH_UI__TOKEN": lambda: secrets.token_hex(24),
     "HALLUWATCH_UI__SESSION_SECRET": lambda: secrets.token_hex(24),
@@ -310,7 +312,10 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
     with ExitStack() as stack:
         broker = stack.enter_context(TansuBroker(log_path=tmp_path / "tansu.log"))
         ui_user, ui_password = "halluwatch_ui", dot_env["CLICKHOUSE_UI_PASSWORD"]  # infra/README.md's triage user
-        shim = stack.enter_context(PasswordClickHouseShim(chdb_path, user, password, {ui_user: ui_password}))
+        worker_user = {"halluwatch_worker": dot_env["CLICKHOUSE_WORKER_PASSWORD"]}  # and its workers' user
+        shim = stack.enter_context(
+            PasswordClickHouseShim(chdb_path, user, password, {ui_user: ui_password, **worker_user})
+        )
         alerting = stack.enter_context(AlertingServer())
         collector = stack.enter_context(ScriptedServer(_otlp_ok))
         llm = stack.enter_context(OpenAIServer(default_answer="The warranty lasts two years."))

@@ -191,19 +191,46 @@ def test_env_example_ships_no_working_secret():
     assert {name: set_lines[name] for name in secrets if set_lines[name]} == {}  # compose refuses them empty
 
 
-def test_triage_reads_as_the_readme_user_and_listens_on_loopback(compose):
-    triage = compose["services"]["triage"]
-    assert all(port.startswith("127.0.0.1:") for port in triage["ports"])
-    dsn = triage["environment"]["HALLUWATCH_CLICKHOUSE_DSN"]
-    assert dsn.startswith("http://halluwatch_ui:${CLICKHOUSE_UI_PASSWORD:?")
-    users_file = "clickhouse/users.d/halluwatch_ui.xml"
+@pytest.mark.parametrize(
+    ("service", "user", "password"),
+    [
+        ("triage", "halluwatch_ui", "CLICKHOUSE_UI_PASSWORD"),
+        ("worker", "halluwatch_worker", "CLICKHOUSE_WORKER_PASSWORD"),
+    ],
+)
+def test_services_sign_in_as_the_readme_users(compose, service: str, user: str, password: str):
+    """Least privilege: the pages and the workers sign in as the users infra/README.md grants, not as the admin."""
+    dsn = compose["services"][service]["environment"]["HALLUWATCH_CLICKHOUSE_DSN"]
+    assert dsn.startswith(f"http://{user}:${{{password}:?")
+    granted = _users_file_grants(compose, user, password)
+    readme = (INFRA / "README.md").read_text(encoding="utf-8")
+    documented = {f"GRANT {what}" for what in re.findall(rf"^GRANT (.+) TO {user};$", readme, re.M)}
+    assert granted == documented and any("SELECT" in grant and "halluwatch.*" in grant for grant in granted)
+    assert not any(word in grant for grant in granted for word in ("CREATE", "ALTER", "DROP", "ALL"))
+
+
+def test_pages_listen_on_loopback_and_grafana_reads_as_a_readonly_user(compose):
+    for service in ("triage", "grafana"):
+        assert all(port.startswith("127.0.0.1:") for port in compose["services"][service]["ports"])
+    assert _users_file_grants(compose, "halluwatch_grafana", "CLICKHOUSE_GRAFANA_PASSWORD") == {
+        "GRANT SELECT ON halluwatch.*"
+    }
+    config = ElementTree.parse(INFRA / "clickhouse/users.d/halluwatch_grafana.xml")  # noqa: S314 - our own file
+    assert config.findtext("users/halluwatch_grafana/profile") == "grafana_readonly"
+    assert config.findtext("profiles/grafana_readonly/readonly") == "1"
+    source = yaml.safe_load((INFRA / "grafana/provisioning/datasources/halluwatch.yaml").read_text())["datasources"][0]
+    assert source["jsonData"]["username"] == "halluwatch_grafana"
+    assert source["secureJsonData"]["password"] == "$CLICKHOUSE_GRAFANA_PASSWORD"
+    assert "CLICKHOUSE_PASSWORD" not in compose["services"]["grafana"]["environment"]  # never the administrator's
+
+
+def _users_file_grants(compose, user: str, password: str) -> set[str | None]:
+    """The grants of ``user`` in its users.d file, after checking ClickHouse mounts it and it reads ``password``."""
+    users_file = f"clickhouse/users.d/{user}.xml"
     mounts = dict(volume.split(":")[:2] for volume in compose["services"]["clickhouse"]["volumes"])
     assert mounts[f"./{users_file}"] == f"/etc/clickhouse-server/users.d/{Path(users_file).name}"
-    user = ElementTree.parse(INFRA / users_file).find("users/halluwatch_ui")  # noqa: S314 - our own file
-    assert user is not None
-    password = user.find("password")
-    assert password is not None and password.get("from_env") == "CLICKHOUSE_UI_PASSWORD" and not password.text
-    granted = {query.text for query in user.iterfind("grants/query")}
-    readme = (INFRA / "README.md").read_text(encoding="utf-8")
-    documented = {f"GRANT {what}" for what in re.findall(r"^GRANT (.+) TO halluwatch_ui;$", readme, re.M)}
-    assert granted == documented and any("SELECT ON halluwatch.*" in grant for grant in granted)
+    found = ElementTree.parse(INFRA / users_file).find(f"users/{user}")  # noqa: S314 - our own file
+    assert found is not None
+    secret = found.find("password")
+    assert secret is not None and secret.get("from_env") == password and not secret.text
+    return {query.text for query in found.iterfind("grants/query")}
