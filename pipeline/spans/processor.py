@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 MAX_REASON_BYTES = 2000
 MAX_KEY_BYTES = 1024
 LETTER_HEAD_BYTES = 64 * 1024  # what a letter keeps of a message too large to copy whole
+# Room a letter's headers and record-batch framing take at most (the reason and key above, the
+# source, sizes and digest): a value up to the produce limit less this is copied whole.
+LETTER_HEADERS_BYTES = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ class DeadLetter:
     def fitted(self, max_value_bytes: int) -> tuple[bytes, list[tuple[str, bytes]]]:
         """The letter's value and headers, the value cut to its head when the whole would exceed ``max_value_bytes``.
 
-        A message too large to take is often too large to produce again (a compressed batch
+        A message too large to take may be too large to produce again (a compressed batch
         under the broker's cap can decompress past it): its letter keeps the first
         :data:`LETTER_HEAD_BYTES`, with the size and SHA-256 of the whole, so the letter is
         always accepted and an operator can still find and match the original.

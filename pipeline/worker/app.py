@@ -38,7 +38,7 @@ from pipeline.monitors.store import IncidentStore
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_clickhouse, open_migrated
 from pipeline.sinks.finding_sinks import FindingSinks
-from pipeline.spans.processor import DeadLetter, InboundMessage, SpanBatchProcessor
+from pipeline.spans.processor import LETTER_HEADERS_BYTES, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.spans.suite import suite_from_settings
 from pipeline.stream.dropped_records import SkippedRecordsWatchdog, check_faust_internals, commit_only_contiguous
@@ -251,7 +251,7 @@ class PipelineWorker:
         """
         source = InboundMessage(message.key, message.value or b"", message.topic, message.partition, message.offset)
         letter = DeadLetter(source, reason_kind, reason)
-        value, headers = letter.fitted(self.settings.max_message_bytes)
+        value, headers = letter.fitted(self.settings.max_produce_bytes - LETTER_HEADERS_BYTES)
         s = self.settings
         where = f"{message.topic}/{message.partition}/{message.offset}"
         if not await publish(
