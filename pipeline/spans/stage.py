@@ -38,7 +38,7 @@ from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
-from pipeline.sinks.rows import finding_row, llm_call_row
+from pipeline.sinks.rows import finding_row, llm_call_row, tool_run_rows
 from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
 
@@ -141,7 +141,8 @@ class SpansStage:
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(finding, now) for finding in result.findings]
-        await self._store({"llm_calls": calls, "findings": findings})
+        tool_runs = tool_run_rows(result.facts, self._llm_calls_content, now)
+        await self._store({"llm_calls": calls, "findings": findings, "tool_runs": tool_runs})
 
     def withheld(self, letter: DeadLetter) -> DeadLetter:
         """``letter`` with its reason as the ``llm_calls`` content mode allows (it may quote the input)."""
