@@ -865,7 +865,7 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     write to the labels table).  A running worker with embedded chDB serves the same
     pages on its metrics port: chDB admits one process per data directory.
 
-    Signing in: with no ui.token configured, the address it prints carries a token made up
+    To sign in: with no ui.token configured, the address it prints carries a token made up
     for this run (?token=...), which signs the browser in; the token is also written to
     DATA_DIR/ui_token.  With HALLUWATCH_UI__TOKEN set, open the address and enter that token.
 

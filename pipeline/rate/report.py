@@ -78,7 +78,9 @@ def estimate_words(estimate: Estimate, target_half_width: float, drawable: Mappi
     if estimate.bounds is None:
         if not estimate.short:
             return estimate.shortfall
-        return "; ".join(_needs(stratum, count, drawable) for stratum, count in estimate.short)
+        several_apps = len({frame.partition(" / ")[0] for frame, _ in estimate.short}) > 1
+        needs = [_needs(frame, count, drawable, several_apps) for frame, count in estimate.short]
+        return "needs " + (f"{', '.join(needs[:-1])} and {needs[-1]}" if len(needs) > 1 else needs[0])
     value, low, high = estimate.bounds
     if estimate.census:
         return f"{percent(value)}, every call judged ({estimate.verdicts} verdicts): exact, no interval"
@@ -114,17 +116,17 @@ def report_lines(report: RateReport, target_half_width: float) -> list[str]:
     return lines
 
 
-def _needs(frame: str, count: int, drawable: Mapping[str, int] | None) -> str:
-    """``needs 2 more verdicts among default's alerted calls`` (and whether the queue can serve them)."""
+def _needs(frame: str, count: int, drawable: Mapping[str, int] | None, name_app: bool) -> str:
+    """``2 more verdicts among alerted calls``, and whether the queue can still serve them."""
     app, _, stratum = frame.partition(" / ")
-    among = f"among {app}'s {_stratum_words(stratum)}"
-    words = f"needs {count} more verdict{'s' if count != 1 else ''} {among}"
+    among = f"among {app}'s {_stratum_words(stratum)}" if name_app else f"among {_stratum_words(stratum)}"
+    words = f"{count} more verdict{'s' if count != 1 else ''} {among}"
     left = drawable.get(frame) if drawable is not None else None
     if left is None or left >= count:
         return words
     if left == 0:
-        return f"{words}, but every call left there was skipped (the queue serves it to other reviewers only)"
-    return f"{words}, but only {left} not skipped {'is' if left == 1 else 'are'} left"
+        return f"{words} (every call left there was skipped; the queue serves it to other reviewers only)"
+    return f"{words} (only {left} not skipped {'is' if left == 1 else 'are'} left)"
 
 
 def _stratum_words(stratum: str) -> str:

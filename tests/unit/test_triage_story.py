@@ -21,7 +21,18 @@ WEATHER = ToolDefinition("get_weather", "Current weather", {"type": "object", "r
 
 def _view(transcript: str, answer: str = "") -> CallView:
     return CallView(
-        "t" * 32, "s" * 16, "svc", "chat", "m", datetime.now(UTC), "store", "span", "", "", answer, transcript=transcript
+        "t" * 32,
+        "s" * 16,
+        "svc",
+        "chat",
+        "m",
+        datetime.now(UTC),
+        "store",
+        "span",
+        "",
+        "",
+        answer,
+        transcript=transcript,
     )
 
 
@@ -78,7 +89,12 @@ def test_tool_calls_and_results_the_request_carried_are_told_before_the_answer()
         tool_spans=(ToolSpan("b" * 16, "book_table", "c1", failed=True, error="No table free at 19:30"),),
     )
     (earlier,) = call_story(_view(transcript_json(call, STORE), call.answer)).earlier_tool_uses
-    assert (earlier.name, earlier.ran, earlier.failed, earlier.result) == ("book_table", True, True, "No table free at 19:30")
+    assert (earlier.name, earlier.ran, earlier.failed, earlier.result) == (
+        "book_table",
+        True,
+        True,
+        "No table free at 19:30",
+    )
     assert earlier.definition is None
 
 
