@@ -79,12 +79,13 @@ def no_evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
 class Description:
     """What a detector checks and what it cannot judge, as the triage pages say it beside its finding.
 
-    ``ok``: what its clean result means, where "found nothing to flag" would mislead (a gate's).
+    ``ok``: what its clean result means, said instead of its summary, where "found nothing to flag"
+    and the summary would mislead or repeat themselves (a gate's); None: those.
     """
 
     checks: str
     blind_to: str
-    ok: str = "found nothing to flag"
+    ok: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

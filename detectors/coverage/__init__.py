@@ -43,7 +43,7 @@ DETECTOR = DetectorSpec(
             "sources past max_source_chars"
         ),
         blind_to="whether the answer is right: its flag means unverified, not hallucinated",
-        ok="found nothing the content detectors could not read",
+        ok="found that they could",
     ),
     structural_keys=frozenset({"reasons", "language"}),
 )

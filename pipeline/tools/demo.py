@@ -82,8 +82,12 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
             "schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS},
             "tool_facts": example_registries(),
         },
-        "alerting": {"routes": {**{name: route.model_dump(exclude_defaults=True)
-                                   for name, route in default_routes().items()}, **DEMO_ROUTES}},  # fmt: skip
+        "alerting": {
+            "routes": {
+                **{name: route.model_dump(exclude_defaults=True) for name, route in default_routes().items()},
+                **DEMO_ROUTES,
+            }
+        },  # fmt: skip
         "policies": DEMO_POLICIES,
     }
     settings_file = data_dir / DATA_DIR_SETTINGS

@@ -23,9 +23,10 @@ def sentence(finding: FindingView) -> str:
     described = _DESCRIPTIONS.get(finding.detector, _UNKNOWN)
     if finding.flagged:
         outcome = "flagged"
-    elif finding.status == "ok":
-        # A clean result's summary restates its outcome ("the detectors could read the whole call").
+    elif finding.status == "ok" and described.ok is not None:
         return f"Checked {described.checks}; {described.ok}; cannot judge {described.blind_to}."
+    elif finding.status == "ok":
+        outcome = "found nothing to flag"
     else:
         outcome = _OUTCOMES.get(finding.status, finding.status)
     found = f"{outcome} ({finding.summary})" if finding.summary else outcome

@@ -23,7 +23,7 @@ from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
 _NEEDED = {
-    "llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "stratum",
+    "llm_calls": "transcript", "findings": "evidence", "alerts": "resolved_by", "labels": "blind",
     "review_skips": "reviewer", "tool_runs": "result",
 }  # fmt: skip
 ORDERS = ("newest", "probability")
