@@ -87,7 +87,7 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
                 **{name: route.model_dump(exclude_defaults=True) for name, route in default_routes().items()},
                 **DEMO_ROUTES,
             }
-        },  # fmt: skip
+        },
         "policies": DEMO_POLICIES,
     }
     settings_file = data_dir / DATA_DIR_SETTINGS
