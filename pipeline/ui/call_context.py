@@ -62,9 +62,9 @@ def why_flagged(call: CallView) -> str:
     if facts:
         named = ", ".join(f.detector for f in facts)
         return (
-            f"Flagged by a fact: {named} checked the call against its definitions or results and found it wrong, "
-            f"which needs no probability. The {p} is the learned verdict over the detectors that guess "
-            "(grounding, contradiction...), and it can stay low when they found nothing in the text."
+            f"Flagged by a fact: {named} checked the call against its definitions, registries or tool results "
+            f"and found it wrong, which needs no probability. The {p} is the learned verdict's estimate from "
+            "every detector's score; a fact flags the call whatever it says."
         )
     if call.flagged:
         return f"Flagged by its probability: {p} reached the application's list threshold."
