@@ -2,8 +2,8 @@
 
 The row's ``prompt``, ``answer`` and ``grounding`` are what the detectors read; a person judging
 the call needs more: the instructions apart from the question, the sources one by one with
-their ids, every tool call with its arguments and the definitions the model had, the tool
-results it was given.  ``transcript`` holds them as one JSON object (:func:`transcript_json`),
+their ids, every tool call with its arguments and the definition the model had for that tool,
+the tool results it was given.  ``transcript`` holds them as one JSON object (:func:`transcript_json`),
 its texts as the table's content mode allows: ``hash`` and ``drop`` keep none of it (a digest
 of a tool's arguments tells a reviewer nothing), so the pages say the text was withheld.
 """
@@ -26,6 +26,9 @@ def transcript_json(call: LLMCall, content: ContentPolicy) -> str:
     if content.mode not in ("store", "redact"):
         return ""
     text = content.text
+    called = {
+        tool_call.name for message in (*call.input_messages, *call.output_messages) for tool_call in message.tool_calls
+    }
     transcript: dict[str, Any] = {
         "version": TRANSCRIPT_VERSION,
         "instructions": text(call.system_instructions),
@@ -34,9 +37,12 @@ def transcript_json(call: LLMCall, content: ContentPolicy) -> str:
         # The prompt context a trace-grounded call carries as one more source is the prompt itself,
         # shown as instructions and question: not repeated among the sources.
         "sources": [{"id": s.id, "text": text(s.text)} for s in call.sources if s.id != PROMPT_SOURCE_ID],
+        # Only the definitions of the tools called: the pages show each call beside its definition, and an
+        # agent offered fifty tools would otherwise store fifty schemas with every call.
         "tools": [
             {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
             for tool in call.tool_definitions
+            if tool.name in called
         ],
         "tool_runs": [
             {"name": run.name, "call_id": run.call_id, "failed": run.failed, "error": text(run.error)}
