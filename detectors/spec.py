@@ -76,6 +76,19 @@ def no_evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
 
 
 @dataclass(frozen=True, slots=True)
+class Description:
+    """What a detector checks and what it cannot judge, as the triage pages say it beside its finding.
+
+    ``ok``: what its clean result means, said instead of its summary, where "found nothing to flag"
+    and the summary would mislead or repeat themselves (a gate's); None: those.
+    """
+
+    checks: str
+    blind_to: str
+    ok: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DetectorSpec(Generic[C]):
     """One detector: its name, kind, settings, built-in threshold, runtime, and which evidence keys are safe.
 
@@ -84,6 +97,7 @@ class DetectorSpec(Generic[C]):
     thresholds file names the detector. ``runtime`` imports the ``detector`` module.
     ``structural_keys`` are the evidence keys holding no content (ids, kinds, verdicts): they
     are kept whatever the content mode; every other text in the evidence follows it.
+    ``description`` is what the triage pages say it checks and cannot judge.
     """
 
     name: str
@@ -91,6 +105,7 @@ class DetectorSpec(Generic[C]):
     config: type[C]
     threshold: float
     runtime: Callable[[], Runtime]
+    description: Description
     structural_keys: frozenset[str] = frozenset()
 
     def config_in(self, section: BaseModel) -> C:

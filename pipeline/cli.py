@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
     from pipeline.alerting.silence_store import SilenceStore
     from pipeline.offline.scored_calls import LabelledScores
+    from pipeline.rate.store import Scope
+    from pipeline.sinks.clickhouse import EmbeddedInUse
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -72,6 +74,18 @@ class _Commands(click.Group):
             SilenceInputError,
         ) as exc:
             raise click.ClickException(str(exc)) from exc
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole first sentence: click's default cuts them at 45 characters with "…"."""
+        commands = [(name, self.get_command(ctx, name)) for name in self.list_commands(ctx)]
+        rows = [(name, command.get_short_help_str(limit=_SUMMARY_CHARS)) for name, command in commands
+                if command is not None and not command.hidden]  # fmt: skip
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+_SUMMARY_CHARS = 400  # longer than any command's first sentence: --help lists each whole
 
 
 @click.group(cls=_Commands)
@@ -719,8 +733,14 @@ def rate(
     """How often the calls hallucinate: model-based and verdict-corrected rates, the alert rule's precision and recall.
 
     The verdict-corrected rate comes from the verdicts given in the review queue (`halluwatch ui`,
-    Review); with too few it says how many more it needs.  With a --baseline-* option it also
-    compares the two scopes: the difference of their rates with its interval.
+    Review; sign in with the address `ui` prints); with too few it says how many more it needs.
+    With a --baseline-* option it also compares the two scopes: the difference of their rates
+    with its interval.
+
+    While `halluwatch ui` holds the embedded ClickHouse (one process per data directory), rate
+    reads through it: the address and token it left in DATA_DIR.
+
+    The demo's data: HALLUWATCH_DATA_DIR=.halluwatch/demo halluwatch rate --app default.
     """
     from dataclasses import replace
 
@@ -728,20 +748,27 @@ def rate(
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
-    from pipeline.sinks.clickhouse import open_clickhouse
+    from pipeline.sinks.clickhouse import EmbeddedInUse, open_clickhouse
 
     settings = _settings(config_path)
     review = settings.review
-    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
     values = _attribute_values(attributes, "--attr")
     scope = Scope(_ago(since, "--since"), _ago(until, "--until"), app, service, operation, model,
                   tuple(sorted(values.items())))  # fmt: skip
     if scope.since >= scope.until:
         raise click.BadParameter("the window must start before it ends", param_hint="--since")
+    comparing = bool(baseline_since or baseline_until or baseline_attributes)
+    try:
+        client = open_clickhouse(settings)
+    except EmbeddedInUse as exc:
+        for line in _rate_through_pages(settings, exc, scope, comparing):
+            click.echo(line)
+        return
+    store = RateStore(client, settings.clickhouse_database, Strata.configured(review))
     report = rate_report(store, scope, review.target_half_width)
     for line in report_lines(report, review.target_half_width):
         click.echo(line)
-    if not (baseline_since or baseline_until or baseline_attributes):
+    if not comparing:
         return
     baseline_values = {**values, **_attribute_values(baseline_attributes, "--baseline-attr")}
     baseline = replace(
@@ -764,6 +791,25 @@ def rate(
     else:
         after, earlier = f"for {scope.describe()}", f"for {baseline.describe()}"
     click.echo(comparison_sentence(app or service or "every app", (after, report.rate), (earlier, before.rate)))
+
+
+def _rate_through_pages(settings: Settings, in_use: EmbeddedInUse, scope: Scope, comparing: bool) -> list[str]:
+    """The report read through the triage pages of the process holding the embedded store, or what to do."""
+    from pipeline.rate.through_pages import PagesUnreachable, report_lines_through
+    from pipeline.ui.serve import running_pages
+
+    stop_it = (f"{in_use.where} is {in_use.reason}: stop that process (halluwatch ui or a worker) and run "
+               "this again")  # fmt: skip
+    if comparing:
+        raise click.ClickException(f"{stop_it}; a comparison (--baseline-*) is not read through the pages")
+    configured = settings.ui.token.get_secret_value() if settings.ui.token else ""
+    pages = running_pages(settings.data_dir, configured)
+    if pages is None:
+        raise click.ClickException(f"{stop_it}, or set HALLUWATCH_UI__TOKEN to the token its pages accept")
+    try:
+        return report_lines_through(*pages, scope)
+    except PagesUnreachable as exc:
+        raise click.ClickException(f"{stop_it} ({exc})") from exc
 
 
 @main.command(name="review-digest")
@@ -818,11 +864,17 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     Reads the configured ClickHouse (read-only credentials suffice to browse; verdicts
     write to the labels table).  A running worker with embedded chDB serves the same
     pages on its metrics port: chDB admits one process per data directory.
+
+    To sign in: with no ui.token configured, the address it prints carries a token made up
+    for this run (?token=...), which signs the browser in; the token is also written to
+    DATA_DIR/ui_token.  With HALLUWATCH_UI__TOKEN set, open the address and enter that token.
+
+    The demo's data: HALLUWATCH_DATA_DIR=.halluwatch/demo halluwatch ui (after halluwatch demo).
     """
     from waitress import serve
 
     from pipeline.sinks.clickhouse import EmbeddedInUse
-    from pipeline.ui.serve import sign_in_url, triage_app
+    from pipeline.ui.serve import keep_address, keep_token, sign_in_url, triage_app
 
     settings = _settings(config_path)
     try:
@@ -832,8 +884,15 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
             f"{exc.where} is {exc.reason}, probably a running worker: open the pages on "
             "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"
         ) from exc
-    click.echo(f"triage pages on {sign_in_url(f'http://{host}:{port}', access)}  (Ctrl-C stops)")
-    serve(app, host=host, port=port, threads=4, ident="halluwatch")
+    base_url = f"http://{host}:{port}"
+    # Commands that cannot open the embedded store while this process holds it (rate) read through the pages.
+    keep_token(access, settings.data_dir)
+    address = keep_address(base_url, settings.data_dir)
+    click.echo(f"triage pages on {sign_in_url(base_url, access)}  (Ctrl-C stops)")
+    try:
+        serve(app, host=host, port=port, threads=4, ident="halluwatch")
+    finally:
+        address.unlink(missing_ok=True)
 
 
 @main.command()

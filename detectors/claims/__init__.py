@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class ClaimsConfig(BaseModel):
@@ -41,5 +41,9 @@ DETECTOR = DetectorSpec(
     # 0.3 flags about one claim in three. Not yet calibrated on labelled data.
     threshold=0.3,
     runtime=_runtime,
+    description=Description(
+        checks="each claim of the answer against the context, as an LLM judge sees it",
+        blind_to="what the judge itself gets wrong",
+    ),
     structural_keys=frozenset({"verdict"}),
 )

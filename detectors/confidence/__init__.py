@@ -8,7 +8,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from detectors.config import DEFAULT_MIN_TOKENS, DEFAULT_TOP_K, ModelBaseline
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class ConfidenceConfig(BaseModel):
@@ -41,5 +41,9 @@ DETECTOR = DetectorSpec(
     # 1 - 2^(-|z|/2.5): 0.5 is |z| = 2.5 against the model's entropy baseline.
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks="how unsure the model was (token entropy against its own baseline)",
+        blind_to="whether the answer is true: a confident model can still be wrong",
+    ),
     structural_keys=frozenset({"baseline_model", "baseline_version"}),
 )

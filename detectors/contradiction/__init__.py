@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class ContradictionConfig(BaseModel):
@@ -43,5 +43,9 @@ DETECTOR = DetectorSpec(
     # unsupported number; best F1 on both RAGTruth and SummEdits among 0.25 / 0.4 / 0.5.
     threshold=0.25,
     runtime=_runtime,
+    description=Description(
+        checks="the numbers, dates, quantities and names of the answer against the context",
+        blind_to="claims without a value or a name",
+    ),
     structural_keys=frozenset({"kind", "verdict", "family"}),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class CoverageConfig(BaseModel):
@@ -37,5 +37,13 @@ DETECTOR = DetectorSpec(
     # Its score is 1 when it found a reason the call is unverified, 0 otherwise: any reason flags.
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks=(
+            "whether the content detectors could read the whole call: the answer's language, "
+            "sources past max_source_chars"
+        ),
+        blind_to="whether the answer is right: its flag means unverified, not hallucinated",
+        ok="found that they could",
+    ),
     structural_keys=frozenset({"reasons", "language"}),
 )

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class ToolSpec(BaseModel):
@@ -81,5 +81,9 @@ DETECTOR = DetectorSpec(
     # Its score is 1.0 when any schema or tool-call violation was found.
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks="tool calls and structured answers against their definitions",
+        blind_to="meaning: a well-formed call or answer with a wrong value passes",
+    ),
     structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion"}),
 )

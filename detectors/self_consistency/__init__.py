@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class SelfConsistencyConfig(BaseModel):
@@ -40,4 +40,8 @@ DETECTOR = DetectorSpec(
     # "divergent below 0.65". Not yet calibrated on labelled data.
     threshold=0.35,
     runtime=_runtime,
+    description=Description(
+        checks="whether the model gives the same answer when asked again",
+        blind_to="errors the model repeats every time",
+    ),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class SentinelConfig(BaseModel):
@@ -36,5 +36,13 @@ DETECTOR = DetectorSpec(
     # and ~90% of non-factual ones skipped (held-out split of detectors/data/sentinel_prompts.jsonl).
     threshold=0.3,
     runtime=_runtime,
+    description=Description(
+        checks=(
+            "whether the prompt asks for facts (its score: how likely), which decides whether the content "
+            "detectors apply"
+        ),
+        blind_to="whether the answer is right: it judges the prompt, and its flag means unverified, not hallucinated",
+        ok="let the content detectors run",
+    ),
     structural_keys=frozenset({"label"}),
 )

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class NliLabelOrder(BaseModel):
@@ -76,5 +76,9 @@ DETECTOR = DetectorSpec(
     # Max span probability (or noisy-OR); used only when a span model is configured.
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks="which answer tokens a token classifier marks as unsupported",
+        blind_to="whatever its training data did not cover",
+    ),
     structural_keys=frozenset({"nli", "aggregation", "label"}),
 )

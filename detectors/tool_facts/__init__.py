@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class OpenAPIRegistryConfig(BaseModel):
@@ -87,5 +87,9 @@ DETECTOR = DetectorSpec(
     # Its score is 1.0 when a tool call names an endpoint, value or permission its registries do not have.
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks="tool call arguments against the registries declared for them",
+        blind_to="anything no registry declares",
+    ),
     structural_keys=frozenset({"kind", "tool", "parameter", "path", "suggestion", "registries"}),
 )

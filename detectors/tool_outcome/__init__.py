@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class ToolOutcomeConfig(BaseModel):
@@ -33,5 +33,9 @@ DETECTOR = DetectorSpec(
     # unsaid: 0.5 flags all three. Not calibrated on labelled data (no shared set has tool turns).
     threshold=0.5,
     runtime=_runtime,
+    description=Description(
+        checks="whether the answer claims a tool did what its result says failed",
+        blind_to="claims without an action word, and tool results that do not say they failed",
+    ),
     structural_keys=frozenset({"tool", "status", "outcome", "call_id"}),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from detectors.spec import DetectorSpec, Runtime
+from detectors.spec import Description, DetectorSpec, Runtime
 
 
 class UnsupportedSpansConfig(BaseModel):
@@ -38,5 +38,9 @@ DETECTOR = DetectorSpec(
     # P 0.64 / R 0.64 on RAGTruth's training documents (0.66 / 0.59 on its held-out ones).
     threshold=0.6,
     runtime=_runtime,
+    description=Description(
+        checks="which answer words no source supports",
+        blind_to="claims the sources state in other words, and sources it was not given",
+    ),
     structural_keys=frozenset({"source_id"}),
 )

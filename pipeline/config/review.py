@@ -27,6 +27,11 @@ class ReviewSettings(BaseModel):
     window_days: int = Field(default=7, ge=1, le=366)
     # The interval half-width `halluwatch rate` counts the verdicts still needed for (0.02: ±2 points).
     target_half_width: float = Field(default=0.02, gt=0, lt=0.5)
+    # The review page hides what the detectors found (marks, p_hallucination, their names, the stratum)
+    # until the verdict is in, then shows it: a reviewer who sees the detectors' marks tends to confirm
+    # them, and the sample would stop measuring the detectors. false: shown up front. Each verdict
+    # records which way it was given.
+    blind: bool = True
 
     @field_validator("strata")
     @classmethod

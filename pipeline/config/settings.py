@@ -9,6 +9,7 @@ offending field named, never halfway through a stream.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -41,6 +42,9 @@ from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
+DATA_DIR_ENV = "HALLUWATCH_DATA_DIR"
+# Read when no config file is named: a data directory that brings its settings (the demo's) is used as it is.
+DATA_DIR_SETTINGS = "settings.yaml"
 # Secret files: one file per setting, named like its variable (halluwatch_alerting__slack_bot_token).
 SECRETS_DIR_ENV = "HALLUWATCH_SECRETS_DIR"
 CONFIG_ENV = "HALLUWATCH_CONFIG"
@@ -280,7 +284,7 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
     )
     if unknown:
         raise ConfigError(unknown)
-    path = config_path or _env_config_path()
+    path = config_path or _env_config_path() or _data_dir_settings(overrides)
     file_values = _read_yaml(path) if path else {}
     try:
         # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
@@ -301,6 +305,13 @@ def _describe(error: ValidationError) -> str:
         message = item["msg"].removeprefix("Value error, ")  # our validators' own words
         lines.append(f"{field}: {message}")
     return f" {lines[0]}" if len(lines) == 1 else "".join(f"\n  {line}" for line in lines)
+
+
+def _data_dir_settings(overrides: Mapping[str, Any]) -> Path | None:
+    """The data directory's own settings file (``DATA_DIR/settings.yaml``, the demo's), if there is one."""
+    data_dir = overrides.get("data_dir") or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR
+    path = Path(data_dir) / DATA_DIR_SETTINGS
+    return path if path.is_file() else None
 
 
 def _env_config_path() -> Path | None:

@@ -6,8 +6,10 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
   ``retrieval.documents.N.document.{id,content,score}``; GenAI ``retrieval`` operations with
   ``gen_ai.retrieval.documents``, a JSON list of ``{id, content|text, score}``);
 - a **tool execution span** holds a tool run and how it ended (GenAI ``execute_tool``
-  operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``; OpenInference ``TOOL`` spans:
-  ``tool.name``, ``tool_call.id``), failed when its status is ERROR or it has ``error.type``.
+  operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` and
+  ``.result``; OpenInference ``TOOL`` spans: ``tool.name``, ``tool_call.id``, ``input.value``,
+  ``output.value``), failed when its status is ERROR or it has ``error.type``.  Its arguments and
+  result go to the ``tool_runs`` table for the triage pages, never to the calls.
 
 :func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
 
@@ -39,6 +41,7 @@ from pipeline.ingest.otlp_traces import SpanContext, attributes
 MAX_DOCUMENTS = 20  # per retriever span and per call; the call's content cap still applies after
 MAX_DOCUMENT_CHARS = 20_000  # per document, so a fact held for other messages stays small
 MAX_TOOL_SPANS = 20  # per call, the latest
+MAX_TOOL_VALUE_CHARS = 4_000  # a tool run's arguments and result, each: a fact held for other messages stays small
 PROMPT_SOURCE_ID = "prompt"  # the source holding a trace-grounded call's own prompt context
 _MAX_ERROR_CHARS = 300
 _MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
@@ -57,10 +60,12 @@ class Retrieval:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecution:
-    """A tool execution span of a trace."""
+    """A tool execution span of a trace: its summary for the calls after it, what it was called with and returned."""
 
     trace_id: str
     tool: ToolSpan
+    arguments: str = ""
+    result: str = ""
 
 
 Fact = Retrieval | ToolExecution
@@ -71,7 +76,8 @@ def fact_dict(fact: Fact) -> dict[str, Any]:
     if isinstance(fact, Retrieval):
         documents = [{"id": d.id, "text": d.text, "score": d.score} for d in fact.documents]
         return {"retrieval": {**{k: getattr(fact, k) for k in Retrieval.__dataclass_fields__}, "documents": documents}}
-    return {"tool": {"trace_id": fact.trace_id, **{k: getattr(fact.tool, k) for k in ToolSpan.__dataclass_fields__}}}
+    tool = {k: getattr(fact.tool, k) for k in ToolSpan.__dataclass_fields__}
+    return {"tool": {"trace_id": fact.trace_id, **tool}, "arguments": fact.arguments, "result": fact.result}
 
 
 def fact_from_dict(data: dict[str, Any]) -> Fact:
@@ -82,7 +88,8 @@ def fact_from_dict(data: dict[str, Any]) -> Fact:
         return Retrieval(**{**retrieval, "documents": documents})
     tool = dict(data["tool"])
     trace_id = tool.pop("trace_id")
-    return ToolExecution(trace_id, ToolSpan(**tool))
+    # .get: facts a join table held from before tool runs kept their values
+    return ToolExecution(trace_id, ToolSpan(**tool), data.get("arguments", ""), data.get("result", ""))
 
 
 def fact_span_id(fact: Fact) -> str:
@@ -117,7 +124,9 @@ def span_fact(ctx: SpanContext) -> Fact | None:
             error=_error_message(ctx, attrs) if failed else "",
             end_time_unix_nano=span.end_time_unix_nano,
         )
-        return ToolExecution(ctx.trace_id, tool)
+        arguments = attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value"))
+        result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
+        return ToolExecution(ctx.trace_id, tool, _value_text(arguments), _value_text(result))
     return None
 
 
@@ -187,6 +196,14 @@ def _openinference_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:
 
 def _score(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _value_text(value: Any) -> str:
+    """A tool run's arguments or result as text (JSON for structured values), at most ``MAX_TOOL_VALUE_CHARS``."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text[:MAX_TOOL_VALUE_CHARS]
 
 
 def _error_message(ctx: SpanContext, attrs: dict[str, Any]) -> str:

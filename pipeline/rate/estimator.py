@@ -36,7 +36,8 @@ class Estimate:
     ``verdicts`` counts the judged calls that fall in the ratio's denominator (for precision: the
     alerted ones); ``more_for_target`` is how many more verdicts, drawn as the sample was, would
     bring the interval's half-width to the target (0: it is there already), at most every call not
-    judged yet.
+    judged yet.  ``short``: the strata still short of the two verdicts a variance needs, and by how
+    many; ``census``: every call is judged, so the value is exact (no interval to narrow).
     """
 
     value: float | None
@@ -45,6 +46,8 @@ class Estimate:
     verdicts: int
     more_for_target: int
     shortfall: str = ""
+    short: tuple[tuple[str, int], ...] = ()
+    census: bool = False
 
     @property
     def bounds(self) -> tuple[float, float, float] | None:
@@ -85,7 +88,9 @@ def estimate_ratio(
         missing = ", ".join(f"{count} in stratum {name}" for name, count in short.items())
         needed = _effective_size_for(target_half_width, planning_value)
         more = min(max(needed - judged_now, sum(short.values())), total - judged_now)
-        return Estimate(None, None, None, units, more, f"too few verdicts: {missing or 'no calls'}")
+        return Estimate(
+            None, None, None, units, more, f"too few verdicts: {missing or 'no calls'}", tuple(short.items())
+        )
     shares = {name: population[name] / total for name in strata}
     # Each judged call stands for its stratum's share over the stratum's verdicts.
     weights = [(shares[name] / len(judged[name]), call) for name in strata for call in judged[name]]
@@ -94,7 +99,7 @@ def estimate_ratio(
         return Estimate(None, None, None, 0, 0, NO_DENOMINATOR)
     ratio = sum(weight * call.y for weight, call in weights) / x_total
     if all(len(judged[name]) >= population[name] for name in strata):
-        return Estimate(ratio, ratio, ratio, units, 0)  # every call judged: nothing left to estimate
+        return Estimate(ratio, ratio, ratio, units, 0, census=True)  # every call judged: nothing left to estimate
     variance = sum(shares[name] ** 2 * _residual_variance(judged[name], ratio, population[name]) for name in strata)
     variance /= x_total**2
     # The design's effective sample size; with no spread to read it from (a share of 0 or 1), Kish's

@@ -9,10 +9,11 @@ hallucinated calls) from the same verdicts.  Unverified calls are named apart, n
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pipeline.rate.estimator import NO_DENOMINATOR, Estimate, Judged, estimate_ratio
+from pipeline.rate.sampler import ALERTED, NO_PROBABILITY
 from pipeline.rate.store import AuditVerdict, RateStore, Scope, ScopeCounts
 
 
@@ -57,17 +58,38 @@ def percent(value: float) -> str:
     return f"{100 * value:.1f} %"
 
 
-def estimate_words(estimate: Estimate, target_half_width: float) -> str:
-    """``8.1 % ± 3.2 (95 % CI 5.0-11.3 %)``, or why there is none; with the verdicts that would narrow it."""
+# One sentence on strata, printed where a line names one.
+STRATA_WORDS = (
+    "  (a stratum is a group of calls the review queue draws from separately: the alerted calls, the calls "
+    "without a probability, and the others by their range of p_hallucination; each needs two verdicts "
+    "before the rate has an interval)"
+)
+
+
+def estimate_words(estimate: Estimate, target_half_width: float, drawable: Mapping[str, int] | None = None) -> str:
+    """``8.1 % ± 3.2 (95 % CI 5.0-11.3 %)``, or what it still needs; with the verdicts that would narrow it.
+
+    ``drawable``: per stratum, the calls the queue can still serve (nobody judged or skipped them):
+    no line asks for more verdicts than those.
+    """
     target = f"±{100 * target_half_width:g} points"
+    left = sum(drawable.values()) if drawable is not None else None
+    more = estimate.more_for_target if left is None else min(estimate.more_for_target, left)
     if estimate.bounds is None:
-        more = estimate.more_for_target
-        return f"{estimate.shortfall}; about {more} more verdicts would give {target}" if more else estimate.shortfall
+        if not estimate.short:
+            return estimate.shortfall
+        several_apps = len({frame.partition(" / ")[0] for frame, _ in estimate.short}) > 1
+        needs = [_needs(frame, count, drawable, several_apps) for frame, count in estimate.short]
+        return "needs " + (f"{', '.join(needs[:-1])} and {needs[-1]}" if len(needs) > 1 else needs[0])
     value, low, high = estimate.bounds
+    if estimate.census:
+        return f"{percent(value)}, every call judged ({estimate.verdicts} verdicts): exact, no interval"
     words = (f"{percent(value)} ± {50 * (high - low):.1f} (95 % CI {_interval(low, high)}), "
              f"from {estimate.verdicts} verdicts")  # fmt: skip
+    if more:
+        return f"{words}; {more} more verdicts would give {target}"
     if estimate.more_for_target:
-        return f"{words}; {estimate.more_for_target} more verdicts would give {target}"
+        return f"{words}; no call left to narrow it: every other one was skipped"
     return f"{words}; within {target}"
 
 
@@ -84,12 +106,35 @@ def report_lines(report: RateReport, target_half_width: float) -> list[str]:
     model = (f"{percent(counts.mean_probability)} (mean p_hallucination of {counts.with_probability} calls)"
              if counts.mean_probability is not None else "no call has a probability")  # fmt: skip
     lines.append(f"  model-based rate: {model}")
-    lines.append(f"  verdict-corrected rate: {estimate_words(report.rate, target_half_width)}")
+    lines.append(f"  verdict-corrected rate: {estimate_words(report.rate, target_half_width, counts.drawable)}")
     lines.append(f"  alert rule precision: {_ratio_words(report.precision, 'no alerted call judged yet')}")
     lines.append(f"  alert rule recall: {_ratio_words(report.recall, 'no hallucination judged yet')}")
     if counts.skipped:
         lines.append(f"  {counts.skipped} calls skipped in the review queue and not judged since")
+    if report.rate.short:
+        lines.append(STRATA_WORDS)
     return lines
+
+
+def _needs(frame: str, count: int, drawable: Mapping[str, int] | None, name_app: bool) -> str:
+    """``2 more verdicts among alerted calls``, and whether the queue can still serve them."""
+    app, _, stratum = frame.partition(" / ")
+    among = f"among {app}'s {_stratum_words(stratum)}" if name_app else f"among {_stratum_words(stratum)}"
+    words = f"{count} more verdict{'s' if count != 1 else ''} {among}"
+    left = drawable.get(frame) if drawable is not None else None
+    if left is None or left >= count:
+        return words
+    if left == 0:
+        return f"{words} (every call left there was skipped; the queue serves it to other reviewers only)"
+    return f"{words} (only {left} not skipped {'is' if left == 1 else 'are'} left)"
+
+
+def _stratum_words(stratum: str) -> str:
+    if stratum == ALERTED:
+        return "alerted calls"
+    if stratum == NO_PROBABILITY:
+        return "calls without a probability"
+    return f"calls with {stratum.replace('p ', 'p_hallucination ', 1)}"
 
 
 def _interval(low: float, high: float) -> str:

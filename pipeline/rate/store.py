@@ -66,6 +66,7 @@ class ScopeCounts:
     mean_probability: float | None = None  # over the verified calls with a probability
     with_probability: int = 0
     skipped: int = 0  # calls a reviewer skipped that nobody judged since
+    drawable: dict[str, int] = field(default_factory=dict)  # per frame: verified calls nobody judged or skipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +98,7 @@ class RateStore:
         groups = self._rows(
             f"""
             SELECT app, stratum, notEmpty(reasons) AS unverified, count(), countIf(p IS NOT NULL),
-                   sumIf(p, p IS NOT NULL), countIf(skipped AND NOT judged)
+                   sumIf(p, p IS NOT NULL), countIf(skipped AND NOT judged), countIf(NOT judged AND NOT skipped)
             FROM ({calls_sql}) GROUP BY app, stratum, unverified
             """,  # noqa: S608 - identifiers validated, values bound
             params,
@@ -116,6 +117,7 @@ class RateStore:
             mean_probability=sum(float(row[5]) for row in checked) / with_p if with_p else None,
             with_probability=with_p,
             skipped=sum(int(row[6]) for row in groups),
+            drawable={frame_name(row[0], row[1]): int(row[7]) for row in checked},
         )
 
     def verdicts(self, scope: Scope) -> list[AuditVerdict]:

@@ -11,12 +11,12 @@ from clickhouse_connect.driver.client import Client
 
 LABEL_COLUMNS = [
     "trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn",
-    "inclusion_probability", "stratum",
+    "inclusion_probability", "stratum", "blind",
 ]  # fmt: skip
 # Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
 SPAN_ID = re.compile(r"[0-9a-f]{16}")
-# Label's field for each column up to source (given per batch), which the last three follow.
+# Label's field for each column up to source (given per batch), which the rest follow.
 _FIELDS = ["trace_id", "span_id", "hallucinated", "detector", "labeller", "labelled_at", "note"]
 
 
@@ -29,6 +29,7 @@ class Label:
     their earlier one.  ``withdrawn``: the person took this verdict back (an undo); the call
     counts as not labelled by them.  ``inclusion_probability`` and ``stratum``: for a verdict given
     in the review queue, how its call was drawn into the audit sample (0 and "" otherwise).
+    ``blind``: given in the review queue before its page showed what the detectors found.
     """
 
     trace_id: str
@@ -41,6 +42,7 @@ class Label:
     withdrawn: bool = False
     inclusion_probability: float = 0.0
     stratum: str = ""
+    blind: bool = False
 
 
 def to_utc_ms(moment: datetime) -> datetime:
@@ -61,7 +63,9 @@ def insert_labels(client: Client, database: str, labels: Sequence[Label], source
     rows = []
     for label in labels:
         probability, stratum = draws.get(_row_key(label), (label.inclusion_probability, label.stratum))
-        rows.append([getattr(label, name) for name in _FIELDS] + [source, label.withdrawn, probability, stratum])
+        rows.append(
+            [getattr(label, name) for name in _FIELDS] + [source, label.withdrawn, probability, stratum, label.blind]
+        )
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)

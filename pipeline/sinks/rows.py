@@ -8,7 +8,7 @@ through the table's :class:`~pipeline.config.content_policy.ContentPolicy` here,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,14 +17,16 @@ from detectors.llm_call import LLMCall, TokenLogprob
 from detectors.verdict import CallJudgement, CallVerdict
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
+from pipeline.ingest.trace_facts import Fact, ToolExecution
 from pipeline.sinks.finding import Finding
+from pipeline.sinks.transcript import transcript_json
 
 LLM_CALL_COLUMNS = [
     "trace_id", "span_id", "parent_span_id", "service", "span_name", "convention", "provider",
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
     "sources_from", "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding",
-    "logprobs_json", "attributes", "p_hallucination", "verdict_version", "flagged", "ingested_at",
+    "transcript", "logprobs_json", "attributes", "p_hallucination", "verdict_version", "flagged", "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -38,6 +40,11 @@ ALERT_COLUMNS = [
     "detectors", "summary", "evidence", "status", "attempts", "error", "state_version", "created_at", "updated_at",
 ]  # fmt: skip
 
+TOOL_RUN_COLUMNS = [
+    "trace_id", "span_id", "name", "call_id", "arguments", "result", "failed", "error", "end_time", "content_mode",
+    "ingested_at",
+]  # fmt: skip
+
 INCIDENT_COLUMNS = [
     "incident_id", "monitor", "route", "group_by", "group_values", "status", "opened_at", "updated_at",
     "resolved_at", "rate", "baseline_rate", "calls", "flagged", "slack_channel", "slack_ts",
@@ -48,6 +55,7 @@ TABLE_COLUMNS = {
     "llm_calls": LLM_CALL_COLUMNS,
     "findings": FINDING_COLUMNS,
     "alerts": ALERT_COLUMNS,
+    "tool_runs": TOOL_RUN_COLUMNS,
     "incidents": INCIDENT_COLUMNS,  # rows built by pipeline.monitors.store.incident_row
 }
 
@@ -97,6 +105,7 @@ def llm_call_row(
         content.text(call.prompt),
         content.text(call.answer),
         content.text(call.grounding_text),
+        transcript_json(call, content),
         _logprobs_json(call, with_tokens=content.mode == "store"),
         {key: content.attribute(str(value)) for key, value in call.attributes.items()},
         verdict.probability if verdict else None,
@@ -104,6 +113,22 @@ def llm_call_row(
         bool(judgement and judgement.flagged),
         now,
     ]
+
+
+def tool_run_rows(facts: Iterable[Fact], content: ContentPolicy, now: datetime) -> list[list[Any]]:
+    """The ``tool_runs`` rows of ``facts``' tool executions, their arguments, result and error as ``content`` allows.
+
+    Tool runs belong to no one call, so to no application's policy: the configured content mode applies.
+    """
+    return [
+        [
+            run.trace_id, run.tool.span_id, run.tool.name, run.tool.call_id or "", content.text(run.arguments),
+            content.text(run.result), run.tool.failed, content.text(run.tool.error),
+            from_unix_nano(run.tool.end_time_unix_nano), content.mode, now,
+        ]
+        for run in facts
+        if isinstance(run, ToolExecution)
+    ]  # fmt: skip
 
 
 def finding_record(

@@ -36,7 +36,7 @@ from pipeline.config.stream import LogJoinSettings, StreamSettings
 from pipeline.log_join.stage import LogJoinStage
 from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
-from pipeline.sinks.rows import finding_row, llm_call_row
+from pipeline.sinks.rows import finding_row, llm_call_row, tool_run_rows
 from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
 from pipeline.stream.plumbing import (
     BATCHES,
@@ -90,6 +90,7 @@ class SpansStage:
         self._sample = sample
         self._finding_sinks = finding_sinks
         self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
+        self._llm_calls_content = stream.content.llm_calls  # tool runs are kept as the llm_calls table's content
         self._dead_letter = withholding(dead_letter, stream.content.llm_calls)  # a reason may quote the input
         self.messages_done = 0  # input messages durably processed by this process
         self.findings_published = 0  # findings records this process published (and the broker acked)
@@ -155,7 +156,8 @@ class SpansStage:
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(finding, now) for finding in result.findings]
-        await self._store({"llm_calls": calls, "findings": findings})
+        tool_runs = tool_run_rows(result.facts, self._llm_calls_content, now)
+        await self._store({"llm_calls": calls, "findings": findings, "tool_runs": tool_runs})
 
     async def _publish(self, result: BatchResult) -> None:
         sampled = self._sample(result.llm_calls)  # once: a retried send must not sample again

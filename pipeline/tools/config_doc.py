@@ -39,7 +39,9 @@ _PREAMBLE = """\
 One settings model (`pipeline/config/settings.py`) configures every command. Values come,
 highest priority first, from `HALLUWATCH_*` environment variables (nested keys joined by `__`:
 `HALLUWATCH_ALERTING__SLACK_BOT_TOKEN`), then the YAML file named by `HALLUWATCH_CONFIG` (or
-`--config`), then the defaults below, which run everything embedded on one machine. Secrets can
+`--config`; with neither, `settings.yaml` in the data directory when there is one, as `halluwatch
+demo` leaves in `.halluwatch/demo`), then the defaults below, which run everything embedded on one
+machine. Secrets can
 also be files in `HALLUWATCH_SECRETS_DIR`, each named like its variable in lower case
 (`halluwatch_alerting__slack_bot_token`). An unknown or invalid value stops the process at start
 with the field named; an unknown `HALLUWATCH_*` variable with the closest valid name. Settings

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import yaml
 from confluent_kafka import Producer
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.alerting.console import delivery_words
 from pipeline.config.alerting import default_routes
-from pipeline.config.settings import Settings, load_settings
+from pipeline.config.settings import DATA_DIR_SETTINGS, Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
-from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.demo_broker import BROKER_LOG, TansuBroker
 from pipeline.tools.example_traces import (
     EXAMPLE_OUTPUT_SCHEMAS,
     example_log_event_telemetry,
@@ -70,8 +71,32 @@ class DemoOutcome:
 
 
 def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
-    """Embedded defaults, tuned for a single local worker (fast group joins)."""
+    """Embedded defaults, tuned for a single local worker (fast group joins).
+
+    What outlives the run (the policies, routes and detectors' schemas and registries) goes to the
+    data directory's ``settings.yaml``, which every command run with ``HALLUWATCH_DATA_DIR`` there
+    reads (``policy explain``, ``doctor``, ``ui``); the broker's address and the timings do not.
+    """
+    kept = {
+        "detectors": {
+            "schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS},
+            "tool_facts": example_registries(),
+        },
+        "alerting": {
+            "routes": {
+                **{name: route.model_dump(exclude_defaults=True) for name, route in default_routes().items()},
+                **DEMO_ROUTES,
+            }
+        },
+        "policies": DEMO_POLICIES,
+    }
+    settings_file = data_dir / DATA_DIR_SETTINGS
+    settings_file.write_text(
+        f"# Written by `halluwatch demo`: its applications' settings.\n{yaml.safe_dump(kept, sort_keys=False)}",
+        encoding="utf-8",
+    )
     return load_settings(
+        settings_file,
         data_dir=data_dir,
         kafka_bootstrap=bootstrap,
         kafka_topic_partitions=2,
@@ -80,12 +105,6 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
         kafka_heartbeat_interval_seconds=1.0,
         kafka_commit_interval_seconds=0.5,
         log_level="warn",
-        detectors={
-            "schema_violation": {"output_schemas": EXAMPLE_OUTPUT_SCHEMAS},
-            "tool_facts": example_registries(),
-        },
-        alerting={"routes": {**default_routes(), **DEMO_ROUTES}},
-        policies=DEMO_POLICIES,
     )
 
 
@@ -93,7 +112,7 @@ def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
     """Run the demo end to end; returns what happened (never leaves the broker running)."""
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    with TansuBroker(log_path=data_dir / "tansu.log") as broker:
+    with TansuBroker(log_path=data_dir / BROKER_LOG) as broker:
         settings = demo_settings(data_dir, broker.bootstrap)
         pipeline_worker = PipelineWorker(settings)
         worker = faust_worker(pipeline_worker)

@@ -21,6 +21,9 @@ from detectors.extras import requires_extra
 
 logger = logging.getLogger(__name__)
 
+# The demo's broker log, in its data directory: the mark of a directory whose broker lived only while the demo ran.
+BROKER_LOG = "tansu.log"
+
 
 class BrokerStartError(RuntimeError):
     """Tansu could not be found or did not start listening."""

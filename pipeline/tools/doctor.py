@@ -23,6 +23,7 @@ from pipeline.config.alerting import AlertingSettings
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.secrets import scrub, secret_values
 from pipeline.config.settings import Settings
+from pipeline.tools.demo_broker import BROKER_LOG
 from pipeline.tools.kafka_clients import client_config
 
 
@@ -96,6 +97,13 @@ def _kafka_hint(settings: Settings) -> str:
 
 def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
     from confluent_kafka.admin import AdminClient
+
+    if (settings.data_dir / BROKER_LOG).is_file() and "kafka_bootstrap" not in settings.model_fields_set:
+        yield Check(
+            "kafka", True, "the demo's broker (Tansu) runs only while `halluwatch demo` does: nothing to reach now; "
+            "a worker of your own reads the brokers of kafka_bootstrap (HALLUWATCH_KAFKA_BOOTSTRAP)", warning=True,
+        )  # fmt: skip
+        return
 
     admin = AdminClient(_kafka_config(settings, timeout_seconds))
     try:

@@ -1,4 +1,4 @@
-"""One call as the pages show it: its findings in sentences with their evidence, the answer's flagged words."""
+"""One call as the pages show it: what the model did, its findings in sentences, the answer's flagged words."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from detectors.registry import FACT_DETECTORS
 from pipeline.ui.evidence import EvidenceView, evidence_view
 from pipeline.ui.explain import sentence
 from pipeline.ui.highlight import marks, segments
-from pipeline.ui.queries import CallView, FindingView, LabelView
+from pipeline.ui.queries import CallView, FindingView, LabelView, ToolRunView
+from pipeline.ui.story import call_story
 from pipeline.ui.verdicts import standing_by_row
 
 # Stored text withheld by the worker's content policy, and what the page says about it.
@@ -30,16 +32,40 @@ class FindingRow:
     evidence: EvidenceView
 
 
-def call_context(call: CallView, labels: Sequence[LabelView]) -> dict[str, Any]:
-    """What the templates render of ``call``, with the verdicts standing on it among ``labels``."""
+def call_context(call: CallView, labels: Sequence[LabelView], tool_runs: Sequence[ToolRunView] = ()) -> dict[str, Any]:
+    """What the templates render of ``call``, with the verdicts standing on it among ``labels``.
+
+    ``tool_runs``: the trace's tool execution spans, where the results of the call's tool calls are.
+    """
     answer_marks = marks(call.answer, call.findings)
+    rows = [FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings]
     return {
         "call": call,
-        "findings": [FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings],
+        "story": call_story(call, tool_runs),
+        "findings": rows,
+        "flagging": [row for row in rows if row.finding.flagged],
+        "quiet": [row for row in rows if not row.finding.flagged],
         "flagged_by": [f.detector for f in call.findings if f.flagged],
+        "why": why_flagged(call),
         "verdicts": standing_by_row(labels, call.span_id),
         "marks": answer_marks,
         "segments": segments(call.answer, answer_marks),
         "withheld": _WITHHELD.get(call.content_mode, ""),
         "redacted": _REDACTED if call.content_mode == "redact" else "",
     }
+
+
+def why_flagged(call: CallView) -> str:
+    """Why the call is flagged or not, in words: a fact a detector checked, or its probability."""
+    facts = [f for f in call.findings if f.flagged and f.detector in FACT_DETECTORS]
+    p = "no p_hallucination" if call.p_hallucination is None else f"p_hallucination {call.p_hallucination:.3f}"
+    if facts:
+        named = ", ".join(f.detector for f in facts)
+        return (
+            f"Flagged by a fact: {named} checked the call against its definitions, registries or tool results "
+            f"and found it wrong, which needs no probability. The {p} is the learned verdict's estimate from "
+            "every detector's score; a fact flags the call whatever it says."
+        )
+    if call.flagged:
+        return f"Flagged by its probability: {p} reached the application's list threshold."
+    return f"Not flagged: {p} stayed below the application's list threshold, and no detector reported a fact."

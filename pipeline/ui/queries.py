@@ -23,8 +23,8 @@ from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
 _NEEDED = {
-    "llm_calls": "flagged", "findings": "evidence", "alerts": "resolved_by", "labels": "stratum",
-    "review_skips": "reviewer",
+    "llm_calls": "transcript", "findings": "evidence", "alerts": "resolved_by", "labels": "blind",
+    "review_skips": "reviewer", "tool_runs": "result",
 }  # fmt: skip
 ORDERS = ("newest", "probability")
 
@@ -102,6 +102,21 @@ class CallView:
     findings: tuple[FindingView, ...] = ()
     p_hallucination: float | None = None
     flagged: bool = False  # as a call: its probability reached its policy's list threshold, or a fact
+    transcript: str = ""  # what it was given and did, as JSON (pipeline/sinks/transcript.py); "" when not stored
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRunView:
+    """A tool execution span of the trace: the run of a tool call, with what it returned or its error."""
+
+    span_id: str
+    name: str
+    call_id: str
+    arguments: str
+    result: str
+    failed: bool
+    error: str
+    ended: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +162,7 @@ class TraceView:
     calls: tuple[CallView, ...]
     alerts: tuple[AlertView, ...] = ()
     labels: tuple[LabelView, ...] = ()
+    tool_runs: tuple[ToolRunView, ...] = ()
 
     @property
     def found(self) -> bool:
@@ -236,7 +252,7 @@ class TriageStore:
             for span, *values in self._rows(
                 f"""
                 SELECT span_id, service, operation, model, start_time, content_mode, sources_from,
-                       prompt, grounding, answer, p_hallucination, flagged
+                       prompt, grounding, answer, p_hallucination, flagged, transcript
                 FROM {self._db}.llm_calls FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY start_time, span_id
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -269,7 +285,18 @@ class TriageStore:
                 params,
             )
         ]
-        return TraceView(trace_id, tuple(calls), tuple(alerts), tuple(labels))
+        tool_runs = [
+            ToolRunView(span, name, call_id, arguments, result, bool(failed), error, ended)
+            for span, name, call_id, arguments, result, failed, error, ended in self._rows(
+                f"""
+                SELECT span_id, name, call_id, arguments, result, failed, error, end_time
+                FROM {self._db}.tool_runs FINAL WHERE trace_id = {{trace:String}}
+                ORDER BY end_time, span_id
+                """,  # noqa: S608 - identifiers validated, values bound
+                params,
+            )
+        ]
+        return TraceView(trace_id, tuple(calls), tuple(alerts), tuple(labels), tuple(tool_runs))
 
     def schema_gaps(self) -> list[str]:
         """What the pages need that the database lacks (tables, or the labels' detector column)."""
@@ -388,10 +415,10 @@ def _flagged_call(
 
 
 def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:
-    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer, p, flagged = values
+    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer, p, flagged, said = values
     return CallView(
         trace_id, span_id, service, operation, model, started, content_mode, sources_from, prompt, grounding, answer,
-        tuple(findings), None if p is None else float(p), bool(flagged),
+        tuple(findings), None if p is None else float(p), bool(flagged), said,
     )  # fmt: skip
 
 

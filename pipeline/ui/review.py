@@ -4,19 +4,27 @@
 with the application's rate as the verdicts so far estimate it.  The draw (call, stratum,
 inclusion probability) is kept in the signed session cookie, so the verdict posted for it is
 stored with the probability the sampler drew it with, never one a form could claim.
+
+Blind by default (``review.blind``): the page shows what the model did and nothing of what the
+detectors found (no marks, no p_hallucination, no detector names, not the stratum, whose name
+says the probability or the alert) until the verdict is in; ``/review/judged`` then shows the
+call with its findings, so a reviewer learns the detectors by comparing.  A reviewer who sees
+the detectors' marks first tends to confirm them, and the sample would stop measuring them.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from flask import Blueprint, abort, flash, g, redirect, render_template, request, session, url_for
+from flask import Blueprint, abort, flash, g, jsonify, redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
 
 from pipeline.config.review import ReviewSettings
 from pipeline.rate.queue import draw_next
 from pipeline.rate.report import estimate_words, rate_report, report_lines
 from pipeline.rate.store import Drawn, RateStore, Scope
+from pipeline.rate.through_pages import RATE_PATH, scope_from_query
 from pipeline.sinks.labels import Label, to_utc_ms
 from pipeline.ui.call_context import call_context
 from pipeline.ui.queries import TriageStore
@@ -24,6 +32,7 @@ from pipeline.ui.queries import TriageStore
 VERDICTS = {"hallucinated": True, "faithful": False}
 MAX_NOTE_CHARS = 2000
 _DRAW = "review_draw"  # the session key holding the call the page served
+_JUDGED = "review_judged"  # the session key holding the call just judged blind, and the verdict
 
 
 def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSettings) -> Blueprint:
@@ -44,18 +53,43 @@ def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSett
             abort(404, description=f"no calls of application {app!r}; known: {', '.join(apps) or 'none'}")
         window = scope(app)
         drawn = draw_next(rates, window, g.identity.user, settings.seed)
-        report = rate_report(rates, window, settings.target_half_width)
-        context = None
         if drawn is not None:
             session[_DRAW] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability]
-            view = triage.trace(drawn.trace_id)
-            call = next((c for c in view.calls if c.span_id == drawn.span_id), None)
-            context = call_context(call, ()) if call is not None else None
+        context = _context(drawn.trace_id, drawn.span_id) if drawn is not None else None
+        return _page("review.html", app, drawn=drawn, ctx=context, blind=settings.blind)
+
+    @pages.get("/review/judged")
+    def judged() -> ResponseReturnValue:
+        app = request.args.get("app", "")
+        kept = session.get(_JUDGED)
+        if not kept:
+            return redirect(url_for("review.page", app=app), code=303)
+        trace_id, span_id, stratum, probability, choice = kept
+        drawn = Drawn(trace_id, span_id, stratum, float(probability))
+        return _page("judged.html", app, drawn=drawn, ctx=_context(trace_id, span_id), choice=choice)
+
+    def _context(trace_id: str, span_id: str) -> dict[str, Any] | None:
+        view = triage.trace(trace_id)
+        call = next((c for c in view.calls if c.span_id == span_id), None)
+        return call_context(call, (), view.tool_runs) if call is not None else None
+
+    def _page(template: str, app: str, **values: Any) -> str:
+        report = rate_report(rates, scope(app), settings.target_half_width)
         return render_template(
-            "review.html", apps=apps, app=app, drawn=drawn, ctx=context, report=report,
+            template, apps=rates.apps(), app=app, report=report,
             lines=report_lines(report, settings.target_half_width),
-            rate_words=estimate_words(report.rate, settings.target_half_width),
+            rate_words=estimate_words(report.rate, settings.target_half_width, report.counts.drawable), **values,
         )  # fmt: skip
+
+    @pages.get(RATE_PATH)
+    def rate_lines() -> ResponseReturnValue:
+        """The rate report of a scope, as ``halluwatch rate`` prints it, for a ``rate`` that cannot open the store."""
+        try:
+            window = scope_from_query(request.args, request.args.getlist("attr"))
+        except ValueError as exc:
+            abort(400, description=f"not a scope: {exc}")
+        report = rate_report(rates, window, settings.target_half_width)
+        return jsonify(lines=report_lines(report, settings.target_half_width))
 
     @pages.post("/review/verdict")
     def verdict() -> ResponseReturnValue:
@@ -66,12 +100,15 @@ def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSett
         label = Label(
             drawn.trace_id, drawn.span_id, VERDICTS[choice], g.identity.user, to_utc_ms(datetime.now(UTC)),
             note=request.form.get("note", "").strip()[:MAX_NOTE_CHARS],
-            inclusion_probability=drawn.inclusion_probability, stratum=drawn.stratum,
+            inclusion_probability=drawn.inclusion_probability, stratum=drawn.stratum, blind=settings.blind,
         )  # fmt: skip
         triage.add_label(label, source="review")
         session.pop(_DRAW)
         flash(f"Recorded: {choice} on span {drawn.span_id}")
-        return redirect(url_for("review.page", app=app), code=303)
+        if not settings.blind:
+            return redirect(url_for("review.page", app=app), code=303)
+        session[_JUDGED] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability, choice]
+        return redirect(url_for("review.judged", app=app), code=303)
 
     @pages.post("/review/skip")
     def skip() -> ResponseReturnValue:

@@ -31,6 +31,7 @@ class UnmigratedDatabase(RuntimeError):
 
 
 TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
+ADDRESS_FILE = "ui_address"  # where the running pages listen, for commands that read through them
 
 
 def triage_app(settings: Settings) -> tuple[Flask, Access]:
@@ -62,3 +63,19 @@ def keep_token(access: Access, data_dir: Path) -> Path | None:
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
         out.write(access.token + "\n")
     return path
+
+
+def keep_address(base_url: str, data_dir: Path) -> Path:
+    """Write the pages' address to ``data_dir/ui_address``: commands that cannot open the store read through them."""
+    path = writable_dir(data_dir, "worker state") / ADDRESS_FILE
+    path.write_text(base_url.rstrip("/") + "\n", encoding="utf-8")
+    return path
+
+
+def running_pages(data_dir: Path, configured_token: str) -> tuple[str, str] | None:
+    """The address of the pages a process holding ``data_dir``'s store left, and a token they accept; or None."""
+    address, token_file = data_dir / ADDRESS_FILE, data_dir / TOKEN_FILE
+    if not address.is_file():
+        return None
+    token = configured_token or (token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else "")
+    return (address.read_text(encoding="utf-8").strip(), token) if token else None

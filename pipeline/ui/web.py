@@ -34,6 +34,7 @@ from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
 from pipeline.ui.queries import ORDERS, ListFilters, TriageStore
 from pipeline.ui.review import review_blueprint
 from pipeline.ui.slack_actions import slack_blueprint
+from pipeline.ui.story import fold
 from pipeline.ui.verdicts import WHOLE_CALL, verdict_words
 
 VERDICTS = {"confirmed": True, "false_alarm": False}
@@ -76,6 +77,7 @@ def create_app(
         "score": _score,
         "verdict_words": verdict_words,
         "delivery_words": delivery_words,
+        "fold": fold,
     }
     app.jinja_env.globals |= {"page_url": _page_url, "review_enabled": review is not None}
 
@@ -153,7 +155,7 @@ def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
         view = store.trace(trace_id)
         if not view.found:
             abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
-        calls = [call_context(call, view.labels) for call in view.calls]
+        calls = [call_context(call, view.labels, view.tool_runs) for call in view.calls]
         return render_template("trace.html", trace=view, calls=calls, whole_call=WHOLE_CALL)
 
     return trace

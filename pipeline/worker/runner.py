@@ -11,7 +11,7 @@ from flask import Flask
 from pipeline.config.settings import Settings
 from pipeline.sinks.clickhouse import ClickHouseUnreachable
 from pipeline.ui.access import Access
-from pipeline.ui.serve import UnmigratedDatabase, keep_token, triage_app
+from pipeline.ui.serve import UnmigratedDatabase, keep_address, keep_token, triage_app
 from pipeline.worker.app import PipelineWorker
 from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
 
@@ -51,6 +51,7 @@ def run_worker(settings: Settings) -> None:
         if access is not None:
             # The log goes to shippers and dashboards: a made-up token goes to a file, not to it.
             token_file = keep_token(access, settings.data_dir)
+            keep_address(base_url, settings.data_dir)
             sign_in = f"; sign in with the token in {token_file}" if token_file else ""
             logger.info("triage pages on %s/%s", settings.alerting.ui_base_url.rstrip("/") or base_url, sign_in)
     try:

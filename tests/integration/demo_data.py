@@ -28,7 +28,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.finding import Finding, findings_in_message, findings_messages
-from pipeline.sinks.rows import finding_row, llm_call_row
+from pipeline.sinks.rows import finding_row, llm_call_row, tool_run_rows
 from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
 from pipeline.spans.suite import suite_from_settings
 from pipeline.tools.demo import GARBAGE_MESSAGE, demo_settings
@@ -72,6 +72,7 @@ def process_and_store(
     sink.add("llm_calls", [llm_call_row(call, policies.llm_calls, now, result.judgement_of(call))
                            for call in result.llm_calls])  # fmt: skip
     sink.add("findings", [finding_row(record, now) for record in result.findings])
+    sink.add("tool_runs", tool_run_rows(result.facts, policies.llm_calls, now))
     rule = AgreementRule.from_settings(settings.alerting, book)
     by_trace: dict[str, list[Finding]] = defaultdict(list)
     for _, value in findings_messages(result.findings):

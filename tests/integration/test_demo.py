@@ -99,7 +99,42 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     assert command.startswith(f"HALLUWATCH_DATA_DIR={tmp_path / 'demo'} ") and command.endswith(" ui")
     setting, _ = command.split(" ", 1)
     name, value = setting.split("=", 1)
-    _check_triage_pages({**os.environ, name: value}, alerted=len(set(re.findall(r"trace (\w+)…", alert_lines))))
+    env = {**os.environ, name: value}
+    _check_triage_pages(env, alerted=len(set(re.findall(r"trace (\w+)…", alert_lines))))
+    _check_demo_settings(env)
+    _check_readme_sample(out)
+
+
+def normalized(line: str) -> str:
+    """A summary line without what differs between runs: trace ids, and the order agreeing detectors arrived in."""
+    line = re.sub(r"trace [0-9a-f]{12}…", "trace …", line.rstrip())
+    return re.sub(r"(policy [\w-]+): .*$", r"\1: …", line)
+
+
+def _check_readme_sample(out: str) -> None:
+    """Every line of the README's sample summary is a line of this run's (ids and arrival order aside)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    sample = readme.split("is also printed to the log in full", 1)[1].split("```", 2)[1]
+    ran = {normalized(line) for line in out.splitlines()}
+    shown = [line for line in sample.splitlines()[1:] if line.strip() and line.strip() != "..."]
+    assert len(shown) > 20
+    assert [line for line in shown if normalized(line) not in ran] == []
+
+
+def _check_demo_settings(env: dict[str, str]) -> None:
+    """With only HALLUWATCH_DATA_DIR set, the demo's policies are there, and doctor says where its broker went."""
+    explain = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "policy", "explain", "--service", "hr-assistant"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert explain.returncode == 0 and explain.stdout.startswith("policy: hr  (match: service=hr-assistant)")
+    doctor = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "doctor", "--timeout", "5"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "warn  kafka: the demo's broker (Tansu) runs only while `halluwatch demo` does" in doctor.stdout
+    assert doctor.stdout.startswith("ok    config:") and "rdkafka" not in doctor.stdout + doctor.stderr
 
 
 def _check_triage_pages(env: dict[str, str], alerted: int) -> None:
@@ -125,6 +160,13 @@ def _check_triage_pages(env: dict[str, str], alerted: int) -> None:
                 time.sleep(0.2)
         assert page.status_code == 200 and "token=" not in page.url
         assert len(set(re.findall(r'href="/trace/([0-9a-f]{32})#', page.text))) == alerted > 0
+        # The demo's last line: `rate` while `ui` holds the embedded store reads through the pages.
+        rate = subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "rate", "--app", "default"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert rate.returncode == 0, rate.stdout + rate.stderr
+        assert "verdict-corrected rate: needs 2 more verdicts among alerted calls" in rate.stdout
     finally:
         ui.terminate()
         ui.wait(timeout=30)

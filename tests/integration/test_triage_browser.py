@@ -112,10 +112,12 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             assert highlight not in ("rgba(0, 0, 0, 0)", "transparent")  # visibly highlighted
             assert "1887" in page.locator("table.marks").inner_text()  # the source text beside it
             _screenshot(page, "triage-trace.png")
-            # Top-down: the probability and the alert above the detectors; raw evidence one key press away.
-            top = page.locator("section.decision").bounding_box()["y"]
-            assert top < page.locator("table.findings").bounding_box()["y"]
-            assert "logged" in page.locator("section.decision table.alerts").inner_text()
+            # Top-down: the probability and why, the answer, the alert, then the detectors; raw evidence a key away.
+            heights = [page.locator(selector).first.bounding_box()["y"]
+                       for selector in ("p.why", ".answer", "table.alerts", "table.findings")]  # fmt: skip
+            assert heights == sorted(heights)
+            assert "logged" in page.locator("table.alerts").inner_text()
+            assert page.locator("ol.sources li").count() == 2  # the two passages, numbered, the prompt not among them
             claims = page.locator("table.evidence-table", has=page.locator("caption", has_text="claims"))
             assert "1887 and 1889" in claims.inner_text()
             raw = page.locator("tr.evidence", has=claims).locator("details.raw")

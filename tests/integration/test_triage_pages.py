@@ -122,7 +122,7 @@ def test_the_list_sorts_and_filters_by_probability(demo_database):
 def test_trace_page_highlights_the_flagged_words_beside_the_source_they_were_compared_with(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
-    assert re.search(r"p_hallucination <strong>0\.9\d\d</strong> · flagged", html)  # the call as a whole
+    assert re.search(r'p_hallucination <strong class="p">0\.9\d\d</strong> · flagged', html)  # the call as a whole
 
     (answer,) = re.findall(r'<div class="answer">(.*?)</div>', html, re.S)
     marked = [unescape(text) for text in re.findall(r"<mark[^>]*>(.*?)</mark>", answer, re.S)]
@@ -229,11 +229,12 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
     client, name = clickhouse
     client.command(f"CREATE DATABASE IF NOT EXISTS {name}")
     assert TriageStore(client, name).schema_gaps() == [
-        "llm_calls.flagged",
+        "llm_calls.transcript",
         "findings.evidence",
         "alerts.resolved_by",
-        "labels.stratum",
+        "labels.blind",
         "review_skips.reviewer",
+        "tool_runs.result",
     ]
     migrate(client, name)
     assert TriageStore(client, name).schema_gaps() == []
@@ -295,10 +296,19 @@ def test_the_list_finds_a_trace_by_its_id_or_prefix_and_shows_probabilities_and_
 def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     html = _html(_client(demo_database).get(f"/trace/{trace}", headers=BEARER))
-    # First the call's probability and the alert, then the detectors, then the answer.
-    decision = html.index('class="decision"')
-    assert decision < html.index("severe-contradiction") < html.index('class="findings"') < html.index('class="answer"')
-    assert re.search(r'p_hallucination <strong class="p">0\.9\d\d</strong> · flagged by contradiction', html)
+    # The call's probability and why it is flagged, the answer, the alert, the detectors that flagged, the others.
+    why = html.index('class="why"')
+    assert why < html.index('class="answer"') < html.index("severe-contradiction") < html.index('class="findings"')
+    assert re.search(r'p_hallucination <strong class="p">0\.9\d\d</strong> · flagged', html)
+    assert "Flagged by its probability: p_hallucination 0.9" in unescape(html)
+    quiet = re.search(r'<details class="quiet"><summary>(\d+) detectors found nothing or did not apply</summary>', html)
+    assert quiet and html.index('class="findings"') < quiet.start()
+    # Detectors that did not run show no score, and no severity is left unexplained.
+    skipped = re.search(
+        r"<td>tool_outcome</td><td>skipped</td>\s*<td class=\"sentence\">.*?</td>\s*<td>(.*?)</td>", html, re.S
+    )
+    assert skipped and skipped[1] == ""
+    assert "sev." not in html
 
     def sentence(detector: str) -> str:
         row = re.search(rf"<td>{detector}</td><td>\w+</td>\s*<td class=\"sentence\">(.*?)</td>", html, re.S)
@@ -395,3 +405,24 @@ def test_bidirectional_controls_in_span_text_are_shown_neutralized(clickhouse):
     for page in (_html(web.get("/", headers=BEARER)), _html(web.get(f"/trace/{'d' * 32}", headers=BEARER))):
         assert not any(control in page for control in BIDI_CONTROLS)
         assert "billing\ufffdgnp.exe" in page
+@pytest.mark.parametrize(
+    ("service", "marker", "arguments", "result"),
+    [
+        ("support-bot", '"unit": "kelvin"', '"city": "Oslo"', "unit must be celsius or fahrenheit, not 'kelvin'"),
+        ("product-qa", '"customer_id": "ACME-4411"', '"title": "SSO broken for Okta users"', "expected an integer"),
+    ],
+)
+def test_a_call_that_only_called_tools_shows_them_with_their_arguments_and_results_outside_the_evidence(
+    demo_database, service, marker, arguments, result
+):
+    client, name = demo_database
+    calls = TriageStore(client, name).flagged_calls(ListFilters(service=service), 20)
+    page = _client(demo_database)
+    pages = [_html(page.get(f"/trace/{call.trace_id}", headers=BEARER)) for call in calls]
+    (html,) = [html for html in pages if marker in unescape(html)]
+    did = unescape(re.search(r'<div class="model-did" data-judged="tool calls">(.*?)<h3', html, re.S)[1])
+    assert "Tool calls (no text answer: these are what you judge)" in did
+    assert arguments in did and result in did  # the call's arguments and its run's result
+    assert "definition the model had" in did
+    # Not inside any evidence table: the model's own story comes before the findings.
+    assert html.index('class="model-did"') < html.index('class="findings"')

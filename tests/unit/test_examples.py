@@ -108,10 +108,26 @@ def test_one_trace_per_example_with_a_single_root(traces):
         roots = [s for s in spans if not s.parent_span_id]
         assert len(roots) == 1 and roots[0].kind == Span.SPAN_KIND_SERVER, example.name
         assert all(s.parent_span_id == roots[0].span_id for s in spans if s is not roots[0])
-        assert len(spans) == 2 + bool(example.sources) + len(example.tool_results)
+        ran_after = [run for run in example.tool_call_runs if run is not None]
+        assert len(spans) == 2 + bool(example.sources) + len(example.tool_results) + len(ran_after)
         assert {sc.resource["service.name"] for sc in iter_spans(payload)} == {example.service}
         trace_ids.add(spans[0].trace_id)
     assert len(trace_ids) == len(EXAMPLES)
+
+
+def test_the_agent_runs_the_tools_the_model_called_after_the_call_under_the_calls_ids(by_name):
+    example, payload = by_name["openinference_tool_bad_arguments"]
+    spans = [sc.span for sc in iter_spans(payload)]
+    (llm,) = [s for s in spans if is_llm(s)]
+    runs = [s for s in spans if s.name.startswith("execute_tool")]
+    assert [run.name for run in runs] == ["execute_tool search_docs", "execute_tool create_ticket"]
+    assert all(run.start_time_unix_nano >= llm.end_time_unix_nano for run in runs)
+    ids = [next(kv.value.string_value for kv in run.attributes if kv.key == "gen_ai.tool.call.id") for run in runs]
+    assert ids == ["call_0", "call_1"]
+    results = [
+        next(kv.value.string_value for kv in run.attributes if kv.key == "gen_ai.tool.call.result") for run in runs
+    ]
+    assert results == [run.result for run in example.tool_call_runs if run is not None]
 
 
 def test_every_convention_is_covered_with_its_attribute_keys(traces):

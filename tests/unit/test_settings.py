@@ -31,6 +31,25 @@ def test_env_beats_yaml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert settings.batch_max_messages == 7
 
 
+def test_a_data_directory_brings_its_own_settings_unless_a_config_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.delenv("HALLUWATCH_CONFIG", raising=False)
+    (tmp_path / "settings.yaml").write_text(
+        "policies:\n  hr: {match: {service: hr-assistant}}\nbatch_max_messages: 9\n"
+    )
+    monkeypatch.setenv("HALLUWATCH_DATA_DIR", str(tmp_path))
+    settings = load_settings()
+    assert list(settings.policies) == ["hr"] and settings.batch_max_messages == 9
+    named = tmp_path / "other.yaml"
+    named.write_text("batch_max_messages: 3\n")
+    monkeypatch.setenv("HALLUWATCH_CONFIG", str(named))
+    assert load_settings().batch_max_messages == 3 and not load_settings().policies
+    monkeypatch.delenv("HALLUWATCH_CONFIG")
+    monkeypatch.setenv("HALLUWATCH_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert not load_settings().policies
+
+
 def test_detector_config_comes_from_yaml(tmp_path: Path):
     config = tmp_path / "c.yaml"
     config.write_text(

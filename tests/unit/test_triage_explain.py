@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from detectors.registry import DETECTORS
 from pipeline.ui.evidence import EvidenceTable, evidence_view
 from pipeline.ui.explain import sentence
 from pipeline.ui.queries import FindingView
@@ -52,3 +53,10 @@ def test_evidence_becomes_named_values_and_tables_without_offsets():
     assert view.tables == (
         EvidenceTable("claims", ("text", "context text", "weight"), (("1950", "1887", ""), ("Europe", "", "2"))),
     )
+
+
+def test_a_clean_result_says_its_outcome_once_and_each_detector_describes_itself():
+    clean = sentence(_finding("coverage", summary="the detectors could read the whole call"))
+    assert clean.count("whole call") == 1, clean
+    described = {spec.name: spec.description for spec in DETECTORS}
+    assert sentence(_finding("tool_facts")).startswith(f"Checked {described['tool_facts'].checks};")

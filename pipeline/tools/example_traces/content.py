@@ -37,6 +37,11 @@ def tool_call_id(example: Example, index: int) -> str:
     return f"call_{example.name[:12]}_{index}"
 
 
+def answer_call_id(index: int) -> str:
+    """The id of the ``index``-th tool call the model makes in its answer."""
+    return f"call_{index}"
+
+
 def openai_messages(example: Example) -> list[dict[str, Any]]:
     """The request's chat messages in OpenAI's shape: system, user, then the agent's tool turn if any."""
     messages: list[dict[str, Any]] = [

@@ -28,7 +28,7 @@ TOOL_TURN_CONVENTIONS = frozenset({ConventionName.GENAI, ConventionName.OPENLLME
 
 
 class ToolResult(NamedTuple):
-    """A tool an agent ran before the call: raw JSON arguments, the result text, whether it failed."""
+    """A tool an agent ran: raw JSON arguments, the result text, whether it failed."""
 
     name: str
     arguments: str
@@ -57,6 +57,8 @@ class Example:
     tools: tuple[str, ...] = ()
     tool_calls: tuple[tuple[str, str], ...] = ()
     tool_results: tuple[ToolResult, ...] = ()
+    # The agent's run of each of ``tool_calls``, after the call (None: the row gives no result, not run).
+    tool_call_runs: tuple[ToolResult | None, ...] = ()
     # (enduser.id, enduser.role) of the person the app acts for, on the LLM span; None: not recorded.
     user: tuple[str, str] | None = None
     operation: str = "chat"
@@ -115,6 +117,15 @@ def _pair(value: object, where: str, first: str, second: str) -> tuple[str, str]
         return row.need(first, str), row.need(second, str)
 
 
+def _tool_call(value: object, where: str) -> tuple[tuple[str, str], ToolResult | None]:
+    """A tool call the model made (name, raw arguments), and the agent's run of it when the row gives its result."""
+    with Row(value, where) as row:
+        name, arguments = row.need("name", str), row.need("arguments", str)
+        result = row.get("result", str, None)
+        ran = ToolResult(name, arguments, result, row.get("failed", bool, False)) if result is not None else None
+        return (name, arguments), ran
+
+
 def _tool_result(value: object, where: str) -> ToolResult:
     with Row(value, where) as row:
         return ToolResult(
@@ -142,7 +153,7 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
     convention = row.need("convention", str)
     if convention not in {c.value for c in ConventionName}:
         raise ExampleDataError(f"{row.where}.convention: {convention!r} is none of {[c.value for c in ConventionName]}")
-    calls = row.get("tool_calls", list, [])
+    calls = [_tool_call(call, f"{row.where}.tool_calls[{i}]") for i, call in enumerate(row.get("tool_calls", list, []))]
     results = row.get("tool_results", list, [])
     if results and convention not in TOOL_TURN_CONVENTIONS:
         raise ExampleDataError(f"{row.where}.tool_results: not written in the {convention} layout")
@@ -155,9 +166,8 @@ def _example(row: Row, sources: Mapping[str, Sources], tools: Mapping[str, Tool]
         sources=sources[source_set] if source_set is not None else (),
         tools=offered,
         # Arguments stay the raw string the model wrote: odd or invalid JSON is what some examples are about.
-        tool_calls=tuple(
-            _pair(call, f"{row.where}.tool_calls[{i}]", "name", "arguments") for i, call in enumerate(calls)
-        ),
+        tool_calls=tuple(call for call, _ in calls),
+        tool_call_runs=tuple(run for _, run in calls),
         tool_results=tuple(_tool_result(result, f"{row.where}.tool_results[{i}]") for i, result in enumerate(results)),
         user=_pair(user, f"{row.where}.user", "id", "role") if (user := row.get("user", dict, None)) else None,
         operation=row.get("operation", str, "chat"),

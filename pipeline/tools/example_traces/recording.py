@@ -1,4 +1,7 @@
-"""The example requests as traces: an HTTP server root, the retrieval or tool runs before the LLM call, the call."""
+"""The example requests as traces: an HTTP server root, the retrieval or tool runs before the LLM call, the call.
+
+The agent then runs the tools the call asked for: their spans follow it.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +16,18 @@ from opentelemetry.trace import SpanKind
 from pipeline.tools.example_traces.content import app, usage
 from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES, ConventionName, Example
 from pipeline.tools.example_traces.recorder import MS, Recorder, record_span
-from pipeline.tools.example_traces.writers import LLM_WRITERS, SCOPES, log_events, retrieval, tool_executions
+from pipeline.tools.example_traces.writers import (
+    LLM_WRITERS,
+    SCOPES,
+    log_events,
+    retrieval,
+    tool_call_executions,
+    tool_executions,
+)
 
 
 def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None:
-    """Record one request: HTTP server root, the retrieval when there are sources, tool runs, the LLM call."""
+    """Record one request: HTTP root, the retrieval when there are sources, tool runs, the call, its tools' runs."""
     web = recorder.tracer(example.service, "opentelemetry.instrumentation.fastapi")
     llm = recorder.tracer(example.service, SCOPES[example.convention])
     llm_ms = 300 + 25 * usage(example)[1]
@@ -60,7 +70,12 @@ def _record_example(recorder: Recorder, example: Example, start_ns: int) -> None
         in_call = trace.set_span_in_context(llm_span)
         for name, body in log_events(example):
             logger.emit(timestamp=llm_start_ns, context=in_call, event_name=name, body=body)
-    root.end(end_time=start_ns + (20 + retrieval_ms + llm_ms) * MS)
+    # The agent runs the tools the model asked for once its answer is in (20 ms each).
+    answers_start_ns = llm_start_ns + (llm_ms + 2) * MS
+    runs = tool_call_executions(example)
+    for i, execution in enumerate(runs):
+        record_span(llm, execution, root, answers_start_ns + i * 20 * MS, 15 * MS)
+    root.end(end_time=start_ns + (20 + retrieval_ms + llm_ms + 20 * len(runs)) * MS)
 
 
 def recorded(examples: Sequence[Example], start_ns: int, recorder: Recorder | None = None) -> list[TracesData]:

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from opentelemetry.trace import SpanKind
 
 from pipeline.tools.example_traces.content import (
+    answer_call_id,
     function_schema,
     openai_messages,
     system_prompt,
@@ -21,7 +22,7 @@ from pipeline.tools.example_traces.content import (
     usage,
     user_prompt,
 )
-from pipeline.tools.example_traces.examples import ConventionName, Example
+from pipeline.tools.example_traces.examples import ConventionName, Example, ToolResult
 
 Attributes = dict[str, Any]
 
@@ -86,7 +87,7 @@ def _flat_input(prefix: str, call_fields: tuple[str, str, str], example: Example
 def _genai_llm(example: Example) -> SpanSpec:
     parts: list[dict[str, Any]] = [{"type": "text", "content": example.answer}] if example.answer else []
     parts += [
-        {"type": "tool_call", "id": f"call_{i}", "name": name, "arguments": json.loads(arguments)}
+        {"type": "tool_call", "id": answer_call_id(i), "name": name, "arguments": json.loads(arguments)}
         for i, (name, arguments) in enumerate(example.tool_calls)
     ]
     # The GenAI conventions spell the tool-call finish reason in the singular.
@@ -131,7 +132,7 @@ def _openllmetry_llm(example: Example) -> SpanSpec:
         attributes["gen_ai.completion.0.content"] = example.answer
     for j, (name, arguments) in enumerate(example.tool_calls):
         prefix = f"gen_ai.completion.0.tool_calls.{j}"
-        attributes |= {f"{prefix}.id": f"call_{j}", f"{prefix}.name": name, f"{prefix}.arguments": arguments}
+        attributes |= {f"{prefix}.id": answer_call_id(j), f"{prefix}.name": name, f"{prefix}.arguments": arguments}
     for i, name in enumerate(example.tools):
         schema = function_schema(name)
         attributes |= {
@@ -144,7 +145,7 @@ def _openllmetry_llm(example: Example) -> SpanSpec:
 
 def _openinference_llm(example: Example) -> SpanSpec:
     tool_calls: list[dict[str, Any]] = [
-        {"id": f"call_{j}", "type": "function", "function": {"name": name, "arguments": arguments}}
+        {"id": answer_call_id(j), "type": "function", "function": {"name": name, "arguments": arguments}}
         for j, (name, arguments) in enumerate(example.tool_calls)
     ]
     tools = [{"type": "function", "function": function_schema(name)} for name in example.tools]
@@ -258,23 +259,29 @@ def log_events(example: Example) -> list[tuple[str, dict[str, Any]]]:
 
 def tool_executions(example: Example) -> list[SpanSpec]:
     """The agent framework's ``execute_tool`` spans (GenAI conventions) for the tools run before the call."""
-    return [
-        SpanSpec(
-            f"execute_tool {run.name}",
-            SpanKind.INTERNAL,
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": run.name,
-                "gen_ai.tool.type": "function",
-                "gen_ai.tool.call.id": tool_call_id(example, i),
-                "gen_ai.tool.call.arguments": run.arguments,
-                "gen_ai.tool.call.result": run.result,
-            }
-            | ({"error.type": "tool_error"} if run.failed else {}),
-            error=run.result if run.failed else None,
-        )
-        for i, run in enumerate(example.tool_results)
-    ]
+    return [_execute_tool(run, tool_call_id(example, i)) for i, run in enumerate(example.tool_results)]
+
+
+def tool_call_executions(example: Example) -> list[SpanSpec]:
+    """The ``execute_tool`` spans of the agent running the call's own tool calls, after it."""
+    return [_execute_tool(run, answer_call_id(j)) for j, run in enumerate(example.tool_call_runs) if run is not None]
+
+
+def _execute_tool(run: ToolResult, call_id: str) -> SpanSpec:
+    return SpanSpec(
+        f"execute_tool {run.name}",
+        SpanKind.INTERNAL,
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": run.name,
+            "gen_ai.tool.type": "function",
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.tool.call.arguments": run.arguments,
+            "gen_ai.tool.call.result": run.result,
+        }
+        | ({"error.type": "tool_error"} if run.failed else {}),
+        error=run.result if run.failed else None,
+    )
 
 
 def retrieval(example: Example) -> SpanSpec:
