@@ -5,6 +5,7 @@ span maps it:
 
 - ``openinference``: ``openinference.span.kind`` = ``LLM``;
 - ``seed``: span name ``llm.*`` with ``llm.response.content`` (seed ``000_*``);
+- ``vercel_ai``: the Vercel AI SDK's provider-call spans (``ai.operationId``);
 - ``openllmetry``: Traceloop markers (flat ``gen_ai.prompt.N.*``, ``llm.request.type``, ...);
 - ``gen_ai``: OpenTelemetry GenAI inference spans, current and deprecated forms.
 
@@ -32,11 +33,12 @@ from pipeline.ingest.conventions.openinference import OPENINFERENCE
 from pipeline.ingest.conventions.openllmetry import OPENLLMETRY
 from pipeline.ingest.conventions.records import build
 from pipeline.ingest.conventions.seed import SEED
+from pipeline.ingest.conventions.vercel_ai import VERCEL_AI
 from pipeline.ingest.otlp_traces import SpanContext, attributes
 
-CONVENTIONS: tuple[Convention, ...] = (OPENINFERENCE, SEED, OPENLLMETRY, GEN_AI)
+CONVENTIONS: tuple[Convention, ...] = (OPENINFERENCE, SEED, VERCEL_AI, OPENLLMETRY, GEN_AI)
 
-_MARKER_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.")
+_MARKER_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.")
 _EVENT_PREFIX = "gen_ai."
 _ROUTING_RESOURCE_KEYS = (
     "service.name",

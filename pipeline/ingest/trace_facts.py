@@ -6,8 +6,11 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
   ``retrieval.documents.N.document.{id,content,score}``; GenAI ``retrieval`` operations with
   ``gen_ai.retrieval.documents``, a JSON list of ``{id, content|text, score}``);
 - a **tool execution span** holds a tool run and how it ended (GenAI ``execute_tool``
-  operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``; OpenInference ``TOOL`` spans:
-  ``tool.name``, ``tool_call.id``), failed when its status is ERROR or it has ``error.type``.
+  operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.result``;
+  OpenInference ``TOOL`` spans: ``tool.name``, ``tool_call.id``, ``output.value``; the Vercel
+  AI SDK's ``ai.toolCall`` spans: ``ai.toolCall.{name,id,result}``), failed when its status
+  is ERROR, it has ``error.type``, or its recorded result reads as a failure: a tool that
+  returns ``{"error": ...}`` ends its span well (LlamaIndex even says ``is_error: false``).
 
 :func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
 
@@ -16,8 +19,10 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
   and its own prompt context as one more source (``prompt``: the model saw that, not the
   raw documents); ``LLMCall.retriever_span_ids`` names the spans and ``llm_calls.sources_from``
   says ``trace``;
-- every call gets a small summary of the tool spans that ended before it started
-  (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads.
+- every call gets a small summary of the tool spans that ended before it started or ran
+  inside it (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads:
+  a library that runs the tool loop within one model call (Google GenAI's automatic function
+  calling) records the tools as spans that start after the call did and end before it ends.
 
 Spans that travel in the same message are joined here; facts in other messages of the trace
 meet their calls in the join (:mod:`pipeline.log_join.join`), which stores them as
@@ -34,6 +39,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from detectors.llm_call import LLMCall, Source, ToolSpan
+from detectors.tool_runs import failure_reason
 from pipeline.ingest.otlp_traces import SpanContext, attributes
 
 MAX_DOCUMENTS = 20  # per retriever span and per call; the call's content cap still applies after
@@ -41,7 +47,12 @@ MAX_DOCUMENT_CHARS = 20_000  # per document, so a fact held for other messages s
 MAX_TOOL_SPANS = 20  # per call, the latest
 PROMPT_SOURCE_ID = "prompt"  # the source holding a trace-grounded call's own prompt context
 _MAX_ERROR_CHARS = 300
-_MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
+_VERCEL_TOOL_NAME = "ai.toolCall.name"
+_MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind", _VERCEL_TOOL_NAME})
+# Where each convention records a tool run's name, call id and result (the first found wins).
+_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", _VERCEL_TOOL_NAME)
+_TOOL_CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "ai.toolCall.id")
+_TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,22 +114,54 @@ def span_fact(ctx: SpanContext) -> Fact | None:
             return None
         parent = span.parent_span_id.hex() or None
         return Retrieval(ctx.trace_id, span.span_id.hex(), parent, span.end_time_unix_nano, documents)
-    if operation == "execute_tool" or kind == "TOOL":
-        name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
+    if operation == "execute_tool" or kind == "TOOL" or _VERCEL_TOOL_NAME in attrs:
+        name = _first(attrs, _TOOL_NAME_KEYS)
         if not isinstance(name, str) or not name:
             return None
-        call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_call.id")
-        failed = span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
+        call_id = _first(attrs, _TOOL_CALL_ID_KEYS)
+        error = _error_message(ctx, attrs) if _ended_in_error(ctx, attrs) else _result_failure(attrs)
         tool = ToolSpan(
             span_id=span.span_id.hex(),
             name=name,
             call_id=str(call_id) if call_id else None,
-            failed=failed,
-            error=_error_message(ctx, attrs) if failed else "",
+            failed=error is not None,
+            error=error or "",
             end_time_unix_nano=span.end_time_unix_nano,
+            start_time_unix_nano=span.start_time_unix_nano,
         )
         return ToolExecution(ctx.trace_id, tool)
     return None
+
+
+def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((attrs[key] for key in keys if attrs.get(key)), None)
+
+
+def _ended_in_error(ctx: SpanContext, attrs: dict[str, Any]) -> bool:
+    return ctx.span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
+
+
+def _result_failure(attrs: dict[str, Any]) -> str | None:
+    result = _first(attrs, _TOOL_RESULT_KEYS)
+    if not isinstance(result, str):
+        return None
+    return failure_reason(_tool_output(result) or result)
+
+
+def _tool_output(result: str) -> str | None:
+    """What the tool returned, inside LlamaIndex's ``ToolOutput`` (``raw_output``, ``is_error``)."""
+    if not result.startswith('{"blocks"'):
+        return None
+    try:
+        output = json.loads(result)
+    except ValueError:
+        return None
+    if not isinstance(output, dict) or "raw_output" not in output:
+        return None
+    if output.get("is_error") is True:
+        return f"Error: {output.get('raw_output')}"
+    raw = output["raw_output"]
+    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
 
 
 def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[LLMCall]:
@@ -134,7 +177,7 @@ def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[
 
 
 def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolSpan]) -> LLMCall:
-    before = [tool for tool in tools if tool.end_time_unix_nano <= call.start_time_unix_nano]
+    before = [tool for tool in tools if _ran_for(call, tool)]
     before.sort(key=lambda tool: tool.end_time_unix_nano)
     changes: dict[str, Any] = {"tool_spans": tuple(before[-MAX_TOOL_SPANS:])} if before else {}
     if not call.sources:
@@ -149,6 +192,12 @@ def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[
             given = (Source(PROMPT_SOURCE_ID, prompt),) if prompt.strip() else ()
             changes |= {"sources": documents + given, "retriever_span_ids": tuple(r.span_id for r in chosen)}
     return replace(call, **changes) if changes else call
+
+
+def _ran_for(call: LLMCall, tool: ToolSpan) -> bool:
+    """Whether ``tool`` ran before ``call`` began or inside it (a tool loop within one model call)."""
+    inside = call.start_time_unix_nano <= tool.start_time_unix_nano and tool.end_time_unix_nano <= call.end_time_unix_nano
+    return tool.end_time_unix_nano <= call.start_time_unix_nano or inside
 
 
 def _genai_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:

@@ -4,7 +4,8 @@ Observed with openinference-instrumentation-openai 0.1.66: span ``ChatCompletion
 (INTERNAL), ``llm.model_name`` is the *response* model (the requested one is only inside
 ``llm.invocation_parameters``), one span-level ``llm.finish_reason``, tool definitions as
 OpenAI JSON in ``llm.tools.N.tool.json_schema``, and logprobs only inside the raw
-response JSON in ``output.value``.
+response JSON in ``output.value``.  LlamaIndex (openinference-instrumentation-llama-index
+4.6) also marks wrapper spans as ``LLM``; they carry no messages and are not claimed.
 """
 
 from __future__ import annotations
@@ -47,10 +48,18 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+_MESSAGE_PREFIXES = ("llm.input_messages.", "llm.output_messages.")
+
+
 def claims(markers: SpanMarkers) -> bool:
-    """``openinference.span.kind`` is ``LLM`` (RETRIEVER, TOOL, CHAIN, ... are not LLM calls)."""
+    """``openinference.span.kind`` is ``LLM`` (RETRIEVER, TOOL, CHAIN, ... are not) and messages are on it.
+
+    OpenInference never moves content to log records, so an LLM span without messages is a
+    wrapper around the real call (LlamaIndex's ``OpenAI.predict`` and
+    ``OpenAI._prepare_chat_with_tools``), not a call of its own.
+    """
     kind = markers.value("openinference.span.kind")
-    return isinstance(kind, str) and kind.upper() == "LLM"
+    return isinstance(kind, str) and kind.upper() == "LLM" and markers.has_prefix(_MESSAGE_PREFIXES)
 
 
 OPENINFERENCE = Convention("openinference", ROWS, claims)

@@ -243,6 +243,11 @@ def tool_definitions(value: Any) -> list[dict[str, Any]] | None:
     return [tool for item in parsed if (tool := tool_definition(item)) is not None] or None
 
 
+# Where a tool's JSON Schema sits: OpenAI, Anthropic, the Vercel AI SDK, Google GenAI (whose
+# ``parameters`` is null when the schema is in ``parameters_json_schema``).
+_SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema", "parameters_json_schema", "parametersJsonSchema")
+
+
 def tool_definition(value: Any) -> dict[str, Any] | None:
     """Read one tool, flat ``{name, description, parameters}`` or OpenAI ``{function: {...}}``."""
     parsed = json_value(value)
@@ -253,7 +258,7 @@ def tool_definition(value: Any) -> dict[str, Any] | None:
     return {
         "name": text(body.get("name")),
         "description": text(body.get("description")),
-        "parameters": json_object(body.get("parameters", body.get("input_schema"))),
+        "parameters": json_object(next((body[key] for key in _SCHEMA_KEYS if body.get(key) is not None), None)),
     }
 
 
