@@ -107,7 +107,7 @@ async def _run_agent(agent: Any, question: str) -> Any:
 
 
 def openai_agents(url: str) -> Play:
-    """The OpenAI Agents SDK under OpenInference, on the chat completions API."""
+    """The OpenAI Agents SDK under OpenInference, on its default (Responses) API."""
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     OpenAIAgentsInstrumentor().instrument()
@@ -115,7 +115,6 @@ def openai_agents(url: str) -> Play:
     from openai import AsyncOpenAI
 
     agents.set_default_openai_client(AsyncOpenAI(base_url=f"{url}/v1", api_key="test-key", max_retries=0), False)
-    agents.set_default_openai_api("chat_completions")
     rag = agents.Agent(name="docs", instructions=SYSTEM_PROMPT, model="gpt-4o-mini")
     concierge = agents.Agent(
         name="concierge", instructions=BOOKING_INSTRUCTIONS, model="gpt-4o-mini", tools=[agents.function_tool(book_table)]
@@ -234,6 +233,7 @@ def _google_genai(url: str) -> tuple[Any, Any]:
 def litellm(url: str) -> Play:
     """LiteLLM's OpenTelemetry callback (``callbacks=["otel"]``), with the app's own tool loop."""
     import litellm as library
+    from litellm.litellm_core_utils.thread_pool_executor import executor
 
     library.callbacks = ["otel"]
     tools: Any = [
@@ -245,6 +245,10 @@ def litellm(url: str) -> Play:
     options = {"model": "openai/gpt-4o-mini", "api_base": f"{url}/v1", "api_key": "test-key"}
 
     def play(scenario: str, question: str) -> None:
+        converse(scenario, question)
+        executor.submit(lambda: None).result()  # the callback logs the last call in this pool: let it
+
+    def converse(scenario: str, question: str) -> None:
         if scenario in RAG_SCENARIOS:
             messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": question}]
             library.completion(messages=messages, **options)

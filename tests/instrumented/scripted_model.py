@@ -1,6 +1,7 @@
 """A scripted model behind three provider APIs, for recording real instrumentation libraries.
 
-One local server answers OpenAI chat completions (``/v1/chat/completions``), Anthropic
+One local server answers OpenAI chat completions (``/v1/chat/completions``, also streamed)
+and responses (``/v1/responses``), Anthropic
 messages (``/v1/messages``) and Gemini ``generateContent`` (``/v1beta/models/M:generateContent``)
 from one script, so every library plays the same five scenarios.  The scenario is the
 user's question, found anywhere in the request; the reply depends only on the question,
@@ -157,6 +158,54 @@ def _openai_stream(completion: Mapping[str, Any]) -> str:
     return "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
 
 
+def _openai_responses(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The Responses API (the OpenAI Agents SDK's default)."""
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    turn = Turn(
+        json.dumps(body),
+        answered=any(isinstance(item, Mapping) and item.get("type") == "function_call_output" for item in items),
+        tools=[tool.get("name") for tool in body.get("tools") or [] if tool.get("type") == "function"],
+    )
+    reply = answer(turn)
+    output: dict[str, Any] = (
+        {
+            "type": "function_call",
+            "id": "fc_scripted",
+            "call_id": f"call_{reply.tool}_1",
+            "name": reply.tool,
+            "arguments": json.dumps(reply.arguments),
+            "status": "completed",
+        }
+        if reply.tool
+        else {
+            "type": "message",
+            "id": "msg_scripted",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": reply.text, "annotations": []}],
+        }
+    )
+    return {
+        "id": "resp_scripted",
+        "object": "response",
+        "created_at": 1_750_000_000,
+        "status": "completed",
+        "model": OPENAI_MODEL,
+        "output": [output],
+        "instructions": body.get("instructions"),  # echoed, as OpenAI's API does
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": body.get("tools") or [],
+        "usage": {
+            "input_tokens": USAGE[0],
+            "output_tokens": USAGE[1],
+            "total_tokens": sum(USAGE),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
 # --- Anthropic messages ---------------------------------------------------------------------------
 
 
@@ -231,6 +280,8 @@ def respond(request: Request) -> Reply:
         if body.get("stream"):
             return Reply(200, {"Content-Type": "text/event-stream"}, _openai_stream(completion))
         return Reply(200, body=completion)
+    if path.endswith("/responses"):
+        return Reply(200, body=_openai_responses(body))
     if path.endswith("/messages"):
         return Reply(200, body=_anthropic(body))
     if _GEMINI_PATH.search(path):
