@@ -22,7 +22,9 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
 - every call gets a small summary of the tool spans that ended before it started or ran
   inside it (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads:
   a library that runs the tool loop within one model call (Google GenAI's automatic function
-  calling) records the tools as spans that start after the call did and end before it ends.
+  calling) records the tools as spans that start after the call did and end before it ends;
+  their recorded results are then the call's sources too (its messages never show them), and
+  ``LLMCall.retriever_span_ids`` names those tool spans as well.
 
 Spans that travel in the same message are joined here; facts in other messages of the trace
 meet their calls in the join (:mod:`pipeline.log_join.join`), which stores them as
@@ -68,10 +70,11 @@ class Retrieval:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecution:
-    """A tool execution span of a trace."""
+    """A tool execution span of a trace, and the result it recorded (capped; ``""`` when none)."""
 
     trace_id: str
     tool: ToolSpan
+    result: str = ""
 
 
 Fact = Retrieval | ToolExecution
@@ -82,7 +85,8 @@ def fact_dict(fact: Fact) -> dict[str, Any]:
     if isinstance(fact, Retrieval):
         documents = [{"id": d.id, "text": d.text, "score": d.score} for d in fact.documents]
         return {"retrieval": {**{k: getattr(fact, k) for k in Retrieval.__dataclass_fields__}, "documents": documents}}
-    return {"tool": {"trace_id": fact.trace_id, **{k: getattr(fact.tool, k) for k in ToolSpan.__dataclass_fields__}}}
+    tool = {"trace_id": fact.trace_id, **{k: getattr(fact.tool, k) for k in ToolSpan.__dataclass_fields__}}
+    return {"tool": tool, "result": fact.result}
 
 
 def fact_from_dict(data: dict[str, Any]) -> Fact:
@@ -93,7 +97,7 @@ def fact_from_dict(data: dict[str, Any]) -> Fact:
         return Retrieval(**{**retrieval, "documents": documents})
     tool = dict(data["tool"])
     trace_id = tool.pop("trace_id")
-    return ToolExecution(trace_id, ToolSpan(**tool))
+    return ToolExecution(trace_id, ToolSpan(**tool), data.get("result", ""))
 
 
 def fact_span_id(fact: Fact) -> str:
@@ -119,7 +123,9 @@ def span_fact(ctx: SpanContext) -> Fact | None:
         if not isinstance(name, str) or not name:
             return None
         call_id = _first(attrs, _TOOL_CALL_ID_KEYS)
-        error = _error_message(ctx, attrs) if _ended_in_error(ctx, attrs) else _result_failure(attrs)
+        result = _first(attrs, _TOOL_RESULT_KEYS)
+        result = (_tool_output(result) or result) if isinstance(result, str) else ""
+        error = _error_message(ctx, attrs) if _ended_in_error(ctx, attrs) else failure_reason(result)
         tool = ToolSpan(
             span_id=span.span_id.hex(),
             name=name,
@@ -129,7 +135,7 @@ def span_fact(ctx: SpanContext) -> Fact | None:
             end_time_unix_nano=span.end_time_unix_nano,
             start_time_unix_nano=span.start_time_unix_nano,
         )
-        return ToolExecution(ctx.trace_id, tool)
+        return ToolExecution(ctx.trace_id, tool, result[:MAX_DOCUMENT_CHARS])
     return None
 
 
@@ -139,13 +145,6 @@ def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 def _ended_in_error(ctx: SpanContext, attrs: dict[str, Any]) -> bool:
     return ctx.span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
-
-
-def _result_failure(attrs: dict[str, Any]) -> str | None:
-    result = _first(attrs, _TOOL_RESULT_KEYS)
-    if not isinstance(result, str):
-        return None
-    return failure_reason(_tool_output(result) or result)
 
 
 def _tool_output(result: str) -> str | None:
@@ -167,30 +166,35 @@ def _tool_output(result: str) -> str | None:
 def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[LLMCall]:
     """The calls, each with the retriever documents and tool spans of its trace that precede it."""
     retrievals: dict[str, list[Retrieval]] = {}
-    tools: dict[str, list[ToolSpan]] = {}
+    tools: dict[str, list[ToolExecution]] = {}
     for fact in facts:
         if isinstance(fact, Retrieval):
             retrievals.setdefault(fact.trace_id, []).append(fact)
         else:
-            tools.setdefault(fact.trace_id, []).append(fact.tool)
+            tools.setdefault(fact.trace_id, []).append(fact)
     return [_with_facts(call, retrievals.get(call.trace_id, ()), tools.get(call.trace_id, ())) for call in calls]
 
 
-def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolSpan]) -> LLMCall:
-    before = [tool for tool in tools if _ran_for(call, tool)]
-    before.sort(key=lambda tool: tool.end_time_unix_nano)
-    changes: dict[str, Any] = {"tool_spans": tuple(before[-MAX_TOOL_SPANS:])} if before else {}
+def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolExecution]) -> LLMCall:
+    ran = sorted((tool for tool in tools if _ran_for(call, tool.tool)), key=lambda t: t.tool.end_time_unix_nano)
+    changes: dict[str, Any] = {"tool_spans": tuple(t.tool for t in ran[-MAX_TOOL_SPANS:])} if ran else {}
     if not call.sources:
         earlier = [r for r in retrievals if r.end_time_unix_nano <= call.start_time_unix_nano]
         siblings = [r for r in earlier if r.parent_span_id == call.parent_span_id]
         chosen = sorted(siblings or earlier, key=lambda r: r.end_time_unix_nano)
-        documents = tuple(document for r in chosen for document in r.documents)[:MAX_DOCUMENTS]
+        # A tool loop inside this very call (Google GenAI's automatic function calling) never shows
+        # its results in the call's messages: the tool spans' results are the call's context.
+        inside = [t for t in ran if t.result and t.tool.start_time_unix_nano >= call.start_time_unix_nano]
+        results = tuple(Source(t.tool.call_id or t.tool.span_id, t.result) for t in inside)
+        documents = (tuple(document for r in chosen for document in r.documents) + results)[:MAX_DOCUMENTS]
         if documents:
             # What the model was given stays evidence too (its system prompt, pasted context, the
             # question): the retrieved documents add to the prompt, they never take its place.
-            prompt = call.grounding_text
+            # Tool results alone stand as they do in a call's messages: the question is no evidence.
+            prompt = call.grounding_text if chosen else ""
             given = (Source(PROMPT_SOURCE_ID, prompt),) if prompt.strip() else ()
-            changes |= {"sources": documents + given, "retriever_span_ids": tuple(r.span_id for r in chosen)}
+            span_ids = tuple(r.span_id for r in chosen) + tuple(t.tool.span_id for t in inside)
+            changes |= {"sources": documents + given, "retriever_span_ids": span_ids}
     return replace(call, **changes) if changes else call
 
 

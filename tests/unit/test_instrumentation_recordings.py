@@ -134,6 +134,7 @@ def test_a_failed_tool_claimed_done_is_flagged(recorded: dict[str, list[LLMCall]
     assert finding.flagged and finding.severity == 4, finding
     assert finding.summary.startswith("answer claims book_table succeeded; the tool returned error")
     assert BOOKING_ERROR in finding.summary
+    assert any(BOOKING_ERROR in source.text for source in final.sources)  # the tool's result is its context
 
 
 @pytest.mark.parametrize("setup", SETUPS)
