@@ -3,11 +3,14 @@
 Each recording (``tests/instrumented/recordings``) holds five traces; they go to the input
 topic as the collector writes them (one unkeyed message per recording, re-keyed by the worker),
 Google GenAI's log records to the logs topic.  For every setup the wrong-number RAG answer and
-the failed booking claimed done are alerted, the faithful answer is not.
+the failed booking claimed done are alerted, the faithful answer is not; `halluwatch conventions`
+then counts the calls per instrumentation scope.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +74,17 @@ def test_every_setup_alerts_on_the_wrong_numbers_and_the_failed_tool_claimed_don
     }
     empty = worker.query("SELECT service, span_name FROM halluwatch.llm_calls FINAL WHERE prompt = '' OR model = ''")
     assert empty == []
+
+    # What a team runs to see gaps: every scope's calls arrived with content and model; Google's automatic
+    # function calling is the one whose calls hide the tool calls (and its undefined tool's call has no output).
+    report = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "conventions", "--since", "3650d"],
+        capture_output=True, text=True, timeout=120, env=worker.env,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    rows = {line.split(" (")[0]: line.split()[-4:] for line in report.stdout.splitlines()[1:-1]}
+    assert rows["pydantic-ai"] == ["8", "0", "0", "0"]
+    assert rows["openinference.instrumentation.openai_agents"] == ["7", "0", "0", "0"]
+    assert rows["opentelemetry.instrumentation.google_genai"] == ["13", "0", "0", "0"]
+    assert rows["app"] == ["8", "0", "0", "0"]  # the Vercel AI SDK's spans carry the app's tracer
+    assert "all with content and model" in report.stdout.splitlines()[-1]
