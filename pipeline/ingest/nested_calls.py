@@ -33,5 +33,7 @@ def _has_content(call: LLMCall) -> bool:
 
 def _shadows(shadow: LLMCall, call: LLMCall) -> bool:
     related = shadow.parent_span_id in (call.span_id, call.parent_span_id)
-    around = call.start_time_unix_nano <= shadow.start_time_unix_nano <= shadow.end_time_unix_nano <= call.end_time_unix_nano
+    around = (
+        call.start_time_unix_nano <= shadow.start_time_unix_nano <= shadow.end_time_unix_nano <= call.end_time_unix_nano
+    )
     return shadow.trace_id == call.trace_id and related and around

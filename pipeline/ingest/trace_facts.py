@@ -200,7 +200,9 @@ def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[
 
 def _ran_for(call: LLMCall, tool: ToolSpan) -> bool:
     """Whether ``tool`` ran before ``call`` began or inside it (a tool loop within one model call)."""
-    inside = call.start_time_unix_nano <= tool.start_time_unix_nano and tool.end_time_unix_nano <= call.end_time_unix_nano
+    inside = (
+        call.start_time_unix_nano <= tool.start_time_unix_nano and tool.end_time_unix_nano <= call.end_time_unix_nano
+    )
     return tool.end_time_unix_nano <= call.start_time_unix_nano or inside
 
 

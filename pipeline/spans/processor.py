@@ -19,8 +19,8 @@ from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
-from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.nested_calls import without_shadows
+from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
 from pipeline.sinks.finding import Finding

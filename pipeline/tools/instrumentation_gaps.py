@@ -59,14 +59,18 @@ def scope_gaps(client: Any, database: str, since: datetime) -> list[ScopeGaps]:
     ]
 
 
+_COLUMNS = ("calls", "no content", "no tools", "no model")
+
+
 def table_lines(gaps: list[ScopeGaps]) -> list[str]:
     """The per-scope counts as a plain-text table."""
     width = max((len(row.describe()) for row in gaps), default=0)
-    header = f"{'instrumentation scope (conventions)':<{width}}  {'calls':>7}  {'no content':>10}  {'no tools':>8}  {'no model':>8}"
-    return [header] + [
-        f"{row.describe():<{width}}  {row.calls:>7}  {row.no_content:>10}  {row.no_tools:>8}  {row.no_model:>8}"
-        for row in gaps
-    ]
+    header = "  ".join(f"{column:>10}" for column in _COLUMNS)
+    lines = [f"{'instrumentation scope (conventions)':<{width}}  {header}"]
+    for row in gaps:
+        counts = "  ".join(f"{count:>10}" for count in (row.calls, row.no_content, row.no_tools, row.no_model))
+        lines.append(f"{row.describe():<{width}}  {counts}")
+    return lines
 
 
 def summary(gaps: list[ScopeGaps]) -> tuple[bool, str]:

@@ -117,11 +117,14 @@ def openai_agents(url: str) -> Play:
     agents.set_default_openai_client(AsyncOpenAI(base_url=f"{url}/v1", api_key="test-key", max_retries=0), False)
     rag = agents.Agent(name="docs", instructions=SYSTEM_PROMPT, model="gpt-4o-mini")
     concierge = agents.Agent(
-        name="concierge", instructions=BOOKING_INSTRUCTIONS, model="gpt-4o-mini", tools=[agents.function_tool(book_table)]
+        name="concierge",
+        instructions=BOOKING_INSTRUCTIONS,
+        model="gpt-4o-mini",
+        tools=[agents.function_tool(book_table)],
     )
-    return lambda scenario, question: agents.Runner.run_sync(
-        rag if scenario in RAG_SCENARIOS else concierge, question
-    ) and None
+    return lambda scenario, question: (
+        agents.Runner.run_sync(rag if scenario in RAG_SCENARIOS else concierge, question) and None
+    )
 
 
 def anthropic_openinference(url: str) -> Play:
@@ -167,7 +170,9 @@ def _anthropic_app(url: str) -> Play:
             for block in reply.content:
                 if block.type == "tool_use":
                     text, is_error = run_tool(block.name, block.input)
-                    results.append({"type": "tool_result", "tool_use_id": block.id, "content": text, "is_error": is_error})
+                    results.append(
+                        {"type": "tool_result", "tool_use_id": block.id, "content": text, "is_error": is_error}
+                    )
             messages.append({"role": "user", "content": results})
 
     return play
@@ -269,7 +274,10 @@ def litellm(url: str) -> Play:
 
 SETUPS: dict[str, tuple[Callable[[str], Play], tuple[str, ...]]] = {
     "pydantic_ai": (pydantic_ai, ("pydantic-ai-slim", "openai")),
-    "llama_index": (llama_index, ("llama-index-core", "llama-index-llms-openai", "openinference-instrumentation-llama-index")),
+    "llama_index": (
+        llama_index,
+        ("llama-index-core", "llama-index-llms-openai", "openinference-instrumentation-llama-index"),
+    ),
     "openai_agents": (openai_agents, ("openai-agents", "openai", "openinference-instrumentation-openai-agents")),
     "anthropic_openinference": (anthropic_openinference, ("anthropic", "openinference-instrumentation-anthropic")),
     "anthropic_openllmetry": (anthropic_openllmetry, ("anthropic", "opentelemetry-instrumentation-anthropic")),

@@ -253,9 +253,7 @@ def _gemini(body: Mapping[str, Any]) -> dict[str, Any]:
         tools=[declaration.get("name") for declaration in declarations],
     )
     reply = answer(turn)
-    part = (
-        {"functionCall": {"name": reply.tool, "args": dict(reply.arguments)}} if reply.tool else {"text": reply.text}
-    )
+    part = {"functionCall": {"name": reply.tool, "args": dict(reply.arguments)}} if reply.tool else {"text": reply.text}
     return {
         "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {

@@ -70,7 +70,8 @@ def test_every_setup_alerts_on_the_wrong_numbers_and_the_failed_tool_claimed_don
     assert not [alert for alert in alerted if alert[1] == "faithful"]
     calls = dict(worker.query("SELECT service, count() FROM halluwatch.llm_calls FINAL GROUP BY service"))
     assert calls == {
-        f"app-{setup.replace('_', '-')}": 2 + sum(per_scenario.values()) for setup, per_scenario in EXPECTED_CALLS.items()
+        f"app-{setup.replace('_', '-')}": 2 + sum(per_scenario.values())
+        for setup, per_scenario in EXPECTED_CALLS.items()
     }
     empty = worker.query("SELECT service, span_name FROM halluwatch.llm_calls FINAL WHERE prompt = '' OR model = ''")
     assert empty == []

@@ -20,7 +20,16 @@ CALL = LLMCall(
     output_messages=(Message("assistant", "Booked."),),
 )
 # The anthropic SDK's own span: no content, same call.
-SHADOW = replace(CALL, span_id="2" * 16, span_name="anthropic.messages.create", convention="gen_ai", input_messages=(), output_messages=(), start_time_unix_nano=200, end_time_unix_nano=800)  # fmt: skip
+SHADOW = replace(
+    CALL,
+    span_id="2" * 16,
+    span_name="anthropic.messages.create",
+    convention="gen_ai",
+    input_messages=(),
+    output_messages=(),
+    start_time_unix_nano=200,
+    end_time_unix_nano=800,
+)
 
 
 def test_a_content_free_child_or_sibling_inside_a_call_with_content_is_dropped() -> None:

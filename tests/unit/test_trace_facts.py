@@ -201,7 +201,9 @@ def test_a_tool_that_returned_an_error_fails_its_span_whatever_its_status(captur
         for offset, (name, result) in enumerate(results.items()):
             attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
             attributes["gen_ai.tool.call.result"] = result
-            tracer.start_span(name, start_time=(10 + offset) * MS, attributes=attributes).end(end_time=(11 + offset) * MS)
+            tracer.start_span(name, start_time=(10 + offset) * MS, attributes=attributes).end(
+                end_time=(11 + offset) * MS
+            )
         llm_span(tracer, 50 * MS)
 
     (call,) = attach_trace_facts(*facts_and_calls(capture(under_root(emit))))
@@ -220,8 +222,12 @@ def test_tools_run_inside_a_call_count_and_their_results_are_its_sources(capture
             call_span.set_attributes(
                 {
                     "gen_ai.operation.name": "generate_content",
-                    "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Book"}]}]),
-                    "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "Booked."}]}]),
+                    "gen_ai.input.messages": json.dumps(
+                        [{"role": "user", "parts": [{"type": "text", "content": "Book"}]}]
+                    ),
+                    "gen_ai.output.messages": json.dumps(
+                        [{"role": "assistant", "parts": [{"type": "text", "content": "Booked."}]}]
+                    ),
                 }
             )
             attributes = {

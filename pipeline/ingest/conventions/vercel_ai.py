@@ -72,7 +72,12 @@ def _part(part: Any) -> dict[str, Any] | None:
     if kind == "text":
         return {"type": "text", "content": part.get("text")}
     if kind == "tool-call":
-        return {"type": "tool_call", "id": part.get("toolCallId"), "name": part.get("toolName"), "arguments": part.get("input")}
+        return {
+            "type": "tool_call",
+            "id": part.get("toolCallId"),
+            "name": part.get("toolName"),
+            "arguments": part.get("input"),
+        }
     if kind == "tool-result":
         return {"type": "tool_call_response", "id": part.get("toolCallId"), "response": _result(part.get("output"))}
     return None  # reasoning, files, images: neither answer nor grounding text
@@ -92,7 +97,11 @@ def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     if not isinstance(parsed, list):
         return None
     calls = [
-        {"id": values.text(call.get("toolCallId")), "name": call["toolName"], "arguments": values.json_text(call.get("input"))}
+        {
+            "id": values.text(call.get("toolCallId")),
+            "name": call["toolName"],
+            "arguments": values.json_text(call.get("input")),
+        }
         for call in parsed
         if isinstance(call, Mapping) and isinstance(call.get("toolName"), str) and call["toolName"]
     ]
