@@ -379,6 +379,7 @@ def test_ids_service_and_routing_attributes(capture: Capture) -> None:
         "deployment.environment": "prod",
         "gen_ai.operation.name": "chat",
         "app.tenant": "acme",
+        "otel.scope.name": "test",  # the tracer's name: which instrumentation made the span
     }
 
 
