@@ -460,3 +460,32 @@ def test_unexpected_converter_failure_is_malformed(capture: Capture, monkeypatch
     with pytest.raises(MalformedLLMSpan, match="bug") as raised:
         normalize_span(ctx)
     assert isinstance(raised.value, ValueError) and "gen_ai" in raised.value.reason
+
+
+def test_anthropic_content_blocks_are_tool_calls_and_results(capture: Capture) -> None:
+    """Anthropic's request format copied into ``gen_ai.input.messages`` (``tool_use``/``tool_result`` blocks)."""
+    blocks = [
+        {"role": "user", "content": "Book a table for two at 19:30."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "no seats left", "is_error": True},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "menu: soup"}]},
+            ],
+        },
+    ]
+
+    def run(tracer: Tracer) -> None:
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(blocks)}
+        tracer.start_span("chat", attributes=attributes).end()
+
+    (ctx,) = capture(run)
+    call = normalize_span(ctx)
+    assert call is not None
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book_table", '{"people": 2}', "t1"),)
+    assert [(m.tool_call_id, m.text) for m in call.input_messages[2:]] == [
+        ("t1", "Error: no seats left"),
+        ("t2", "menu: soup"),
+    ]

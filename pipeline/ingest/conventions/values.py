@@ -170,11 +170,40 @@ def message_dict(obj: Any) -> dict[str, Any] | None:
         "tool_calls": [call for item in _list(obj.get("tool_calls")) if (call := _tool_call(item))],
     }
     parts = obj.get("parts")
+    content = json_value(obj.get("content")) if _has_blocks(obj.get("content")) else obj.get("content")
     if isinstance(parts, list):
         _read_parts(parts, message)
+    elif isinstance(content, list) and any(_is_block(block) for block in content):
+        _read_parts([_block_part(block) for block in content], message)
     else:
-        message["text"] = content_text(obj.get("content"))
+        message["text"] = content_text(content)
     return message
+
+
+# Anthropic's message content blocks, as instrumentations copy them from the request
+# (``tool_use`` asks for a tool, ``tool_result`` answers it inside a ``user`` message).
+_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def _has_blocks(content: Any) -> bool:
+    return isinstance(content, str) and content.startswith("[{") and '"tool_' in content
+
+
+def _is_block(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") in _BLOCKS
+
+
+def _block_part(block: Any) -> Any:
+    """An Anthropic content block in the GenAI part shape; other blocks pass through."""
+    if not _is_block(block):
+        return block
+    if block["type"] == "tool_use":
+        return {"type": "tool_call", "id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
+    result = block.get("content")
+    body = "\n".join(_part_texts(result)) if isinstance(result, list) else json_text(result)
+    if block.get("is_error") is True and body is not None:
+        body = f"Error: {body}"  # the API's own failure flag, in the words tool_runs reads
+    return {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": body}
 
 
 def _read_parts(parts: list[Any], message: dict[str, Any]) -> None:
