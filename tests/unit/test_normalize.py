@@ -466,7 +466,10 @@ def test_anthropic_content_blocks_are_tool_calls_and_results(capture: Capture) -
     """Anthropic's request format copied into ``gen_ai.input.messages`` (``tool_use``/``tool_result`` blocks)."""
     blocks = [
         {"role": "user", "content": "Book a table for two at 19:30."},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}],
+        },
         {
             "role": "user",
             "content": [
