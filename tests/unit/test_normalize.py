@@ -492,3 +492,51 @@ def test_anthropic_content_blocks_are_tool_calls_and_results(capture: Capture) -
         ("t1", "Error: no seats left"),
         ("t2", "menu: soup"),
     ]
+
+
+def test_vercel_ai_sdk_provider_calls_are_read_and_its_wrapper_span_is_not(capture: Capture) -> None:
+    """AI SDK 4's layout (``args``, ``result``/``isError``, ``parameters``) on a ``streamText`` call."""
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Book a table."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "book", "args": {"n": 2}}],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "book", "result": "full", "isError": True}
+            ],
+        },
+    ]
+    tool = {"type": "function", "name": "book", "parameters": {"type": "object"}}
+
+    def run(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("ai.streamText", attributes={"ai.operationId": "ai.streamText"}) as outer:
+            outer.set_attribute("ai.response.text", "Sorry, it is full.")  # the wrapper repeats the answer
+            inner = {
+                "ai.operationId": "ai.streamText.doStream",
+                "gen_ai.system": "anthropic.messages",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "ai.prompt.messages": json.dumps(messages),
+                "ai.prompt.tools": [json.dumps(tool)],
+                "ai.response.text": "Sorry, it is full.",
+                "ai.response.finishReason": "stop",
+                "ai.usage.promptTokens": 12,
+                "ai.usage.completionTokens": 5,
+            }
+            tracer.start_span("ai.streamText.doStream", attributes=inner).end()
+
+    calls = [call for ctx in capture(run) if (call := normalize_span(ctx)) is not None]
+    (call,) = calls
+    assert (call.convention, call.operation, call.provider, call.model) == (
+        "vercel_ai",
+        "chat",
+        "anthropic",
+        "claude-sonnet-4-5",
+    )
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book", '{"n": 2}', "c1"),)
+    assert (call.input_messages[2].tool_call_id, call.input_messages[2].text) == ("c1", "Error: full")
+    assert [(t.name, t.parameters) for t in call.tool_definitions] == [("book", {"type": "object"})]
+    assert (call.answer, call.finish_reason, call.usage) == ("Sorry, it is full.", "stop", Usage(12, 5))

@@ -7,9 +7,10 @@ span: ``ai.operationId`` names it, ``gen_ai.system`` / ``gen_ai.request.model`` 
 
 - ``ai.prompt.messages``: a JSON list of its model messages, ``content`` a string or parts
   ``text``, ``tool-call`` (``toolCallId``, ``toolName``, ``input``) and ``tool-result``
-  (``output`` = ``{type: json|text|error-json|error-text, value}``);
-- ``ai.prompt.tools``: one JSON string per tool, its schema in ``inputSchema``;
-- ``ai.response.text``, ``ai.response.toolCalls`` (``input`` a JSON string),
+  (``output`` = ``{type: json|text|error-json|error-text, value}``; AI SDK 4: ``args``,
+  ``result`` and ``isError``);
+- ``ai.prompt.tools``: one JSON string per tool, its schema in ``inputSchema`` (4: ``parameters``);
+- ``ai.response.text``, ``ai.response.toolCalls`` (``input``, 4: ``args``, a JSON string),
   ``ai.response.finishReason`` (``tool-calls``, ``stop``, ...).
 
 The wrapping ``ai.generateText`` span repeats the final text: it is not a model call.
@@ -76,10 +77,11 @@ def _part(part: Any) -> dict[str, Any] | None:
             "type": "tool_call",
             "id": part.get("toolCallId"),
             "name": part.get("toolName"),
-            "arguments": part.get("input"),
+            "arguments": part.get("input", part.get("args")),
         }
     if kind == "tool-result":
-        return {"type": "tool_call_response", "id": part.get("toolCallId"), "response": _result(part.get("output"))}
+        result = _result(part["output"]) if "output" in part else _v4_result(part)
+        return {"type": "tool_call_response", "id": part.get("toolCallId"), "response": result}
     return None  # reasoning, files, images: neither answer nor grounding text
 
 
@@ -92,6 +94,12 @@ def _result(output: Any) -> Any:
     return value
 
 
+def _v4_result(part: Mapping[str, Any]) -> Any:
+    """AI SDK 4: ``result`` beside an ``isError`` flag."""
+    result = part.get("result")
+    return f"Error: {values.json_text(result)}" if part.get("isError") is True else result
+
+
 def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
     parsed = values.json_value(value)
     if not isinstance(parsed, list):
@@ -100,7 +108,7 @@ def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
         {
             "id": values.text(call.get("toolCallId")),
             "name": call["toolName"],
-            "arguments": values.json_text(call.get("input")),
+            "arguments": values.json_text(call.get("input", call.get("args"))),
         }
         for call in parsed
         if isinstance(call, Mapping) and isinstance(call.get("toolName"), str) and call["toolName"]
