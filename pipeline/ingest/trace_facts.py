@@ -12,7 +12,8 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
   is ERROR, it has ``error.type``, or its recorded result reads as a failure: a tool that
   returns ``{"error": ...}`` ends its span well (LlamaIndex even says ``is_error: false``).
 
-:func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
+:func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it (or,
+for tool runs, ran inside it):
 
 - a call whose span has no structured sources gets the documents of the retriever spans that
   ended before it started, preferring those under the same parent span (the same chain run),
@@ -149,7 +150,7 @@ def _ended_in_error(ctx: SpanContext, attrs: dict[str, Any]) -> bool:
 
 def _tool_output(result: str) -> str | None:
     """What the tool returned, inside LlamaIndex's ``ToolOutput`` (``raw_output``, ``is_error``)."""
-    if not result.startswith('{"blocks"'):
+    if len(result) > MAX_DOCUMENT_CHARS or not result.startswith('{"blocks"'):
         return None
     try:
         output = json.loads(result)
@@ -164,7 +165,7 @@ def _tool_output(result: str) -> str | None:
 
 
 def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[LLMCall]:
-    """The calls, each with the retriever documents and tool spans of its trace that precede it."""
+    """The calls, each with the retriever documents and tool spans of its trace that precede it or ran inside it."""
     retrievals: dict[str, list[Retrieval]] = {}
     tools: dict[str, list[ToolExecution]] = {}
     for fact in facts:

@@ -91,10 +91,11 @@ def _with_function_calls(outputs: list[Mapping[str, Any]], draft: Mapping[str | 
     if not isinstance(calls, Mapping):
         return outputs
     merged = list(outputs)
-    for index, call in calls.items():
-        if not isinstance(index, int) or not isinstance(call, Mapping):
+    for index in sorted(key for key in calls if isinstance(key, int)):
+        call = calls[index]
+        if not isinstance(call, Mapping) or index > len(merged):  # indexes come from the span: never trust them
             continue
-        while len(merged) <= index:
+        if index == len(merged):
             merged.append({})
         if not _items(merged[index].get("tool_calls")):
             merged[index] = {**merged[index], "tool_calls": [call]}
