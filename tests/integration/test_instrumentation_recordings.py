@@ -17,8 +17,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from pipeline.tools.demo_broker import TansuBroker
+from tests.instrumented.recorded import EXPECTED_CALLS, RECORDINGS
 from tests.integration.support import WorkerProcess, produce
-from tests.unit.test_instrumentation_recordings import EXPECTED_CALLS, RECORDINGS
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
@@ -22,6 +21,7 @@ from detectors.suite import DetectorSuite
 from detectors.tool_outcome import ToolOutcomeConfig
 from detectors.tool_outcome.detector import ToolOutcomeDetector
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
+from tests.instrumented.recorded import EXPECTED_CALLS, RECORDINGS, SETUPS
 from tests.instrumented.scripted_model import (
     BOOKING_ERROR,
     CLAIMED_SUCCESS,
@@ -32,23 +32,6 @@ from tests.instrumented.scripted_model import (
     scenario,
 )
 
-RECORDINGS = Path(__file__).resolve().parents[1] / "instrumented" / "recordings"
-# Model calls per scenario: RAG answers take one; an agent asks for a tool, then answers.
-AGENT_CALLS = {"failed_tool": 2, "undefined_tool": 2, "wrong_type": 2}
-EXPECTED_CALLS: dict[str, dict[str, int]] = {
-    "pydantic_ai": AGENT_CALLS,
-    "llama_index": AGENT_CALLS,
-    # The Agents SDK raises ModelBehaviorError on an undefined tool: no second call.
-    "openai_agents": AGENT_CALLS | {"undefined_tool": 1},
-    "anthropic_openinference": AGENT_CALLS,
-    "anthropic_openllmetry": AGENT_CALLS,
-    # Automatic function calling: one span for the whole tool loop.
-    "google_genai_auto": {"failed_tool": 1, "undefined_tool": 1, "wrong_type": 1},
-    "google_genai_manual": AGENT_CALLS,
-    "litellm": AGENT_CALLS,
-    "vercel_ai": AGENT_CALLS,
-}
-SETUPS = tuple(EXPECTED_CALLS)
 # Where the tool loop runs inside one model call, the requested calls are never on a span.
 TOOL_CALLS_HIDDEN = {"google_genai_auto"}
 
