@@ -80,7 +80,7 @@ bench: install
 RECORD := tests/instrumented
 RECORD_SETUPS_frameworks := pydantic_ai openai_agents anthropic_openinference anthropic_openllmetry litellm
 RECORD_SETUPS_llama_index := llama_index
-RECORD_SETUPS_google_genai := google_genai_auto google_genai_manual
+RECORD_SETUPS_google_genai := google_genai_auto google_genai_manual google_genai_events
 record-instrumentations:
 	for group in frameworks llama_index google_genai; do \
 	  test -x .venv-record-$$group/bin/python || $(PYTHON) -m venv .venv-record-$$group || exit 1; \

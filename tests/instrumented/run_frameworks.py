@@ -50,6 +50,10 @@ ENVIRONMENT: dict[str, dict[str, str]] = {
     "litellm": {"USE_OTEL_LITELLM_REQUEST_SPAN": "true"},
 }
 ENVIRONMENT["google_genai_manual"] = ENVIRONMENT["google_genai_auto"]
+# Content only in log records (gen_ai.client.inference.operation.details), none on the spans.
+ENVIRONMENT["google_genai_events"] = ENVIRONMENT["google_genai_auto"] | {
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "EVENT_ONLY"
+}
 
 Play = Callable[[str, str], None]  # (scenario, question) -> None, one call of the app
 
@@ -283,6 +287,7 @@ SETUPS: dict[str, tuple[Callable[[str], Play], tuple[str, ...]]] = {
     "anthropic_openllmetry": (anthropic_openllmetry, ("anthropic", "opentelemetry-instrumentation-anthropic")),
     "google_genai_auto": (google_genai_auto, ("google-genai", "opentelemetry-instrumentation-google-genai")),
     "google_genai_manual": (google_genai_manual, ("google-genai", "opentelemetry-instrumentation-google-genai")),
+    "google_genai_events": (google_genai_manual, ("google-genai", "opentelemetry-instrumentation-google-genai")),
     "litellm": (litellm, ("litellm", "openai")),
 }
 

@@ -14,12 +14,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from detectors.llm_call import LLMCall
+from detectors.llm_call import ContentSource, LLMCall
 from detectors.schema_violation import SchemaViolationConfig
 from detectors.schema_violation.detector import SchemaViolationDetector
 from detectors.suite import DetectorSuite
 from detectors.tool_outcome import ToolOutcomeConfig
 from detectors.tool_outcome.detector import ToolOutcomeDetector
+from pipeline.config.stream import JoinConfig
+from pipeline.ingest.normalize import normalize_span
+from pipeline.ingest.otlp_logs import decode_logs, genai_records
+from pipeline.log_join.join import LogJoin
 from pipeline.spans.processor import InboundMessage, SpanBatchProcessor
 from tests.instrumented.recorded import EXPECTED_CALLS, RECORDINGS, SETUPS
 from tests.instrumented.scripted_model import (
@@ -31,6 +35,7 @@ from tests.instrumented.scripted_model import (
     TOOL_REQUESTS,
     scenario,
 )
+from tests.unit.conftest import decode
 
 # Where the tool loop runs inside one model call, the requested calls are never on a span.
 TOOL_CALLS_HIDDEN = {"google_genai_auto"}
@@ -142,3 +147,24 @@ def test_undefined_tools_and_wrong_argument_types_are_schema_violations(
     assert undefined.flagged and [v["kind"] for v in undefined.evidence["violations"]] == ["unknown_tool"]
     assert wrong_type.flagged and "people" in json.dumps(wrong_type.evidence["violations"])
     assert not faithful.flagged  # the well-formed booking request
+
+
+def test_google_genai_content_sent_only_as_log_records_is_joined_back() -> None:
+    """Content capture ``EVENT_ONLY``: content-free spans, one log record per call with the content."""
+    folder = RECORDINGS / "google_genai_events"
+    calls = [call for ctx in decode((folder / "spans.bin").read_bytes()) if (call := normalize_span(ctx))]
+    assert len(calls) == 8 and not any(call.has_content for call in calls)
+    join = LogJoin(JoinConfig(window_seconds=5.0))
+    for call in calls:
+        assert join.offer_span(call, 0.0) == []  # held for its log record
+    released = [
+        release.call
+        for (trace_id, span_id), records in genai_records(decode_logs((folder / "logs.bin").read_bytes())).items()
+        for release in join.offer_records(trace_id, span_id, records, 0.0)
+        if release.call is not None
+    ]
+    assert len(released) == 8 and {call.content_source for call in released} == {ContentSource.LOGS}
+    final = by_scenario(sorted(released, key=lambda call: call.start_time_unix_nano))["failed_tool"][-1]
+    assert [m.role for m in final.input_messages] == ["user", "assistant", "tool"]
+    (finding,) = ToolOutcomeDetector(ToolOutcomeConfig(), threshold=0.5).detect_batch([final])
+    assert finding.flagged and finding.severity == 4
