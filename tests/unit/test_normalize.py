@@ -540,3 +540,32 @@ def test_vercel_ai_sdk_provider_calls_are_read_and_its_wrapper_span_is_not(captu
     assert (call.input_messages[2].tool_call_id, call.input_messages[2].text) == ("c1", "Error: full")
     assert [(t.name, t.parameters) for t in call.tool_definitions] == [("book", {"type": "object"})]
     assert (call.answer, call.finish_reason, call.usage) == ("Sorry, it is full.", "stop", Usage(12, 5))
+
+
+def test_openllmetry_flat_anthropic_content_lists_hold_tool_calls_and_results(capture: Capture) -> None:
+    """OpenLLMetry <= 0.52 around the anthropic client: each message's content list as JSON."""
+    tool_use = [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}]
+    tool_result = [{"type": "tool_result", "tool_use_id": "t1", "content": '{"error": "no seats left"}'}]
+
+    def run(tracer: Tracer) -> None:
+        attributes = {
+            "llm.request.type": "chat",
+            "gen_ai.system": "Anthropic",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "Book a table for two.",
+            "gen_ai.prompt.1.role": "assistant",
+            "gen_ai.prompt.1.content": json.dumps(tool_use),
+            "gen_ai.prompt.2.role": "user",
+            "gen_ai.prompt.2.content": json.dumps(tool_result),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Your table is booked.",
+        }
+        tracer.start_span("anthropic.chat", attributes=attributes).end()
+
+    (ctx,) = capture(run)
+    call = normalize_span(ctx)
+    assert call is not None and call.convention == "openllmetry"
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book_table", '{"people": 2}', "t1"),)
+    assert (call.input_messages[2].tool_call_id, call.input_messages[2].text) == ("t1", '{"error": "no seats left"}')
+    assert call.prompt == "Book a table for two." and call.answer == "Your table is booked."

@@ -22,7 +22,7 @@ _REQUEST_TYPES = frozenset({"chat", "completion"})
 def _message_rows(prefix: str, target: str) -> tuple[Row, ...]:
     return (
         (f"{prefix}.{{i}}.role", f"{target}.{{0}}.role", values.text),
-        (f"{prefix}.{{i}}.content", f"{target}.{{0}}.text", values.content_text),
+        (f"{prefix}.{{i}}.content", f"{target}.{{0}}", values.content_fields),
         (f"{prefix}.{{i}}.finish_reason", f"{target}.{{0}}.finish_reason", values.text),
         (f"{prefix}.{{i}}.tool_call_id", f"{target}.{{0}}.tool_call_id", values.text),
         (f"{prefix}.{{i}}.tool_calls.{{j}}.id", f"{target}.{{0}}.tool_calls.{{1}}.id", values.text),

@@ -125,6 +125,20 @@ def content_text(value: Any) -> str | None:
     return text(value)
 
 
+def content_fields(value: Any) -> dict[str, Any] | None:
+    """Read one flat ``content`` attribute into message fields: its text, or its tool blocks.
+
+    OpenLLMetry's flat layout (``gen_ai.prompt.N.content``) carries Anthropic's content list
+    as JSON; a list with ``tool_use``/``tool_result`` blocks gives the message its tool calls
+    and results, anything else its text.
+    """
+    message = message_dict({"content": value})
+    if message is None or not (message.get("results") or message["tool_calls"]):
+        body = content_text(value)
+        return {"text": body} if body is not None else None
+    return {key: message[key] for key in ("parts", "results", "tool_calls", "tool_call_id")}
+
+
 def _part_texts(parts: list[Any]) -> list[str]:
     found = []
     for part in parts:
