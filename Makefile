@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium test test-unit test-llm soak fuzz demo check audit bench clean
+.PHONY: install chromium test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
 
 install: $(INSTALLED)
 
@@ -78,6 +78,25 @@ bench: install
 	$(BIN)/python bench/processor.py
 	$(BIN)/python bench/ingest.py --traces 10000 --spans-per-trace 20 --runs 3
 	$(BIN)/python bench/alerts.py
+
+# Re-record the agent frameworks and provider SDKs under their own instrumentation
+# (tests/instrumented/recordings, docs/instrumentations.md): each library in a venv of its own
+# group against the scripted local model server; the Vercel AI SDK with node and npm. Needs PyPI
+# and npm; never run by `make test`, which replays the committed recordings.
+RECORD := tests/instrumented
+RECORD_SETUPS_frameworks := pydantic_ai openai_agents anthropic_openinference anthropic_openllmetry litellm
+RECORD_SETUPS_llama_index := llama_index
+RECORD_SETUPS_google_genai := google_genai_auto google_genai_manual google_genai_events
+record-instrumentations:
+	for group in frameworks llama_index google_genai; do \
+	  test -x .venv-record-$$group/bin/python || $(PYTHON) -m venv .venv-record-$$group || exit 1; \
+	  .venv-record-$$group/bin/python -m pip install --quiet -r $(RECORD)/requirements/$$group.txt || exit 1; \
+	done
+	for setup in $(RECORD_SETUPS_frameworks); do .venv-record-frameworks/bin/python -m tests.instrumented.run_frameworks $$setup $(RECORD)/recordings/$$setup || exit 1; done
+	for setup in $(RECORD_SETUPS_llama_index); do .venv-record-llama_index/bin/python -m tests.instrumented.run_frameworks $$setup $(RECORD)/recordings/$$setup || exit 1; done
+	for setup in $(RECORD_SETUPS_google_genai); do .venv-record-google_genai/bin/python -m tests.instrumented.run_frameworks $$setup $(RECORD)/recordings/$$setup || exit 1; done
+	cd $(RECORD)/vercel && npm ci --no-audit --no-fund
+	$(PYTHON) -m tests.instrumented.run_frameworks vercel_ai $(RECORD)/recordings/vercel_ai
 
 clean:
 	rm -rf $(VENV) .halluwatch .pytest_cache .mypy_cache .ruff_cache

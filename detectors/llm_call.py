@@ -45,9 +45,12 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class ToolSpan:
-    """A tool execution span of the same trace that ended before the call (a small summary, never the result).
+    """A tool execution span of the same trace that ran before the call or inside its tool loop.
 
-    ``error`` is the span's status message (or its exception's), set when it ended in error.
+    A small summary, never the result: ``failed`` when the span ended in error or its recorded
+    result reads as a failure; ``error`` then says why (the status message, the exception's,
+    or a quote of the result).  ``start_time_unix_nano`` is 0 for spans summarized before it
+    was recorded.
     """
 
     span_id: str
@@ -56,6 +59,7 @@ class ToolSpan:
     failed: bool = False
     error: str = ""
     end_time_unix_nano: int = 0
+    start_time_unix_nano: int = 0
 
 
 @dataclass(frozen=True, slots=True)

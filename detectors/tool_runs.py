@@ -4,7 +4,8 @@ An agent's final LLM call carries its turn in its input: the user's request, the
 assistant's tool calls, and one ``tool`` message per call with its result.  This module
 pairs each requested call with its result and classifies the result:
 
-* ``failed``: the result says so -- a JSON object with a non-empty ``error``/``errors``/
+* ``failed``: the result says so -- a JSON object (or a Python ``dict`` literal, as LlamaIndex
+  records a tool's return value) with a non-empty ``error``/``errors``/
   ``exception``, ``"success": false`` or ``"ok": false``, a ``status``/``state``/``outcome``
   of ``error``, ``failed``, ``declined``... or an HTTP status of 400-599; or plain text whose
   first line is an error (``Error: ...``, ``Traceback``, ``ValueError: ...``, ``HTTP 503``);
@@ -24,6 +25,7 @@ turn's failure was that turn's answer's business.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -199,14 +201,23 @@ def failure_reason(result: str, statuses: frozenset[str] = FAILURE_STATUSES) -> 
     """Why ``result`` reads as a failed tool run (a short quote of the error), or ``None``."""
     stripped = result.strip()
     if stripped.startswith("{") and len(stripped) <= MAX_RESULT_CHARS:
-        try:
-            document = json.loads(stripped)
-        except ValueError:
-            document = None
+        document = _object(stripped)
         if isinstance(document, dict):
             return _json_failure(document, statuses)
     first_line = stripped.split("\n", 1)[0]
     return _quote(first_line) if _ERROR_LINE.match(first_line) else None
+
+
+def _object(text: str) -> Any:
+    """A result's object: JSON, else a Python literal (``{'error': 'no seats left'}``), else ``None``."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return ast.literal_eval(text)  # literals only: never runs code
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def _json_failure(document: Mapping[str, Any], statuses: frozenset[str]) -> str | None:

@@ -669,6 +669,24 @@ def doctor(config_path: Path | None, timeout_seconds: float) -> None:
     click.echo("all checks passed")
 
 
+@main.command()
+@CONFIG_OPTION
+@click.option("--since", default="24h", show_default=True, help="Count the calls that started this long ago (24h, 7d).")
+def conventions(config_path: Path | None, since: str) -> None:
+    """Count recent model calls per instrumentation scope that arrived with no content, no tools or no model.
+
+    A library that records no messages, no tool definitions beside its tool calls, or no model
+    leaves the detectors blind without an error; docs/instrumentations.md says what each needs.
+    """
+    from pipeline.tools.instrumentation_gaps import scope_gaps, summary, table_lines
+
+    settings = _settings(config_path)
+    gaps = scope_gaps(_migrated_client(settings), settings.clickhouse_database, _ago(since, "--since"))
+    for line in table_lines(gaps):
+        click.echo(line)
+    click.echo(summary(gaps)[1])
+
+
 @main.group()
 def policy() -> None:
     """Per-application policies: which one a call gets, and what it sets."""

@@ -5,6 +5,7 @@ span maps it:
 
 - ``openinference``: ``openinference.span.kind`` = ``LLM``;
 - ``seed``: span name ``llm.*`` with ``llm.response.content`` (seed ``000_*``);
+- ``vercel_ai``: the Vercel AI SDK's provider-call spans (``ai.operationId``);
 - ``openllmetry``: Traceloop markers (flat ``gen_ai.prompt.N.*``, ``llm.request.type``, ...);
 - ``gen_ai``: OpenTelemetry GenAI inference spans, current and deprecated forms.
 
@@ -32,11 +33,12 @@ from pipeline.ingest.conventions.openinference import OPENINFERENCE
 from pipeline.ingest.conventions.openllmetry import OPENLLMETRY
 from pipeline.ingest.conventions.records import build
 from pipeline.ingest.conventions.seed import SEED
+from pipeline.ingest.conventions.vercel_ai import VERCEL_AI
 from pipeline.ingest.otlp_traces import SpanContext, attributes
 
-CONVENTIONS: tuple[Convention, ...] = (OPENINFERENCE, SEED, OPENLLMETRY, GEN_AI)
+CONVENTIONS: tuple[Convention, ...] = (OPENINFERENCE, SEED, VERCEL_AI, OPENLLMETRY, GEN_AI)
 
-_MARKER_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.")
+_MARKER_PREFIXES = ("gen_ai.", "llm.", "openinference.", "traceloop.", "ai.")
 _EVENT_PREFIX = "gen_ai."
 _ROUTING_RESOURCE_KEYS = (
     "service.name",
@@ -45,6 +47,9 @@ _ROUTING_RESOURCE_KEYS = (
     "deployment.environment",
     "deployment.environment.name",
 )
+# The instrumentation library that made the span (its scope), kept with the call's attributes:
+# `halluwatch conventions` and `doctor` count per scope the calls that arrived without content.
+SCOPE_ATTRIBUTE = "otel.scope.name"
 _MAX_ROUTING_VALUE_CHARS = 256
 # String attributes whose key says "content" stay out of ``LLMCall.attributes`` even when
 # short: a 40-character prompt is still user content (PII), not a routing attribute.
@@ -107,7 +112,7 @@ def _normalize(ctx: SpanContext, convention: Convention) -> LLMCall:
         start_time_unix_nano=span.start_time_unix_nano,
         end_time_unix_nano=span.end_time_unix_nano,
         convention=convention.name,
-        attributes=_routing_attributes(ctx.resource, span_attrs),
+        attributes=_routing_attributes(ctx.resource, span_attrs) | _scope(ctx.scope_name),
         **build(convention.extract(span_attrs, events)),
     )
 
@@ -117,6 +122,10 @@ def _routing_attributes(resource: Mapping[str, Any], span_attrs: Mapping[str, An
     routing = {key: resource[key] for key in _ROUTING_RESOURCE_KEYS if _is_routing_value(key, resource.get(key))}
     routing.update((key, value) for key, value in span_attrs.items() if _is_routing_value(key, value))
     return routing
+
+
+def _scope(name: str) -> dict[str, str]:
+    return {SCOPE_ATTRIBUTE: name[:_MAX_ROUTING_VALUE_CHARS]} if name else {}
 
 
 def _is_routing_value(key: str, value: Any) -> bool:

@@ -8,18 +8,26 @@ In RAG and agent apps the evidence for an answer often sits beside the LLM span,
 - a **tool execution span** holds a tool run and how it ended (GenAI ``execute_tool``
   operations: ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments`` and
   ``.result``; OpenInference ``TOOL`` spans: ``tool.name``, ``tool_call.id``, ``input.value``,
-  ``output.value``), failed when its status is ERROR or it has ``error.type``.  Its arguments and
-  result go to the ``tool_runs`` table for the triage pages, never to the calls.
+  ``output.value``; the Vercel AI SDK's ``ai.toolCall`` spans: ``ai.toolCall.{name,id,args,result}``),
+  failed when its status is ERROR, it has ``error.type``, or its recorded result reads as a
+  failure: a tool that returns ``{"error": ...}`` ends its span well (LlamaIndex even says
+  ``is_error: false``).  Its arguments and result also go to the ``tool_runs`` table for the
+  triage pages.
 
-:func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it:
+:func:`attach_trace_facts` gives each LLM call the facts of its own trace that precede it (or,
+for tool runs, ran inside it):
 
 - a call whose span has no structured sources gets the documents of the retriever spans that
   ended before it started, preferring those under the same parent span (the same chain run),
   and its own prompt context as one more source (``prompt``: the model saw that, not the
   raw documents); ``LLMCall.retriever_span_ids`` names the spans and ``llm_calls.sources_from``
   says ``trace``;
-- every call gets a small summary of the tool spans that ended before it started
-  (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads.
+- every call gets a small summary of the tool spans that ended before it started or ran
+  inside it (:class:`~detectors.llm_call.ToolSpan`), which the tool outcome detector reads:
+  a library that runs the tool loop within one model call (Google GenAI's automatic function
+  calling) records the tools as spans that start after the call did and end before it ends;
+  their recorded results are then the call's sources too (its messages never show them), and
+  ``LLMCall.retriever_span_ids`` names those tool spans as well.
 
 Spans that travel in the same message are joined here; facts in other messages of the trace
 meet their calls in the join (:mod:`pipeline.log_join.join`), which stores them as
@@ -36,6 +44,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
 from detectors.llm_call import LLMCall, Source, ToolSpan
+from detectors.tool_runs import failure_reason
 from pipeline.ingest.otlp_traces import SpanContext, attributes
 
 MAX_DOCUMENTS = 20  # per retriever span and per call; the call's content cap still applies after
@@ -44,7 +53,13 @@ MAX_TOOL_SPANS = 20  # per call, the latest
 MAX_TOOL_VALUE_CHARS = 4_000  # a tool run's arguments and result, each: a fact held for other messages stays small
 PROMPT_SOURCE_ID = "prompt"  # the source holding a trace-grounded call's own prompt context
 _MAX_ERROR_CHARS = 300
-_MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind"})
+_VERCEL_TOOL_NAME = "ai.toolCall.name"
+_MARKER_KEYS = frozenset({"gen_ai.operation.name", "openinference.span.kind", _VERCEL_TOOL_NAME})
+# Where each convention records a tool run's name, call id and result (the first found wins).
+_TOOL_NAME_KEYS = ("gen_ai.tool.name", "tool.name", _VERCEL_TOOL_NAME)
+_TOOL_CALL_ID_KEYS = ("gen_ai.tool.call.id", "tool_call.id", "ai.toolCall.id")
+_TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "output.value", "ai.toolCall.result")
+_TOOL_ARGUMENTS_KEYS = ("gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +75,7 @@ class Retrieval:
 
 @dataclass(frozen=True, slots=True)
 class ToolExecution:
-    """A tool execution span of a trace: its summary for the calls after it, what it was called with and returned."""
+    """A tool execution span of a trace: its summary for the calls, what it was called with and returned (capped)."""
 
     trace_id: str
     tool: ToolSpan
@@ -110,54 +125,93 @@ def span_fact(ctx: SpanContext) -> Fact | None:
             return None
         parent = span.parent_span_id.hex() or None
         return Retrieval(ctx.trace_id, span.span_id.hex(), parent, span.end_time_unix_nano, documents)
-    if operation == "execute_tool" or kind == "TOOL":
-        name = attrs.get("gen_ai.tool.name") or attrs.get("tool.name")
+    if operation == "execute_tool" or kind == "TOOL" or _VERCEL_TOOL_NAME in attrs:
+        name = _first(attrs, _TOOL_NAME_KEYS)
         if not isinstance(name, str) or not name:
             return None
-        call_id = attrs.get("gen_ai.tool.call.id") or attrs.get("tool_call.id")
-        failed = span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
+        call_id = _first(attrs, _TOOL_CALL_ID_KEYS)
+        result = _first(attrs, _TOOL_RESULT_KEYS)
+        result = (_tool_output(result) or result) if isinstance(result, str) else ""
+        error = _error_message(ctx, attrs) if _ended_in_error(ctx, attrs) else failure_reason(result)
         tool = ToolSpan(
             span_id=span.span_id.hex(),
             name=name,
             call_id=str(call_id) if call_id else None,
-            failed=failed,
-            error=_error_message(ctx, attrs) if failed else "",
+            failed=error is not None,
+            error=error or "",
             end_time_unix_nano=span.end_time_unix_nano,
+            start_time_unix_nano=span.start_time_unix_nano,
         )
-        arguments = attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value"))
-        result = attrs.get("gen_ai.tool.call.result", attrs.get("output.value"))
-        return ToolExecution(ctx.trace_id, tool, _value_text(arguments), _value_text(result))
+        arguments = _first(attrs, _TOOL_ARGUMENTS_KEYS)
+        return ToolExecution(ctx.trace_id, tool, _value_text(arguments), result[:MAX_DOCUMENT_CHARS])
     return None
 
 
+def _first(attrs: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    return next((attrs[key] for key in keys if attrs.get(key)), None)
+
+
+def _ended_in_error(ctx: SpanContext, attrs: dict[str, Any]) -> bool:
+    return ctx.span.status.code == Status.STATUS_CODE_ERROR or "error.type" in attrs
+
+
+def _tool_output(result: str) -> str | None:
+    """What the tool returned, inside LlamaIndex's ``ToolOutput`` (``raw_output``, ``is_error``)."""
+    if len(result) > MAX_DOCUMENT_CHARS or not result.startswith('{"blocks"'):
+        return None
+    try:
+        output = json.loads(result)
+    except ValueError:
+        return None
+    if not isinstance(output, dict) or "raw_output" not in output:
+        return None
+    if output.get("is_error") is True:
+        return f"Error: {output.get('raw_output')}"
+    raw = output["raw_output"]
+    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
+
+
 def attach_trace_facts(calls: Sequence[LLMCall], facts: Iterable[Fact]) -> list[LLMCall]:
-    """The calls, each with the retriever documents and tool spans of its trace that precede it."""
+    """The calls, each with the retriever documents and tool spans of its trace that precede it or ran inside it."""
     retrievals: dict[str, list[Retrieval]] = {}
-    tools: dict[str, list[ToolSpan]] = {}
+    tools: dict[str, list[ToolExecution]] = {}
     for fact in facts:
         if isinstance(fact, Retrieval):
             retrievals.setdefault(fact.trace_id, []).append(fact)
         else:
-            tools.setdefault(fact.trace_id, []).append(fact.tool)
+            tools.setdefault(fact.trace_id, []).append(fact)
     return [_with_facts(call, retrievals.get(call.trace_id, ()), tools.get(call.trace_id, ())) for call in calls]
 
 
-def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolSpan]) -> LLMCall:
-    before = [tool for tool in tools if tool.end_time_unix_nano <= call.start_time_unix_nano]
-    before.sort(key=lambda tool: tool.end_time_unix_nano)
-    changes: dict[str, Any] = {"tool_spans": tuple(before[-MAX_TOOL_SPANS:])} if before else {}
+def _with_facts(call: LLMCall, retrievals: Sequence[Retrieval], tools: Sequence[ToolExecution]) -> LLMCall:
+    ran = sorted((tool for tool in tools if _ran_for(call, tool.tool)), key=lambda t: t.tool.end_time_unix_nano)
+    changes: dict[str, Any] = {"tool_spans": tuple(t.tool for t in ran[-MAX_TOOL_SPANS:])} if ran else {}
     if not call.sources:
         earlier = [r for r in retrievals if r.end_time_unix_nano <= call.start_time_unix_nano]
         siblings = [r for r in earlier if r.parent_span_id == call.parent_span_id]
         chosen = sorted(siblings or earlier, key=lambda r: r.end_time_unix_nano)
-        documents = tuple(document for r in chosen for document in r.documents)[:MAX_DOCUMENTS]
+        # A tool loop inside this very call (Google GenAI's automatic function calling) never shows
+        # its results in the call's messages: the tool spans' results are the call's context.
+        inside = [t for t in ran if t.result and t.tool.start_time_unix_nano >= call.start_time_unix_nano]
+        results = tuple(Source(t.tool.call_id or t.tool.span_id, t.result) for t in inside)
+        documents = (tuple(document for r in chosen for document in r.documents) + results)[:MAX_DOCUMENTS]
         if documents:
             # What the model was given stays evidence too (its system prompt, pasted context, the
             # question): the retrieved documents add to the prompt, they never take its place.
-            prompt = call.grounding_text
+            # Tool results alone stand as they do in a call's messages: the question is no evidence.
+            prompt = call.grounding_text if chosen else ""
             given = (Source(PROMPT_SOURCE_ID, prompt),) if prompt.strip() else ()
-            changes |= {"sources": documents + given, "retriever_span_ids": tuple(r.span_id for r in chosen)}
+            span_ids = tuple(r.span_id for r in chosen) + tuple(t.tool.span_id for t in inside)
+            changes |= {"sources": documents + given, "retriever_span_ids": span_ids}
     return replace(call, **changes) if changes else call
+
+
+def _ran_for(call: LLMCall, tool: ToolSpan) -> bool:
+    """Whether ``tool`` ran before ``call`` began or inside it (a tool loop within one model call)."""
+    inside = (
+        call.start_time_unix_nano <= tool.start_time_unix_nano and tool.end_time_unix_nano <= call.end_time_unix_nano
+    )
+    return tool.end_time_unix_nano <= call.start_time_unix_nano or inside
 
 
 def _genai_documents(attrs: dict[str, Any]) -> tuple[Source, ...]:

@@ -17,7 +17,7 @@ from detectors.llm_call import LLMCall, TokenLogprob
 from detectors.verdict import CallJudgement, CallVerdict
 from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy import DEFAULT_POLICY
-from pipeline.ingest.trace_facts import Fact, ToolExecution
+from pipeline.ingest.trace_facts import MAX_TOOL_VALUE_CHARS, Fact, ToolExecution
 from pipeline.sinks.finding import Finding
 from pipeline.sinks.transcript import transcript_json
 
@@ -123,7 +123,7 @@ def tool_run_rows(facts: Iterable[Fact], content: ContentPolicy, now: datetime) 
     return [
         [
             run.trace_id, run.tool.span_id, run.tool.name, run.tool.call_id or "", content.text(run.arguments),
-            content.text(run.result), run.tool.failed, content.text(run.tool.error),
+            content.text(run.result[:MAX_TOOL_VALUE_CHARS]), run.tool.failed, content.text(run.tool.error),
             from_unix_nano(run.tool.end_time_unix_nano), content.mode, now,
         ]
         for run in facts

@@ -20,6 +20,7 @@ from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
+from pipeline.ingest.nested_calls import without_shadows
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
@@ -201,9 +202,11 @@ class SpanBatchProcessor:
                 continue
             if call is not None:
                 calls.append(call)
-                metrics.LLM_CALLS.labels(call.convention).inc()
             elif (fact := span_fact(span_context)) is not None:
                 facts.append(fact)
+        calls = without_shadows(calls)
+        for call in calls:
+            metrics.LLM_CALLS.labels(call.convention).inc()
         result.llm_calls += [self._limits.apply(call) for call in attach_trace_facts(calls, facts)]
         result.facts += facts
         result.incomplete_traces |= traces_seen - rooted

@@ -4,7 +4,8 @@ Each check reaches the real thing with the worker's own settings and says what i
 or what to change: configuration, the broker (reach it, then create a scratch topic,
 write to it, read it back, delete it; the input topics, which must be neither compacted nor
 written in transactions), ClickHouse (reach it, then create a scratch table,
-insert, select, drop; are the migrations applied), the embedding model, and the alert
+insert, select, drop; are the migrations applied; did the last day's model calls arrive with
+content, tool definitions and model, per instrumentation), the embedding model, and the alert
 credentials (Slack's ``auth.test``). Nothing here prints a secret: details pass through
 :func:`~pipeline.config.secrets.scrub` with every configured secret value.
 """
@@ -16,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pipeline.alerting.routes import usable_types, wanted_types
@@ -24,6 +26,7 @@ from pipeline.config.connections import redacted_dsn
 from pipeline.config.secrets import scrub, secret_values
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import BROKER_LOG
+from pipeline.tools.instrumentation_gaps import scope_gaps, summary
 from pipeline.tools.kafka_clients import client_config
 
 
@@ -318,6 +321,7 @@ def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
                         "(the worker also applies them at start)", warning=True)  # fmt: skip
         else:
             yield Check("clickhouse schema", True, f"database {database} is up to date")
+            yield _instrumentations(client, database)
             if settings.policies:
                 yield _policies_matched(client, database, list(settings.policies))
     finally:
@@ -339,6 +343,12 @@ def _policies_matched(client: Any, database: str, policies: list[str]) -> Check:
         return Check("policies", True, f"{', '.join(idle)} matched no call in the last 24 h: check their match "
                      f"(services seen: {', '.join(services)})", warning=True)  # fmt: skip
     return Check("policies", True, "calls in the last 24 h: " + ", ".join(f"{n} {calls[n]}" for n in policies))
+
+
+def _instrumentations(client: Any, database: str) -> Check:
+    """Whether the last day's model calls arrived whole, per instrumentation scope."""
+    whole, detail = summary(scope_gaps(client, database, datetime.now(UTC) - timedelta(days=1)))
+    return Check("instrumentations", True, f"last 24 h: {detail}", warning=not whole)
 
 
 def _clickhouse_permissions(client: Any, database: str) -> Check:

@@ -405,6 +405,8 @@ def test_bidirectional_controls_in_span_text_are_shown_neutralized(clickhouse):
     for page in (_html(web.get("/", headers=BEARER)), _html(web.get(f"/trace/{'d' * 32}", headers=BEARER))):
         assert not any(control in page for control in BIDI_CONTROLS)
         assert "billing\ufffdgnp.exe" in page
+
+
 @pytest.mark.parametrize(
     ("service", "marker", "arguments", "result"),
     [

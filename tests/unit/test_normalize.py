@@ -379,6 +379,7 @@ def test_ids_service_and_routing_attributes(capture: Capture) -> None:
         "deployment.environment": "prod",
         "gen_ai.operation.name": "chat",
         "app.tenant": "acme",
+        "otel.scope.name": "test",  # the tracer's name: which instrumentation made the span
     }
 
 
@@ -459,3 +460,112 @@ def test_unexpected_converter_failure_is_malformed(capture: Capture, monkeypatch
     with pytest.raises(MalformedLLMSpan, match="bug") as raised:
         normalize_span(ctx)
     assert isinstance(raised.value, ValueError) and "gen_ai" in raised.value.reason
+
+
+def test_anthropic_content_blocks_are_tool_calls_and_results(capture: Capture) -> None:
+    """Anthropic's request format copied into ``gen_ai.input.messages`` (``tool_use``/``tool_result`` blocks)."""
+    blocks = [
+        {"role": "user", "content": "Book a table for two at 19:30."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "no seats left", "is_error": True},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "menu: soup"}]},
+            ],
+        },
+    ]
+
+    def run(tracer: Tracer) -> None:
+        attributes = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(blocks)}
+        tracer.start_span("chat", attributes=attributes).end()
+
+    (ctx,) = capture(run)
+    call = normalize_span(ctx)
+    assert call is not None
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book_table", '{"people": 2}', "t1"),)
+    assert [(m.tool_call_id, m.text) for m in call.input_messages[2:]] == [
+        ("t1", "Error: no seats left"),
+        ("t2", "menu: soup"),
+    ]
+
+
+def test_vercel_ai_sdk_provider_calls_are_read_and_its_wrapper_span_is_not(capture: Capture) -> None:
+    """AI SDK 4's layout (``args``, ``result``/``isError``, ``parameters``) on a ``streamText`` call."""
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Book a table."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "book", "args": {"n": 2}}],
+        },
+        {
+            "role": "tool",
+            "content": [
+                {"type": "tool-result", "toolCallId": "c1", "toolName": "book", "result": "full", "isError": True}
+            ],
+        },
+    ]
+    tool = {"type": "function", "name": "book", "parameters": {"type": "object"}}
+
+    def run(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("ai.streamText", attributes={"ai.operationId": "ai.streamText"}) as outer:
+            outer.set_attribute("ai.response.text", "Sorry, it is full.")  # the wrapper repeats the answer
+            inner = {
+                "ai.operationId": "ai.streamText.doStream",
+                "gen_ai.system": "anthropic.messages",
+                "gen_ai.request.model": "claude-sonnet-4-5",
+                "ai.prompt.messages": json.dumps(messages),
+                "ai.prompt.tools": [json.dumps(tool)],
+                "ai.response.text": "Sorry, it is full.",
+                "ai.response.finishReason": "stop",
+                "ai.usage.promptTokens": 12,
+                "ai.usage.completionTokens": 5,
+            }
+            tracer.start_span("ai.streamText.doStream", attributes=inner).end()
+
+    calls = [call for ctx in capture(run) if (call := normalize_span(ctx)) is not None]
+    (call,) = calls
+    assert (call.convention, call.operation, call.provider, call.model) == (
+        "vercel_ai",
+        "chat",
+        "anthropic",
+        "claude-sonnet-4-5",
+    )
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book", '{"n": 2}', "c1"),)
+    assert (call.input_messages[2].tool_call_id, call.input_messages[2].text) == ("c1", "Error: full")
+    assert [(t.name, t.parameters) for t in call.tool_definitions] == [("book", {"type": "object"})]
+    assert (call.answer, call.finish_reason, call.usage) == ("Sorry, it is full.", "stop", Usage(12, 5))
+
+
+def test_openllmetry_flat_anthropic_content_lists_hold_tool_calls_and_results(capture: Capture) -> None:
+    """OpenLLMetry <= 0.52 around the anthropic client: each message's content list as JSON."""
+    tool_use = [{"type": "tool_use", "id": "t1", "name": "book_table", "input": {"people": 2}}]
+    tool_result = [{"type": "tool_result", "tool_use_id": "t1", "content": '{"error": "no seats left"}'}]
+
+    def run(tracer: Tracer) -> None:
+        attributes = {
+            "llm.request.type": "chat",
+            "gen_ai.system": "Anthropic",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "Book a table for two.",
+            "gen_ai.prompt.1.role": "assistant",
+            "gen_ai.prompt.1.content": json.dumps(tool_use),
+            "gen_ai.prompt.2.role": "user",
+            "gen_ai.prompt.2.content": json.dumps(tool_result),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "Your table is booked.",
+        }
+        tracer.start_span("anthropic.chat", attributes=attributes).end()
+
+    (ctx,) = capture(run)
+    call = normalize_span(ctx)
+    assert call is not None and call.convention == "openllmetry"
+    assert [m.role for m in call.input_messages] == ["user", "assistant", "tool"]
+    assert call.input_messages[1].tool_calls == (ToolCall("book_table", '{"people": 2}', "t1"),)
+    assert (call.input_messages[2].tool_call_id, call.input_messages[2].text) == ("t1", '{"error": "no seats left"}')
+    assert call.prompt == "Book a table for two." and call.answer == "Your table is booked."

@@ -189,3 +189,60 @@ def test_the_processor_attaches_facts_from_the_same_message() -> None:
     (booking,) = agent.tool_spans
     assert booking.name == "book_table" and booking.failed
     assert "No table free" in booking.error
+
+
+def test_a_tool_that_returned_an_error_fails_its_span_whatever_its_status(capture: Capture) -> None:
+    def emit(tracer: Tracer) -> None:
+        results = {
+            "book_table": '{"error": "no seats left at 19:30"}',  # GenAI, JSON
+            "lookup_menu": "{'error': 'menu service down'}",  # a Python literal (LlamaIndex's repr)
+            "check_hours": '{"blocks": [], "raw_output": {"opens": "18:00"}, "is_error": false}',  # LlamaIndex, fine
+        }
+        for offset, (name, result) in enumerate(results.items()):
+            attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+            attributes["gen_ai.tool.call.result"] = result
+            tracer.start_span(name, start_time=(10 + offset) * MS, attributes=attributes).end(
+                end_time=(11 + offset) * MS
+            )
+        llm_span(tracer, 50 * MS)
+
+    (call,) = attach_trace_facts(*facts_and_calls(capture(under_root(emit))))
+    assert [(tool.name, tool.failed, tool.error) for tool in call.tool_spans] == [
+        ("book_table", True, "error: no seats left at 19:30"),
+        ("lookup_menu", True, "error: menu service down"),
+        ("check_hours", False, ""),
+    ]
+
+
+def test_tools_run_inside_a_call_count_and_their_results_are_its_sources(capture: Capture) -> None:
+    """Google GenAI's automatic function calling: the tool loop runs inside one model call's span."""
+
+    def emit(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("generate_content", start_time=0, end_on_exit=False) as call_span:
+            call_span.set_attributes(
+                {
+                    "gen_ai.operation.name": "generate_content",
+                    "gen_ai.input.messages": json.dumps(
+                        [{"role": "user", "parts": [{"type": "text", "content": "Book"}]}]
+                    ),
+                    "gen_ai.output.messages": json.dumps(
+                        [{"role": "assistant", "parts": [{"type": "text", "content": "Booked."}]}]
+                    ),
+                }
+            )
+            attributes = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "book_table",
+                "gen_ai.tool.call.result": '{"error": "no seats left"}',
+            }
+            tracer.start_span("execute_tool", start_time=10 * MS, attributes=attributes).end(end_time=20 * MS)
+        call_span.end(end_time=100 * MS)
+        # A tool that ran after the call is none of its business.
+        later = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_email"}
+        tracer.start_span("execute_tool", start_time=200 * MS, attributes=later).end(end_time=210 * MS)
+
+    (call,) = attach_trace_facts(*facts_and_calls(capture(emit)))
+    (tool,) = call.tool_spans
+    assert tool.name == "book_table" and tool.failed
+    assert [source.text for source in call.sources] == ['{"error": "no seats left"}']  # no prompt beside it
+    assert call.sources_from == "trace" and call.retriever_span_ids == (tool.span_id,)

@@ -10,7 +10,8 @@ ones (GenAI) end in the same shape.
 
 Precedence is first-writer-wins: exact rows in table order (so ``gen_ai.response.model``
 listed before ``gen_ai.request.model`` wins), then pattern rows, then span events.  A
-converter returns ``None`` for a value it cannot use, and the field is skipped.
+converter returns ``None`` for a value it cannot use, and the field is skipped; one that
+returns a dict for a node fills the fields the node does not have yet.
 """
 
 from __future__ import annotations
@@ -142,4 +143,7 @@ def _put(draft: Draft, path: tuple[str | int, ...], value: Any) -> None:
         if not isinstance(child, dict):
             return  # a whole-value attribute already filled this field
         node = child
-    node.setdefault(path[-1], value)
+    existing = node.setdefault(path[-1], value)
+    if existing is not value and isinstance(existing, dict) and isinstance(value, dict):
+        for key, item in value.items():  # a converter filling several fields of one node
+            existing.setdefault(key, item)

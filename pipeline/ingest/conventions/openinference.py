@@ -4,7 +4,9 @@ Observed with openinference-instrumentation-openai 0.1.66: span ``ChatCompletion
 (INTERNAL), ``llm.model_name`` is the *response* model (the requested one is only inside
 ``llm.invocation_parameters``), one span-level ``llm.finish_reason``, tool definitions as
 OpenAI JSON in ``llm.tools.N.tool.json_schema``, and logprobs only inside the raw
-response JSON in ``output.value``.
+response JSON in ``output.value``.  LlamaIndex (openinference-instrumentation-llama-index
+4.6) also marks wrapper spans as ``LLM``; they carry no messages and no token counts and are
+not claimed.
 """
 
 from __future__ import annotations
@@ -47,10 +49,19 @@ ROWS: tuple[Row, ...] = (
 )
 
 
+# What a real model call leaves on its span: its messages, or (content hidden) its token counts.
+_CALL_PREFIXES = ("llm.input_messages.", "llm.output_messages.", "llm.token_count.")
+
+
 def claims(markers: SpanMarkers) -> bool:
-    """``openinference.span.kind`` is ``LLM`` (RETRIEVER, TOOL, CHAIN, ... are not LLM calls)."""
+    """``openinference.span.kind`` is ``LLM`` (RETRIEVER, TOOL, CHAIN, ... are not) and it made a call.
+
+    An LLM span with neither messages nor token counts is a wrapper around the real call
+    (LlamaIndex's ``OpenAI.predict`` and ``OpenAI._prepare_chat_with_tools``), not a call of
+    its own; one whose content is hidden (``OPENINFERENCE_HIDE_INPUTS``) still counts tokens.
+    """
     kind = markers.value("openinference.span.kind")
-    return isinstance(kind, str) and kind.upper() == "LLM"
+    return isinstance(kind, str) and kind.upper() == "LLM" and markers.has_prefix(_CALL_PREFIXES)
 
 
 OPENINFERENCE = Convention("openinference", ROWS, claims)

@@ -4,7 +4,8 @@ From 0.55 on OpenLLMetry writes the GenAI attributes (``gen_ai.input.messages``,
 so its table is the flat rows followed by the GenAI ones.  Observed with 0.62 and the
 openai client: span ``openai.chat``, no ``traceloop.*`` or ``llm.request.type`` on the
 span, but ``gen_ai.is_streaming`` and ``gen_ai.openai.api_base``, which the official
-conventions do not define; those markers tell the two apart.
+conventions do not define; those markers tell the two apart.  LiteLLM's OTel callback
+(1.110) writes the same layout, its tool calls only as ``gen_ai.completion.N.function_call.*``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ _REQUEST_TYPES = frozenset({"chat", "completion"})
 def _message_rows(prefix: str, target: str) -> tuple[Row, ...]:
     return (
         (f"{prefix}.{{i}}.role", f"{target}.{{0}}.role", values.text),
-        (f"{prefix}.{{i}}.content", f"{target}.{{0}}.text", values.content_text),
+        (f"{prefix}.{{i}}.content", f"{target}.{{0}}", values.content_fields),
         (f"{prefix}.{{i}}.finish_reason", f"{target}.{{0}}.finish_reason", values.text),
         (f"{prefix}.{{i}}.tool_call_id", f"{target}.{{0}}.tool_call_id", values.text),
         (f"{prefix}.{{i}}.tool_calls.{{j}}.id", f"{target}.{{0}}.tool_calls.{{1}}.id", values.text),
@@ -39,6 +40,9 @@ ROWS: tuple[Row, ...] = (
     ("llm.request.type", "operation", values.text),
     *_message_rows("gen_ai.prompt", "input_messages"),
     *_message_rows("gen_ai.completion", "output_messages"),
+    # LiteLLM's OTel callback: the JSON output message has ``"parts": []``, the call is only here.
+    ("gen_ai.completion.{i}.function_call.name", "function_calls.{0}.name", values.text),
+    ("gen_ai.completion.{i}.function_call.arguments", "function_calls.{0}.arguments", values.json_text),
     ("llm.request.functions.{i}.name", "tool_definitions.{0}.name", values.text),
     ("llm.request.functions.{i}.description", "tool_definitions.{0}.description", values.text),
     ("llm.request.functions.{i}.parameters", "tool_definitions.{0}.parameters", values.json_object),

@@ -13,13 +13,14 @@ from typing import Any
 from detectors.llm_call import Message, Source, TokenLogprob, ToolCall, ToolDefinition, TopLogprob, Usage
 from pipeline.ingest.conventions import values
 
-# OpenLLMetry says ``tool_call`` where every other convention (and OpenAI) says ``tool_calls``.
-_FINISH_REASONS = {"tool_call": "tool_calls"}
+# OpenAI's words for every convention: OpenLLMetry says ``tool_call``, Anthropic ``tool_use``,
+# ``end_turn`` and ``max_tokens`` (Gemini ``MAX_TOKENS``); the Vercel AI SDK spells with dashes.
+_FINISH_REASONS = {"tool_call": "tool_calls", "tool_use": "tool_calls", "end_turn": "stop", "max_tokens": "length"}
 
 
 def build(draft: Mapping[str | int, Any]) -> dict[str, Any]:
     """Build the ``LLMCall`` keyword arguments a convention draft supplies."""
-    inputs = _items(draft.get("input_messages"))
+    inputs = _tool_result_messages(_items(draft.get("input_messages")))
     finish_reasons = draft.get("finish_reasons") or []
     usage = draft.get("usage")
     if not isinstance(usage, Mapping):
@@ -32,7 +33,7 @@ def build(draft: Mapping[str | int, Any]) -> dict[str, Any]:
         "input_messages": tuple(_message(item, "user", None) for item in inputs),
         "output_messages": tuple(
             _message(item, "assistant", finish_reasons[i] if i < len(finish_reasons) else None)
-            for i, item in enumerate(_items(draft.get("output_messages")))
+            for i, item in enumerate(_with_function_calls(_items(draft.get("output_messages")), draft))
         ),
         "sources": _sources(draft.get("sources")) + _tool_results(inputs),
         "tool_definitions": tuple(
@@ -49,7 +50,7 @@ def normalize_finish_reason(reason: str | None) -> str | None:
     """Lowercase a finish reason and map convention spellings to the common one."""
     if not reason:
         return None
-    reason = reason.lower()
+    reason = reason.lower().replace("-", "_")
     return _FINISH_REASONS.get(reason, reason)
 
 
@@ -82,6 +83,43 @@ def _message(item: Mapping[str, Any], default_role: str, finish_reason: Any) -> 
         tool_call_id=values.text(item.get("tool_call_id")),
         finish_reason=normalize_finish_reason(values.text(item.get("finish_reason")) or values.text(finish_reason)),
     )
+
+
+def _with_function_calls(outputs: list[Mapping[str, Any]], draft: Mapping[str | int, Any]) -> list[Mapping[str, Any]]:
+    """Output messages with the calls a convention recorded beside them (``function_calls.{i}``)."""
+    calls = draft.get("function_calls")
+    if not isinstance(calls, Mapping):
+        return outputs
+    merged = list(outputs)
+    for index in sorted(key for key in calls if isinstance(key, int)):
+        call = calls[index]
+        if not isinstance(call, Mapping) or index > len(merged):  # indexes come from the span: never trust them
+            continue
+        if index == len(merged):
+            merged.append({})
+        if not _items(merged[index].get("tool_calls")):
+            merged[index] = {**merged[index], "tool_calls": [call]}
+    return merged
+
+
+def _tool_result_messages(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Messages made only of tool results become one ``tool`` message per result.
+
+    Anthropic's API, Gemini's and the libraries built on them (pydantic-ai, OpenLLMetry)
+    send tool results back in a ``user`` message; read as the user speaking, it would start
+    a new turn right after the tool calls it answers.
+    """
+    expanded: list[Mapping[str, Any]] = []
+    for item in messages:
+        results = _items(item.get("results"))
+        if results and len(_texts(item.get("parts"))) == len(results) and not _items(item.get("tool_calls")):
+            expanded += [
+                {"role": "tool", "text": result["text"], "tool_call_id": result.get("id"), "results": [result]}
+                for result in results
+            ]
+        else:
+            expanded.append(item)
+    return expanded
 
 
 def _sources(node: Any) -> tuple[Source, ...]:

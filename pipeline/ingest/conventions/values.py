@@ -125,6 +125,20 @@ def content_text(value: Any) -> str | None:
     return text(value)
 
 
+def content_fields(value: Any) -> dict[str, Any] | None:
+    """Read one flat ``content`` attribute into message fields: its text, or its tool blocks.
+
+    OpenLLMetry's flat layout (``gen_ai.prompt.N.content``) carries Anthropic's content list
+    as JSON; a list with ``tool_use``/``tool_result`` blocks gives the message its tool calls
+    and results, anything else its text.
+    """
+    message = message_dict({"content": value})
+    if message is None or not (message.get("results") or message["tool_calls"]):
+        body = content_text(value)
+        return {"text": body} if body is not None else None
+    return {key: message[key] for key in ("parts", "results", "tool_calls", "tool_call_id")}
+
+
 def _part_texts(parts: list[Any]) -> list[str]:
     found = []
     for part in parts:
@@ -170,11 +184,40 @@ def message_dict(obj: Any) -> dict[str, Any] | None:
         "tool_calls": [call for item in _list(obj.get("tool_calls")) if (call := _tool_call(item))],
     }
     parts = obj.get("parts")
+    content = json_value(obj.get("content")) if _has_blocks(obj.get("content")) else obj.get("content")
     if isinstance(parts, list):
         _read_parts(parts, message)
+    elif isinstance(content, list) and any(_is_block(block) for block in content):
+        _read_parts([_block_part(block) for block in content], message)
     else:
-        message["text"] = content_text(obj.get("content"))
+        message["text"] = content_text(content)
     return message
+
+
+# Anthropic's message content blocks, as instrumentations copy them from the request
+# (``tool_use`` asks for a tool, ``tool_result`` answers it inside a ``user`` message).
+_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def _has_blocks(content: Any) -> bool:
+    return isinstance(content, str) and content.startswith("[{") and '"tool_' in content
+
+
+def _is_block(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") in _BLOCKS
+
+
+def _block_part(block: Any) -> Any:
+    """An Anthropic content block in the GenAI part shape; other blocks pass through."""
+    if not _is_block(block):
+        return block
+    if block["type"] == "tool_use":
+        return {"type": "tool_call", "id": block.get("id"), "name": block.get("name"), "arguments": block.get("input")}
+    result = block.get("content")
+    body = "\n".join(_part_texts(result)) if isinstance(result, list) else json_text(result)
+    if block.get("is_error") is True and body is not None:
+        body = f"Error: {body}"  # the API's own failure flag, in the words tool_runs reads
+    return {"type": "tool_call_response", "id": block.get("tool_use_id"), "response": body}
 
 
 def _read_parts(parts: list[Any], message: dict[str, Any]) -> None:
@@ -243,6 +286,11 @@ def tool_definitions(value: Any) -> list[dict[str, Any]] | None:
     return [tool for item in parsed if (tool := tool_definition(item)) is not None] or None
 
 
+# Where a tool's JSON Schema sits: OpenAI, Anthropic, the Vercel AI SDK, Google GenAI (whose
+# ``parameters`` is null when the schema is in ``parameters_json_schema``).
+_SCHEMA_KEYS = ("parameters", "input_schema", "inputSchema", "parameters_json_schema", "parametersJsonSchema")
+
+
 def tool_definition(value: Any) -> dict[str, Any] | None:
     """Read one tool, flat ``{name, description, parameters}`` or OpenAI ``{function: {...}}``."""
     parsed = json_value(value)
@@ -253,7 +301,7 @@ def tool_definition(value: Any) -> dict[str, Any] | None:
     return {
         "name": text(body.get("name")),
         "description": text(body.get("description")),
-        "parameters": json_object(body.get("parameters", body.get("input_schema"))),
+        "parameters": json_object(next((body[key] for key in _SCHEMA_KEYS if body.get(key) is not None), None)),
     }
 
 
