@@ -40,6 +40,7 @@ from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row
 from pipeline.spans.processor import BatchResult, DeadLetter, InboundMessage, SpanBatchProcessor
+from pipeline.stream.formats import with_format
 from pipeline.stream.plumbing import BATCHES, DeadLetterSender, RowStore, retrying, wait_acknowledged
 
 logger = logging.getLogger(__name__)
@@ -136,8 +137,9 @@ class SpansStage:
     async def write(self, result: BatchResult) -> None:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
         now = datetime.now(UTC)
+        erasable = self._stream.erasable_keys
         calls = [
-            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call))
+            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call), erasable)
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(finding, now) for finding in result.findings]
@@ -155,15 +157,14 @@ class SpansStage:
         async def send_all() -> None:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
-                pending.append(await out.rekeyed.send(key=key, value=value))
+                pending.append(await out.rekeyed.send(key=key, value=value, headers=with_format()))
             for key, value in findings_messages(result.findings):
-                pending.append(await out.findings.send(key=key, value=value))
+                pending.append(await out.findings.send(key=key, value=value, headers=with_format()))
             for key, value in sampled:
-                pending.append(await out.sampled.send(key=key, value=value))
+                pending.append(await out.sampled.send(key=key, value=value, headers=with_format()))
             for letter in (self.withheld(letter) for letter in result.dead_letters):
-                pending.append(
-                    await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=letter.headers())
-                )
+                headers = with_format(letter.headers())
+                pending.append(await out.dead_letters.send(key=letter.key, value=letter.message.value, headers=headers))
                 logger.warning(
                     "dead-lettered %s/%s/%s: %s",
                     letter.message.topic,

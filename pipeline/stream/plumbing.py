@@ -15,6 +15,7 @@ from faust.types import EventT, Message, StreamT
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.sinks.clickhouse import SinkUnavailable
+from pipeline.stream.formats import with_format
 
 logger = logging.getLogger(__name__)
 
@@ -162,10 +163,10 @@ async def publish(
     max_delay_seconds: float,
     headers: list[tuple[str, bytes]] | None = None,
 ) -> None:
-    """Send one record and wait for the broker's acknowledgement, retrying until it comes."""
+    """Send one record, with the format header, and wait for the broker's acknowledgement, retrying until it comes."""
 
     async def send() -> None:
-        await wait_acknowledged([await topic.send(key=key, value=value, headers=headers)])
+        await wait_acknowledged([await topic.send(key=key, value=value, headers=with_format(headers or ()))])
 
     await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds)
 
