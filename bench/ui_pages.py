@@ -17,7 +17,8 @@ rule, alerted only, a deep page (page=20) and a 24-hour window; the trace page o
 alerted, flagged and only clean calls.  After a warm-up, ``--requests`` per kind, interleaved;
 p50/p95 ms per kind, and the time spent in each TriageStore query.  ``--http`` repeats it
 through waitress (4 threads, as ``halluwatch ui``) and ``requests``.  ``--without-trace-indexes``
-drops the trace_id skip indexes (the state before migration 009).
+drops the trace_id skip indexes (the state before migration 009); ``--without-codecs`` removes the
+columns' codecs (the state before migrations 023-025).
 
     .venv/bin/python bench/ui_pages.py [--findings 1000000] [--requests 30] [--optimize] [--http]
 """
@@ -123,7 +124,7 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 provider, model, operation, start_time, end_time, duration_ms, input_tokens, output_tokens,
                 finish_reason, input_messages, output_messages, tool_calls, tool_definitions, sources,
                 sources_from, logprob_tokens, content_mode, content_source, prompt, grounding, answer,
-                attributes, p_hallucination, verdict_version, flagged, ingested_at)
+                attributes, erasable, p_hallucination, verdict_version, flagged, ingested_at)
             {head}
             SELECT trace_id, span_id, substring(lower(hex(MD5(concat('parent', toString(trace_no))))), 1, 16),
                 service, concat(operation, ' ', model), 'gen_ai', 'openai', model, operation,
@@ -132,6 +133,8 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 {words("prompt", "number", 150, 300)}, {words("ground", "number", 150, 300)},
                 {words("answer", "number", 170, 300)},
                 map('gen_ai.system', 'openai', 'server.address', 'api.example.com'),
+                map('user.id', concat('user-', toString(cityHash64('user', trace_no) % 20000)),
+                    'session.id', lower(hex(MD5(concat('session', toString(intDiv(trace_no, 4))))))),
                 p, '2-bench', suspect AND p >= 0.6, start_time + toIntervalSecond(2)
             FROM (SELECT number, {call_columns(end_us, calls, "number")},
                          200 + cityHash64('dur', number) % 4000 AS dur,
@@ -222,6 +225,17 @@ def counts(client: Any) -> dict[str, tuple[int, int]]:
         ).result_rows[0][0]
         out[table] = (int(rows), int(parts))
     return out
+
+
+def remove_codecs(client: Any, database: str, tables: tuple[str, ...]) -> None:
+    """Back to ClickHouse's default compression (LZ4) on every column of ``tables``: the state before migrations 023-025."""
+    for table in tables:
+        for (column,) in client.query(
+            "SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}"
+            " AND compression_codec != ''",
+            parameters={"db": database, "t": table},
+        ).result_rows:
+            client.command(f"ALTER TABLE {database}.{table} MODIFY COLUMN {column} REMOVE CODEC")
 
 
 def trace_indexes(client: Any) -> list[tuple[str, str]]:
@@ -418,6 +432,7 @@ def main() -> None:
     parser.add_argument(
         "--without-trace-indexes", action="store_true", help="drop the trace_id skip indexes first (before 009)"
     )
+    parser.add_argument("--without-codecs", action="store_true", help="default LZ4 everywhere (before 023-025)")
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
@@ -429,6 +444,8 @@ def main() -> None:
         if args.without_trace_indexes:  # the "before" of migration 009: primary keys only
             for table, name in trace_indexes(client):
                 client.command(f"ALTER TABLE {DB}.{table} DROP INDEX {name}")
+        if args.without_codecs:
+            remove_codecs(client, DB, ("findings", "llm_calls", "alerts", "labels"))
         existing = counts(client)["findings"][0]
         if existing:
             print(f"{data_dir}: {existing:,} findings rows already there, not filling")
