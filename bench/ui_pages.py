@@ -228,7 +228,7 @@ def counts(client: Any) -> dict[str, tuple[int, int]]:
 
 
 def remove_codecs(client: Any, database: str, tables: tuple[str, ...]) -> None:
-    """Back to ClickHouse's default compression (LZ4) on every column of ``tables``: the state before migrations 023-025."""
+    """ClickHouse's default compression (LZ4) on every column of ``tables``: the state before migrations 023-025."""
     for table in tables:
         for (column,) in client.query(
             "SELECT name FROM system.columns WHERE database = {db:String} AND table = {t:String}"

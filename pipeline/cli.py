@@ -522,13 +522,13 @@ def _migrated_client(settings: Settings) -> Client:
 @CONFIG_OPTION
 @click.option("--trace", "trace_id", help="Erase this trace.")
 @click.option("--key", "key_value", metavar="KEY=VALUE",
-              help="Erase the traces of calls whose attribute KEY (one of retention.erasable_keys) is VALUE.")  # fmt: skip
+              help="Erase the traces of calls whose attribute KEY (in retention.erasable_keys) is VALUE.")  # fmt: skip
 @click.option("--before", type=click.DateTime(), help="Only calls that started before this (UTC).")
 @click.option("--by", "by", help="Who asks, for the audit row (default: the operating-system user).")
 def erase(
     config_path: Path | None, trace_id: str | None, key_value: str | None, before: datetime | None, by: str | None
 ) -> None:
-    """Remove a trace, or a user's or session's traces, from every table; print the rows removed, write an audit row.
+    """Remove a trace, or a user's or session's traces, from every table; print what went, write an audit row.
 
     Safe to repeat: a second run finds nothing and removes nothing.  Kafka topics and events
     already exported keep their copies until their own retention (docs/operations.md).

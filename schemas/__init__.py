@@ -1,10 +1,10 @@
 """ClickHouse DDL, applied in file-name order by ``halluwatch migrate``.
 
 Each ``NNN_name.sql`` file is one migration: a single statement with a ``{database}``
-placeholder.  Migrations only add (tables, columns, indexes, codecs): a worker of the previous
-release keeps writing to a store the current one migrated.  Applied versions are recorded in ``schema_migrations``, so a migration runs
-once per database; statements are ``IF NOT EXISTS`` as well, so a half-applied run can
-simply be repeated.
+placeholder.  Migrations only add (tables, columns, indexes, codecs): a worker of the
+previous release keeps writing to a store the current one migrated.  Applied versions are
+recorded in ``schema_migrations``, so a migration runs once per database; statements are
+``IF NOT EXISTS`` as well, so a half-applied run can simply be repeated.
 """
 
 from __future__ import annotations

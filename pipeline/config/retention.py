@@ -11,6 +11,7 @@ class RetentionSettings(BaseModel):
     """Content expires first, the rows later; verdicts and review records are kept until deleted.
 
     Days may be fractional (a test's few seconds); ClickHouse's TTL takes them as whole seconds.
+    A change takes effect at the next ``halluwatch migrate`` (or worker start), which reports it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -18,7 +19,7 @@ class RetentionSettings(BaseModel):
     # The prompt, sources, answer and attributes of llm_calls, and every finding's and alert's
     # summary and evidence (they quote them), are emptied this long after the call started.
     content_days: float = Field(default=30.0, gt=0)
-    # The rows of llm_calls, findings and alerts (scores, verdict probabilities, delivery history) are deleted this late.
+    # The rows of llm_calls, findings and alerts (scores, probabilities, delivery history) are deleted this late.
     days: float = Field(default=180.0, gt=0)
     # Call attributes `halluwatch erase --key KEY=VALUE` can select by: the worker keeps their values
     # in llm_calls.erasable, apart from the attributes (which expire with the content), until the row goes.
@@ -27,7 +28,9 @@ class RetentionSettings(BaseModel):
     @model_validator(mode="after")
     def _rows_outlast_content(self) -> RetentionSettings:
         if self.content_days > self.days:
-            raise ValueError(f"content_days ({self.content_days:g}) cannot exceed days ({self.days:g}): a row holds its content")
+            raise ValueError(
+                f"content_days ({self.content_days:g}) cannot exceed days ({self.days:g}): a row holds its content"
+            )
         return self
 
     @property

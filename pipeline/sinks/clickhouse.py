@@ -147,9 +147,7 @@ def _open_and_migrate(settings: Settings) -> Client:
     return client
 
 
-def migrate(
-    client: Client, database: str, retention: RetentionSettings | None = None, cluster: str = ""
-) -> list[str]:
+def migrate(client: Client, database: str, retention: RetentionSettings | None = None, cluster: str = "") -> list[str]:
     """Create the database, apply pending migrations and ``retention``'s TTLs; returns what was applied now.
 
     ``retention`` None leaves the tables' TTLs as they are; ``cluster`` renders every statement

@@ -36,7 +36,7 @@ class ErasureRefused(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
-    """What to erase: ``key`` is ``trace_id`` or one of the erasable attribute keys; ``before``: calls started earlier only."""
+    """What to erase: ``key`` is ``trace_id`` or an erasable attribute key; ``before``: only calls started earlier."""
 
     key: str
     value: str
@@ -75,7 +75,8 @@ def _traces(client: Client, database: str, selector: Selector) -> list[str]:
     """The trace ids of the calls ``selector`` matches (a trace selector with no date: that trace, stored or not)."""
     if selector.key == TRACE_SELECTOR and selector.before is None:
         return [selector.value]
-    matches = "trace_id = {value:String}" if selector.key == TRACE_SELECTOR else "erasable[{key:String}] = {value:String}"
+    by_trace = selector.key == TRACE_SELECTOR
+    matches = "trace_id = {value:String}" if by_trace else "erasable[{key:String}] = {value:String}"
     before = " AND start_time < {before:DateTime64(6, 'UTC')}" if selector.before else ""
     rows = client.query(
         f"SELECT DISTINCT trace_id FROM {database}.llm_calls WHERE {matches}{before}",  # noqa: S608 - identifier validated, values bound

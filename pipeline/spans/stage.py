@@ -139,7 +139,8 @@ class SpansStage:
         now = datetime.now(UTC)
         erasable = self._stream.erasable_keys
         calls = [
-            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call), erasable)
+            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call),
+                         erasable)
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(finding, now) for finding in result.findings]

@@ -20,4 +20,3 @@ _FORMAT_VALUE = str(WRITE_FORMAT).encode()
 def with_format(headers: Sequence[tuple[str, bytes]] = ()) -> list[tuple[str, bytes]]:
     """``headers`` with the format this release writes, first."""
     return [(FORMAT_HEADER, _FORMAT_VALUE), *headers]
-

@@ -107,7 +107,8 @@ def test_short_ttls_empty_content_everywhere_then_drop_rows_keeping_verdicts(cli
     assert calls.result_rows == [(call.trace_id, {"user.id": "alice", "session.id": "session-of-alice"}, {}, True)]
     finding = client.query(f"SELECT detector, score, flagged, summary, evidence FROM {database}.findings").result_rows
     assert finding == [("grounding", pytest.approx(0.9), True, "", "")]
-    assert client.query(f"SELECT status, summary, evidence FROM {database}.alerts").result_rows == [("delivered", "", "")]
+    alert = client.query(f"SELECT status, summary, evidence FROM {database}.alerts").result_rows
+    assert alert == [("delivered", "", "")]
     assert _count(client, database, "labels") == 1
 
     changed = migrate(client, database, RetentionSettings(content_days=5 / 86_400, days=30 / 86_400))
@@ -128,7 +129,7 @@ def test_erasing_one_user_leaves_no_byte_of_theirs_and_the_others_whole(clickhou
     _store(client, database, [*alice, old, *bob])
     layout = Layout(database)
 
-    with pytest.raises(ErasureRefused, match="deployment.environment is not erasable"):
+    with pytest.raises(ErasureRefused, match=r"deployment\.environment is not erasable"):
         erase(client, layout, Selector("deployment.environment", "prod"), ERASABLE, "dpo")
     before_old = Selector("user.id", "alice", MINUTE_AGO - timedelta(hours=1))
     assert erase(client, layout, before_old, ERASABLE, "dpo").traces == 1
@@ -171,4 +172,3 @@ def test_session_ids_are_erasable_too_and_erasure_survives_content_expiry(clickh
     erased = erase(client, Layout(database), Selector("session.id", "session-of-carol"), ERASABLE, "dpo")
     assert (erased.traces, erased.removed["llm_calls"]) == (1, 1)
     assert _count(client, database, "llm_calls") == 1
-

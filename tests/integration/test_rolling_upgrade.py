@@ -71,7 +71,8 @@ def test_previous_and_current_release_share_a_group_through_a_rolling_upgrade(
         config = tmp_path / "halluwatch.yaml"
         config.write_text(yaml.safe_dump(alerting_worker_config(server, alerting={"routes": ROUTES})))
         settings = {"clickhouse_dsn": shim.dsn, "clickhouse_database": database, "config": str(config),
-                    "kafka_topic_partitions": PARTITIONS, "batch_max_messages": "10", "batch_max_wait_seconds": "0.05"}  # fmt: skip
+                    "kafka_topic_partitions": PARTITIONS, "batch_max_messages": "10",
+                    "batch_max_wait_seconds": "0.05"}  # fmt: skip
         old = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "old", **settings)
         old.code = previous
         new = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "new", **settings)

@@ -44,7 +44,10 @@ def test_engine_arguments_are_kept_after_the_replica_path() -> None:
 
 def test_comments_are_left_alone() -> None:
     sql = CLUSTER.render("-- ALTER TABLE x is mentioned here\nALTER TABLE {database}.t ADD COLUMN c UInt8")
-    assert sql.splitlines() == ["-- ALTER TABLE x is mentioned here", "ALTER TABLE hw.t ON CLUSTER `prod_cluster` ADD COLUMN c UInt8"]
+    assert sql.splitlines() == [
+        "-- ALTER TABLE x is mentioned here",
+        "ALTER TABLE hw.t ON CLUSTER `prod_cluster` ADD COLUMN c UInt8",
+    ]
 
 
 def test_retention_sets_content_and_row_ttls_per_table_on_the_cluster() -> None:
