@@ -54,7 +54,8 @@ def test_erase_reports_per_table_and_refuses_keys_that_are_not_erasable(tmp_path
     refused = halluwatch("erase", "--key", "service.name=shop", **env)
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
-        "Error: service.name is not erasable; erasable: trace_id, user.id, session.id (settings retention.erasable_keys)"
+        "Error: service.name is not erasable; erasable: trace_id, user.id, session.id"
+        " (settings retention.erasable_keys)"
     )
     both = halluwatch("erase", "--trace", "t", "--key", "user.id=u", **env)
     assert both.returncode == 2 and "exactly one of --trace ID and --key KEY=VALUE" in both.stderr
