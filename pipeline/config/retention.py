@@ -16,13 +16,13 @@ class RetentionSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # The prompt, sources, answer and attributes of llm_calls, and every finding's and alert's
+    # The prompt, sources, answer and logprobs of llm_calls, and every finding's and alert's
     # summary and evidence (they quote them), are emptied this long after the call started.
     content_days: float = Field(default=30.0, gt=0)
     # The rows of llm_calls, findings and alerts (scores, probabilities, delivery history) are deleted this late.
     days: float = Field(default=180.0, gt=0)
-    # Call attributes `halluwatch erase --key KEY=VALUE` can select by: the worker keeps their values
-    # in llm_calls.erasable, apart from the attributes (which expire with the content), until the row goes.
+    # Call attributes `halluwatch erase --key KEY=VALUE` can select by: the worker keeps their values as given in
+    # llm_calls.erasable (attributes have PII masked in content modes other than "store"), as long as the row.
     erasable_keys: list[str] = Field(default_factory=lambda: ["user.id", "session.id"])
 
     @model_validator(mode="after")

@@ -1,5 +1,7 @@
 """Retention as ClickHouse TTLs: content columns emptied after ``content_days``, rows deleted after ``days``.
 
+Routing attributes (``llm_calls.attributes``) are not content: ingest keeps only short values of
+keys that do not name content, and monitors and rate reports group by them over long windows.
 Each table's clock is the call's own time (an alert's: its creation, moments later), so a
 replayed old span expires as its original would have.  Expired values become the column's
 default (an empty string, an empty map); whole months go as one partition once every row in
@@ -32,7 +34,7 @@ class ExpiringTable:
 
 
 EXPIRING_TABLES = (
-    ExpiringTable("llm_calls", "start_time", ("prompt", "answer", "grounding", "logprobs_json", "attributes")),
+    ExpiringTable("llm_calls", "start_time", ("prompt", "answer", "grounding", "logprobs_json")),
     ExpiringTable("findings", "span_start_time", ("summary", "evidence")),
     ExpiringTable("alerts", "created_at", ("summary", "evidence")),
 )

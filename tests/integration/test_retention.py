@@ -104,7 +104,8 @@ def test_short_ttls_empty_content_everywhere_then_drop_rows_keeping_verdicts(cli
     assert _tables_holding(client, database, "leave policy") == {}
     assert _tables_holding(client, database, "150%") == {}
     calls = client.query(f"SELECT trace_id, erasable, attributes, p_hallucination IS NULL FROM {database}.llm_calls")
-    assert calls.result_rows == [(call.trace_id, {"user.id": "alice", "session.id": "session-of-alice"}, {}, True)]
+    erasable = {"user.id": "alice", "session.id": "session-of-alice"}
+    assert calls.result_rows == [(call.trace_id, erasable, {**erasable, "deployment.environment": "prod"}, True)]
     finding = client.query(f"SELECT detector, score, flagged, summary, evidence FROM {database}.findings").result_rows
     assert finding == [("grounding", pytest.approx(0.9), True, "", "")]
     alert = client.query(f"SELECT status, summary, evidence FROM {database}.alerts").result_rows
@@ -163,7 +164,7 @@ def test_erasing_one_user_leaves_no_byte_of_theirs_and_the_others_whole(clickhou
 
 
 def test_session_ids_are_erasable_too_and_erasure_survives_content_expiry(clickhouse: tuple[Client, str]) -> None:
-    """The erasable values outlive the content (attributes expire with it): a session is still found."""
+    """The erasable values outlive the content: a session is still found once its calls' content expired."""
     client, database = clickhouse
     migrate(client, database, RetentionSettings(content_days=5 / 86_400, days=1))
     calls = [_call("c1" * 16, "carol", "carol prompt", "carol answer"), _call("d1" * 16, "dave", "p", "a")]

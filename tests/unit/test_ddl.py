@@ -55,8 +55,8 @@ def test_retention_sets_content_and_row_ttls_per_table_on_the_cluster() -> None:
     assert len(statements) == len(EXPIRING_TABLES)
     llm_calls = statements[0]
     assert llm_calls.startswith("ALTER TABLE hw.llm_calls ON CLUSTER `prod_cluster` MODIFY COLUMN prompt TTL")
-    assert "MODIFY COLUMN attributes TTL toDateTime(start_time) + INTERVAL 2592000 SECOND" in llm_calls
+    assert "MODIFY COLUMN grounding TTL toDateTime(start_time) + INTERVAL 2592000 SECOND" in llm_calls
     assert llm_calls.endswith("MODIFY TTL toDateTime(start_time) + INTERVAL 15552000 SECOND")
-    assert "erasable" not in llm_calls, "erasable values live as long as the row"
+    assert "attributes" not in llm_calls and "erasable" not in llm_calls, "they live as long as the row"
     assert Layout("hw").mutation_settings == {"mutations_sync": 1}
     assert CLUSTER.mutation_settings == {"mutations_sync": 2}, "a deletion returns once every replica applied it"
