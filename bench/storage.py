@@ -1,15 +1,16 @@
-"""Bytes on disk per LLM call, per table, with and without content; the codecs before and after (``--calls N``).
+"""Bytes on disk per LLM call, per table, with and without content; as stored and with a candidate codec.
 
 Fills a fresh embedded chDB with N calls as ``bench/ui_pages.py`` does (8 detectors' findings per
 call, 1-2 calls per trace; prompt, sources and answer of 150-300 words each drawn from a word list,
-so they compress like prose; JSON evidence quoting the answer; an alert on ~1 % of the traces;
-a few hundred verdicts), plus each call's erasable ``user.id`` and ``session.id``, into a database
-migrated as the worker migrates it.  Then copies every table into a second database whose columns
-carry no codec (ClickHouse's default LZ4: the state before the codec migration), merges both to
-one part per partition (``OPTIMIZE ... FINAL``), and reports compressed bytes per call of each
-table's content columns (what ``retention.content_days`` expires) and of the rest, before and after.
+so they compress like prose; JSON evidence quoting the answer; alerts on ~1,150 traces; 300
+verdicts), plus each call's erasable ``user.id`` and ``session.id``, into a database migrated as
+the worker migrates it.  Then copies every table into a second database whose text and id
+columns (``CODEC_CANDIDATES``) use ``--codec`` (each ``--codec`` in turn), merges every table to
+one wide part per partition (``OPTIMIZE ... FINAL``; wide, because compact parts do not count
+bytes per column), and reports compressed bytes per call of each table's content columns (what
+``retention.content_days`` empties) and of the rest, as stored and with the codec.
 
-    .venv/bin/python bench/storage.py [--calls 1000000] [--data-dir DIR]
+    .venv/bin/python bench/storage.py [--calls 1000000] [--codec 'ZSTD(3)' --codec 'LZ4HC(9)']
 """
 
 from __future__ import annotations
@@ -24,26 +25,21 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ui_pages import DB, DETECTORS, fill, remove_codecs
+from bench.ui_pages import CODEC_DB, DB, DETECTORS, TABLES, copy_with_codec, fill
 from pipeline.sinks.clickhouse import connect, migrate
 from pipeline.sinks.retention import EXPIRING_TABLES
 
-BEFORE = "before_codecs"
-TABLES = ("llm_calls", "findings", "alerts", "labels")
 CONTENT = {table.name: set(table.content) for table in EXPIRING_TABLES}
 
 
-def copy_without_codecs(client: Any) -> None:
-    """Every table of DB again in BEFORE, its columns' codecs removed, then its rows copied."""
-    client.command(f"CREATE DATABASE IF NOT EXISTS {BEFORE}")
+def merged(client: Any, database: str) -> None:
+    """Every table of ``database`` in one wide part per partition."""
     for table in TABLES:
-        client.command(f"CREATE TABLE {BEFORE}.{table} AS {DB}.{table}")
-    remove_codecs(client, BEFORE, TABLES)
-    for table in TABLES:
-        client.command(f"INSERT INTO {BEFORE}.{table} SELECT * FROM {DB}.{table}")  # noqa: S608 - bench-made SQL
+        client.command(f"ALTER TABLE {database}.{table} MODIFY SETTING min_bytes_for_wide_part = 0")
+        client.command(f"OPTIMIZE TABLE {database}.{table} FINAL")
 
 
-def bytes_by_part(client: Any, database: str, table: str) -> tuple[int, int]:
+def table_bytes(client: Any, database: str, table: str) -> tuple[int, int]:
     """Compressed bytes of ``table``'s content columns and of its other columns (active parts)."""
     rows = client.query(
         "SELECT column, sum(column_data_compressed_bytes) FROM system.parts_columns"
@@ -58,6 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1_000_000, help="LLM calls (8 findings rows each)")
     parser.add_argument("--batches", type=int, default=10, help="inserts per table (parts before merges)")
+    parser.add_argument("--codec", action="append", help="candidate codec (repeatable; default ZSTD(3))")
     parser.add_argument("--data-dir", type=Path, help="chDB directory (default: a temporary one)")
     args = parser.parse_args()
 
@@ -67,30 +64,34 @@ def main() -> None:
         migrate(client, DB)
         started = time.perf_counter()
         fill(client, args.calls * len(DETECTORS), args.batches, replay_per_mille=0)
-        copy_without_codecs(client)
-        for database in (DB, BEFORE):
-            for table in TABLES:  # wide parts only: compact ones do not count bytes per column
-                client.command(f"ALTER TABLE {database}.{table} MODIFY SETTING min_bytes_for_wide_part = 0")
-                client.command(f"OPTIMIZE TABLE {database}.{table} FINAL")
+        merged(client, DB)
         calls = client.query(f"SELECT count() FROM {DB}.llm_calls").result_rows[0][0]  # noqa: S608
-        print(f"{calls:,} calls filled, copied and merged in {time.perf_counter() - started:.0f} s")
-        print(f"{'bytes per call':<16}{'content':>22}{'rest':>22}{'total':>22}")
-        print(f"{'':<16}" + f"{'before':>8}{'after':>8}{'ratio':>6}" * 3)
-        totals = [0, 0, 0, 0]
-        for table in TABLES:
-            before, after = bytes_by_part(client, BEFORE, table), bytes_by_part(client, DB, table)
-            sizes = [before[0], after[0], before[1], after[1]]
-            totals = [t + s for t, s in zip(totals, sizes, strict=True)]
-            print(f"{table:<16}" + _cells(sizes, calls))
-        print(f"{'all tables':<16}" + _cells(totals, calls))
+        print(f"{calls:,} calls filled and merged in {time.perf_counter() - started:.0f} s")
+        stored = {table: table_bytes(client, DB, table) for table in TABLES}
+        for codec in args.codec or ["ZSTD(3)"]:
+            started = time.perf_counter()
+            client.command(f"DROP DATABASE IF EXISTS {CODEC_DB}")
+            copy_with_codec(client, CODEC_DB, codec)
+            merged(client, CODEC_DB)
+            print(f"\n{codec}: copied and merged in {time.perf_counter() - started:.0f} s; bytes per call:\n")
+            print(f"| table | content as stored | content {codec} | ratio | rest as stored | rest {codec} | ratio "
+                  f"| total as stored | total {codec} | ratio |")  # fmt: skip
+            print("|---|---|---|---|---|---|---|---|---|---|")
+            totals = [0, 0, 0, 0]
+            for table in TABLES:
+                (content, rest), (content_coded, rest_coded) = stored[table], table_bytes(client, CODEC_DB, table)
+                sizes = [content, content_coded, rest, rest_coded]
+                totals = [t + s for t, s in zip(totals, sizes, strict=True)]
+                print(f"| {table} | " + _cells(sizes, calls))
+            print("| all tables | " + _cells(totals, calls))
 
 
 def _cells(sizes: list[int], calls: int) -> str:
-    """before/after/ratio of content, rest and total, per call."""
-    content_before, content_after, rest_before, rest_after = sizes
-    pairs = [(content_before, content_after), (rest_before, rest_after),
-             (content_before + rest_before, content_after + rest_after)]  # fmt: skip
-    return "".join(f"{b / calls:>8.0f}{a / calls:>8.0f}{(b / a if a else 0):>6.2f}" for b, a in pairs)
+    """As stored / with the codec / ratio, of content, rest and total, per call."""
+    content_stored, content_coded, rest_stored, rest_coded = sizes
+    pairs = [(content_stored, content_coded), (rest_stored, rest_coded),
+             (content_stored + rest_stored, content_coded + rest_coded)]  # fmt: skip
+    return " | ".join(f"{s / calls:.0f} | {c / calls:.0f} | {(s / c if c else 0):.2f}" for s, c in pairs) + " |"
 
 
 if __name__ == "__main__":
