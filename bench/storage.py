@@ -39,6 +39,20 @@ def merged(client: Any, database: str) -> None:
         client.command(f"OPTIMIZE TABLE {database}.{table} FINAL")
 
 
+def part_codecs(client: Any, database: str) -> dict[str, int]:
+    """How many active parts of ``database`` the server compressed with each default codec.
+
+    ClickHouse's ``<compression>`` configuration may pick a codec by part size (chDB writes its
+    largest merged parts with ZSTD): what "as stored" means depends on it.
+    """
+    rows = client.query(
+        "SELECT default_compression_codec, count() FROM system.parts WHERE database = {db:String} AND active"
+        " GROUP BY default_compression_codec",
+        parameters={"db": database},
+    ).result_rows
+    return {str(codec): int(count) for codec, count in rows}
+
+
 def table_bytes(client: Any, database: str, table: str) -> tuple[int, int]:
     """Compressed bytes of ``table``'s content columns and of its other columns (active parts)."""
     rows = client.query(
@@ -67,6 +81,7 @@ def main() -> None:
         merged(client, DB)
         calls = client.query(f"SELECT count() FROM {DB}.llm_calls").result_rows[0][0]  # noqa: S608
         print(f"{calls:,} calls filled and merged in {time.perf_counter() - started:.0f} s")
+        print(f"active parts by the server's default codec: {part_codecs(client, DB)}")
         stored = {table: table_bytes(client, DB, table) for table in TABLES}
         for codec in args.codec or ["ZSTD(3)"]:
             started = time.perf_counter()

@@ -23,7 +23,8 @@ class RetentionSettings(BaseModel):
     days: float = Field(default=180.0, gt=0)
     # Call attributes `halluwatch erase --key KEY=VALUE` can select by: the worker keeps their values as given in
     # llm_calls.erasable (attributes have PII masked in content modes other than "store"), as long as the row.
-    erasable_keys: list[str] = Field(default_factory=lambda: ["user.id", "session.id"])
+    # (enduser.id: the OpenTelemetry name before user.id.)
+    erasable_keys: list[str] = Field(default_factory=lambda: ["user.id", "session.id", "enduser.id"])
 
     @model_validator(mode="after")
     def _rows_outlast_content(self) -> RetentionSettings:

@@ -54,7 +54,7 @@ def test_erase_reports_per_table_and_refuses_keys_that_are_not_erasable(tmp_path
     refused = halluwatch("erase", "--key", "service.name=shop", **env)
     assert refused.returncode == 1
     assert refused.stderr.strip() == (
-        "Error: service.name is not erasable; erasable: trace_id, user.id, session.id"
+        "Error: service.name is not erasable; erasable: trace_id, user.id, session.id, enduser.id"
         " (settings retention.erasable_keys)"
     )
     both = halluwatch("erase", "--trace", "t", "--key", "user.id=u", **env)
