@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 # Statement heads that name a table (or the database) right after them; ON CLUSTER goes after the name.
 _NAMED = re.compile(r"^(\s*(?:CREATE TABLE IF NOT EXISTS|ALTER TABLE|CREATE DATABASE IF NOT EXISTS)\s+)(\S+)")
-_ENGINE = re.compile(r"ENGINE = (\w*)MergeTree(?:\((.*)\))?")
+_ENGINE = re.compile(r"ENGINE = (\w*)MergeTree(?:\(([^()]*)\))?")
 REPLICA_PATH = "'/clickhouse/tables/{uuid}/{shard}', '{replica}'"
 
 

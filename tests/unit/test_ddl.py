@@ -37,6 +37,8 @@ def test_engine_arguments_are_kept_after_the_replica_path() -> None:
     assert sql.endswith("ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{uuid}/{shard}', '{replica}', v)")
     bare = CLUSTER.render("CREATE TABLE IF NOT EXISTS {database}.t (a UInt8) ENGINE = ReplacingMergeTree ORDER BY a")
     assert "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{uuid}/{shard}', '{replica}') ORDER BY a" in bare
+    one_line = CLUSTER.render("CREATE TABLE IF NOT EXISTS {database}.t (a UInt8) ENGINE = MergeTree() ORDER BY (a)")
+    assert one_line.endswith("ReplicatedMergeTree('/clickhouse/tables/{uuid}/{shard}', '{replica}') ORDER BY (a)")
     assert CLUSTER.render("CREATE DATABASE IF NOT EXISTS {database}") == (
         "CREATE DATABASE IF NOT EXISTS hw ON CLUSTER `prod_cluster`"
     )
