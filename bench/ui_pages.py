@@ -17,7 +17,8 @@ rule, alerted only, a deep page (page=20) and a 24-hour window; the trace page o
 alerted, flagged and only clean calls.  After a warm-up, ``--requests`` per kind, interleaved;
 p50/p95 ms per kind, and the time spent in each TriageStore query.  ``--http`` repeats it
 through waitress (4 threads, as ``halluwatch ui``) and ``requests``.  ``--without-trace-indexes``
-drops the trace_id skip indexes (the state before migration 009).
+drops the trace_id skip indexes (the state before migration 009); ``--codec ZSTD(3)`` copies the
+data into a second database whose text and id columns use that codec and times both, alternating.
 
     .venv/bin/python bench/ui_pages.py [--findings 1000000] [--requests 30] [--optimize] [--http]
 """
@@ -51,6 +52,16 @@ from pipeline.ui.queries import TriageStore
 from pipeline.ui.web import create_app
 
 DB = "halluwatch"
+TABLES = ("findings", "llm_calls", "alerts", "labels")
+CODEC_DB = "with_codec"  # the same rows with a candidate codec (--codec, and bench/storage.py)
+# The columns a codec could pay on: text (what LZ4, ClickHouse's default, compresses without entropy
+# coding) and the hex ids.  Numbers and LowCardinality columns are small already (bench/README.md).
+CODEC_CANDIDATES = {
+    "llm_calls": ("trace_id", "span_id", "parent_span_id", "prompt", "answer", "grounding", "logprobs_json",
+                  "attributes", "erasable"),
+    "findings": ("trace_id", "span_id", "summary", "evidence"),
+    "alerts": ("summary", "evidence"),
+}  # fmt: skip
 TOKEN = "bench-token-0123456789"  # noqa: S105 - a made-up token for the bench's own app
 DETECTORS = [
     "sentinel", "contradiction", "confidence", "grounding",
@@ -123,7 +134,7 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 provider, model, operation, start_time, end_time, duration_ms, input_tokens, output_tokens,
                 finish_reason, input_messages, output_messages, tool_calls, tool_definitions, sources,
                 sources_from, logprob_tokens, content_mode, content_source, prompt, grounding, answer,
-                attributes, p_hallucination, verdict_version, flagged, ingested_at)
+                attributes, erasable, p_hallucination, verdict_version, flagged, ingested_at)
             {head}
             SELECT trace_id, span_id, substring(lower(hex(MD5(concat('parent', toString(trace_no))))), 1, 16),
                 service, concat(operation, ' ', model), 'gen_ai', 'openai', model, operation,
@@ -132,6 +143,8 @@ def fill(client: Any, findings: int, batches: int, replay_per_mille: int) -> dic
                 {words("prompt", "number", 150, 300)}, {words("ground", "number", 150, 300)},
                 {words("answer", "number", 170, 300)},
                 map('gen_ai.system', 'openai', 'server.address', 'api.example.com'),
+                map('user.id', concat('user-', toString(cityHash64('user', trace_no) % 20000)),
+                    'session.id', lower(hex(MD5(concat('session', toString(intDiv(trace_no, 4))))))),
                 p, '2-bench', suspect AND p >= 0.6, start_time + toIntervalSecond(2)
             FROM (SELECT number, {call_columns(end_us, calls, "number")},
                          200 + cityHash64('dur', number) % 4000 AS dur,
@@ -222,6 +235,17 @@ def counts(client: Any) -> dict[str, tuple[int, int]]:
         ).result_rows[0][0]
         out[table] = (int(rows), int(parts))
     return out
+
+
+def copy_with_codec(client: Any, database: str, codec: str) -> None:
+    """The tables of DB again in ``database``, CODEC_CANDIDATES compressed with ``codec``, rows copied."""
+    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    for table in TABLES:
+        client.command(f"CREATE TABLE {database}.{table} AS {DB}.{table}")
+        if table in CODEC_CANDIDATES:
+            changes = ", ".join(f"MODIFY COLUMN {column} CODEC({codec})" for column in CODEC_CANDIDATES[table])
+            client.command(f"ALTER TABLE {database}.{table} {changes}")
+        client.command(f"INSERT INTO {database}.{table} SELECT * FROM {DB}.{table}")  # noqa: S608 - bench-made SQL
 
 
 def trace_indexes(client: Any) -> list[tuple[str, str]]:
@@ -402,6 +426,43 @@ def http_server(app: Any) -> str:
     return f"http://127.0.0.1:{server.effective_port}"
 
 
+def compare_codec(
+    client: Any,
+    fetch: Fetch,
+    kinds: dict[str, list[str]],
+    args: argparse.Namespace,
+    clock: QueryClock,
+    rng: random.Random,
+) -> None:
+    """The same pages over the same rows as stored and with ``args.codec`` (CODEC_DB), alternating, in one process."""
+    copy_with_codec(client, CODEC_DB, args.codec)
+    if args.optimize:
+        for table in TABLES:
+            client.command(f"OPTIMIZE TABLE {CODEC_DB}.{table} FINAL")
+    codec_client = Client(create_app(TriageStore(client, CODEC_DB), UISettings(token=SecretStr(TOKEN))))
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    def fetch_codec(path: str) -> tuple[int, int]:
+        response = codec_client.get(path, headers=headers)
+        return response.status_code, len(response.data)
+
+    sides: dict[str, dict[str, list[float]]] = {"as stored": defaultdict(list), args.codec: defaultdict(list)}
+    per_round = max(args.requests // args.rounds, 1)
+    for round_no in range(args.rounds):  # which side goes first alternates too
+        order = [("as stored", fetch), (args.codec, fetch_codec)]
+        for side, get in order if round_no % 2 == 0 else order[::-1]:
+            for kind, result in measure(get, kinds, per_round, args.warmup, clock, rng).items():
+                sides[side][kind] += result["ms"]
+    print(f"\n{args.rounds} alternating rounds of {per_round} requests per kind and side:\n")
+    print(f"| page | p50 ms as stored | p50 ms {args.codec} | ratio |")
+    print("|---|---|---|---|")
+    for kind in kinds:
+        stored, coded = (statistics.median(sides[side][kind]) for side in sides)
+        print(f"| {kind} | {stored:.0f} | {coded:.0f} | {coded / stored:.2f} |")
+    every = [statistics.median([ms for values in sides[side].values() for ms in values]) for side in sides]
+    print(f"| all pages | {every[0]:.0f} | {every[1]:.0f} | {every[1] / every[0]:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--findings", type=int, default=1_000_000, help="findings rows (8 per call)")
@@ -418,6 +479,8 @@ def main() -> None:
     parser.add_argument(
         "--without-trace-indexes", action="store_true", help="drop the trace_id skip indexes first (before 009)"
     )
+    parser.add_argument("--codec", help="also copy the data with this codec (ZSTD(3)) and time both, alternating")
+    parser.add_argument("--rounds", type=int, default=4, help="with --codec: alternations (--requests each side)")
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
@@ -473,6 +536,9 @@ def main() -> None:
 
         parts = counts(client)["findings"][1]
         state = f"findings in {parts} active parts{' after OPTIMIZE FINAL' if args.optimize else ''}"
+        if args.codec:
+            compare_codec(client, in_process, kinds, args, clock, rng)
+            return
         results = measure(in_process, kinds, args.requests, args.warmup, clock, rng)
         report(f"Flask app in process (werkzeug test client), {args.requests} requests per kind, {state}:", results)
 

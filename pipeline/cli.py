@@ -121,7 +121,9 @@ def migrate(config_path: Path | None) -> None:
     from pipeline.sinks.clickhouse import open_clickhouse
 
     settings = _settings(config_path)
-    applied = apply_migrations(open_clickhouse(settings), settings.clickhouse_database)
+    applied = apply_migrations(
+        open_clickhouse(settings), settings.clickhouse_database, settings.retention, settings.clickhouse_cluster
+    )
     where = f"{redacted_dsn(settings.resolved_clickhouse_dsn)} database {settings.clickhouse_database}"
     click.echo(f"applied {', '.join(applied)} to {where}" if applied else f"{where} is up to date")
 
@@ -526,8 +528,52 @@ def _migrated_client(settings: Settings) -> Client:
     from pipeline.sinks.clickhouse import open_clickhouse
 
     client = open_clickhouse(settings)
-    apply_migrations(client, settings.clickhouse_database)
+    apply_migrations(client, settings.clickhouse_database, settings.retention, settings.clickhouse_cluster)
     return client
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--trace", "trace_id", help="Erase this trace.")
+@click.option("--key", "key_value", metavar="KEY=VALUE",
+              help="Erase the traces of calls whose attribute KEY (in retention.erasable_keys) is VALUE.")  # fmt: skip
+@click.option("--before", type=click.DateTime(), help="Only calls that started before this (UTC).")
+@click.option("--by", "by", help="Who asks, for the audit row (default: the operating-system user).")
+def erase(
+    config_path: Path | None, trace_id: str | None, key_value: str | None, before: datetime | None, by: str | None
+) -> None:
+    """Remove a trace, or a user's or session's traces, from every table; print what went, write an audit row.
+
+    Safe to repeat: a second run finds nothing and removes nothing.  Kafka topics and events
+    already exported keep their copies until their own retention (docs/operations.md).
+    """
+    from pipeline.sinks.ddl import Layout
+    from pipeline.sinks.erasure import TRACE_SELECTOR, ErasureRefused, Selector
+    from pipeline.sinks.erasure import erase as erase_traces
+
+    if (trace_id is None) == (key_value is None):
+        raise click.UsageError("give exactly one of --trace ID and --key KEY=VALUE")
+    key, _, value = key_value.partition("=") if key_value else (TRACE_SELECTOR, "=", trace_id or "")
+    if not key or not value:
+        raise click.UsageError(f"--key takes KEY=VALUE, not {key_value!r}")
+    settings = _settings(config_path)
+    selector = Selector(key, value, before.replace(tzinfo=UTC) if before else None)
+    client = _migrated_client(settings)
+    try:
+        erasure = erase_traces(
+            client,
+            Layout(settings.clickhouse_database, settings.clickhouse_cluster),
+            selector,
+            settings.retention.erasable_keys,
+            by or getpass.getuser(),
+        )
+    except ErasureRefused as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        client.close()
+    click.echo(f"erasure {erasure.erasure_id}: {selector} matched {erasure.traces} trace(s)")
+    for table, rows in erasure.removed.items():
+        click.echo(f"  {table:<13} {rows} row(s) removed")
 
 
 @main.group()

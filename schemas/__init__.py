@@ -1,9 +1,10 @@
 """ClickHouse DDL, applied in file-name order by ``halluwatch migrate``.
 
 Each ``NNN_name.sql`` file is one migration: a single statement with a ``{database}``
-placeholder.  Applied versions are recorded in ``schema_migrations``, so a migration runs
-once per database; statements are ``IF NOT EXISTS`` as well, so a half-applied run can
-simply be repeated.
+placeholder.  Migrations only add (tables, columns, indexes, codecs): a worker of the
+previous release keeps writing to a store the current one migrated.  Applied versions are
+recorded in ``schema_migrations``, so a migration runs once per database; statements are
+``IF NOT EXISTS`` as well, so a half-applied run can simply be repeated.
 """
 
 from __future__ import annotations
@@ -18,11 +19,7 @@ class Migration:
 
     version: int
     name: str
-    sql_template: str
-
-    def sql(self, database: str) -> str:
-        """The statement for ``database``."""
-        return self.sql_template.replace("{database}", database)
+    sql_template: str  # rendered for a database (and a cluster) by pipeline.sinks.ddl.Layout
 
 
 def migrations() -> list[Migration]:

@@ -34,6 +34,7 @@ from pipeline.config.env_names import unknown_settings_message
 from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
+from pipeline.config.retention import RetentionSettings
 from pipeline.config.review import ReviewSettings
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
@@ -127,6 +128,11 @@ class Settings(BaseSettings):
     kafka_security: KafkaSecurity = Field(default_factory=KafkaSecurity)
     # An identifier: it is interpolated into SQL (ClickHouse takes no parameters for names).
     clickhouse_database: str = Field(default="halluwatch", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # A ClickHouse cluster (remote_servers) to create every table on: DDL ON CLUSTER, Replicated engines, one
+    # shard. Empty: a single server, or ClickHouse Cloud (which replicates by itself). Interpolated into SQL.
+    clickhouse_cluster: str = Field(default="", pattern=r"^([A-Za-z_][A-Za-z0-9_.-]*)?$")
+    # How long content and rows are kept, and the attributes erasure selects by (`halluwatch migrate` applies it).
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     # What of the prompt/answer/context text reaches each table, topic and message (pipeline/config/content_policy.py).
     content_mode: Mode = "store"
     content_modes: dict[ContentTable, Mode] = Field(default_factory=dict)
@@ -260,6 +266,7 @@ class Settings(BaseSettings):
             self.write_retry_max_seconds,
             self.kafka_topic_partitions,
             self.content_policies(),
+            tuple(self.retention.erasable_keys),
         )
 
     def log_join(self) -> LogJoinSettings:

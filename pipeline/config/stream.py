@@ -22,6 +22,7 @@ class StreamSettings:
     write_retry_max_seconds: float  # backoff while ClickHouse or the broker refuses writes
     topic_partitions: int  # of the topics and changelog tables a stage creates
     content: ContentPolicies  # dead letters' reasons and logged errors follow them too
+    erasable_keys: tuple[str, ...] = ()  # call attributes stored apart for `halluwatch erase` (settings retention)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,14 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from pipeline import metrics
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.data_dirs import writable_dir
+from pipeline.sinks.ddl import Layout
 from pipeline.sinks.embedded_lock import holder
+from pipeline.sinks.retention import apply_retention
 from pipeline.sinks.rows import TABLE_COLUMNS
 from schemas import migrations
 
 if TYPE_CHECKING:
+    from pipeline.config.retention import RetentionSettings
     from pipeline.config.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -135,7 +138,7 @@ def open_migrated(settings: Settings) -> Client:
 def _open_and_migrate(settings: Settings) -> Client:
     client = open_clickhouse(settings)
     try:
-        applied = migrate(client, settings.clickhouse_database)
+        applied = migrate(client, settings.clickhouse_database, settings.retention, settings.clickhouse_cluster)
     except BaseException:
         client.close()
         raise
@@ -144,27 +147,38 @@ def _open_and_migrate(settings: Settings) -> Client:
     return client
 
 
-def migrate(client: Client, database: str) -> list[str]:
-    """Create the database and apply pending migrations; returns the names applied now.
+def migrate(client: Client, database: str, retention: RetentionSettings | None = None, cluster: str = "") -> list[str]:
+    """Create the database, apply pending migrations and ``retention``'s TTLs; returns what was applied now.
 
-    A database with nothing pending is only read: a worker that signs in with ``SELECT`` and
+    ``retention`` None leaves the tables' TTLs as they are; ``cluster`` renders every statement
+    for that cluster (:class:`~pipeline.sinks.ddl.Layout`).  A database with nothing pending
+    and its retention unchanged is only read: a worker that signs in with ``SELECT`` and
     ``INSERT`` alone (infra/README.md) starts once ``halluwatch migrate`` has run as a user
     that may create tables.
     """
-    if not pending_migrations(client, database):
-        return []
-    client.command(f"CREATE DATABASE IF NOT EXISTS {database}")
+    layout = Layout(database, cluster)
+    applied = _apply_pending(client, layout) if pending_migrations(client, database) else []
+    changed = apply_retention(client, layout, retention) if retention is not None else None
+    return [*applied, changed] if changed else applied
+
+
+def _apply_pending(client: Client, layout: Layout) -> list[str]:
+    """Create the database and its migrations table, apply the migrations it lacks; their names."""
+    database = layout.database
+    client.command(layout.render("CREATE DATABASE IF NOT EXISTS {database}"))
     client.command(
-        f"CREATE TABLE IF NOT EXISTS {database}.{MIGRATIONS_TABLE} "
-        "(version UInt32, name String, applied_at DateTime DEFAULT now()) "
-        "ENGINE = ReplacingMergeTree ORDER BY version"
+        layout.render(
+            f"CREATE TABLE IF NOT EXISTS {{database}}.{MIGRATIONS_TABLE} "
+            "(version UInt32, name String, applied_at DateTime DEFAULT now()) "
+            "ENGINE = ReplacingMergeTree ORDER BY version"
+        )
     )
     done = {row[0] for row in client.query(f"SELECT version FROM {database}.{MIGRATIONS_TABLE}").result_rows}  # noqa: S608 - identifiers validated, values bound
     applied = []
     for migration in migrations():
         if migration.version in done:
             continue
-        client.command(migration.sql(database))
+        client.command(layout.render(migration.sql_template))
         client.insert(
             f"{database}.{MIGRATIONS_TABLE}",
             [[migration.version, migration.name]],

@@ -8,7 +8,7 @@ through the table's :class:`~pipeline.config.content_policy.ContentPolicy` here,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,8 @@ LLM_CALL_COLUMNS = [
     "model", "operation", "start_time", "end_time", "duration_ms", "input_tokens", "output_tokens",
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
     "sources_from", "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding",
-    "transcript", "logprobs_json", "attributes", "p_hallucination", "verdict_version", "flagged", "ingested_at",
+    "transcript", "logprobs_json", "attributes", "erasable", "p_hallucination", "verdict_version", "flagged",
+    "ingested_at",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -70,11 +71,16 @@ def from_unix_nano(nanos: int) -> datetime:
 
 
 def llm_call_row(
-    call: LLMCall, content: ContentPolicy, now: datetime, judgement: CallJudgement | None = None
+    call: LLMCall,
+    content: ContentPolicy,
+    now: datetime,
+    judgement: CallJudgement | None = None,
+    erasable_keys: Collection[str] = (),
 ) -> list[Any]:
     """One ``llm_calls`` row, in ``LLM_CALL_COLUMNS`` order, its content as ``content`` allows.
 
-    ``judgement`` is the call's as a whole (None: not judged yet, e.g. no detector ran).
+    ``judgement`` is the call's as a whole (None: not judged yet, e.g. no detector ran).  The
+    attributes named in ``erasable_keys`` are kept as given in ``erasable``, for erasure to find.
     """
     verdict = judgement.verdict if judgement else None
     return [
@@ -108,6 +114,7 @@ def llm_call_row(
         transcript_json(call, content),
         _logprobs_json(call, with_tokens=content.mode == "store"),
         {key: content.attribute(str(value)) for key, value in call.attributes.items()},
+        {key: str(call.attributes[key]) for key in erasable_keys if key in call.attributes},
         verdict.probability if verdict else None,
         verdict.model_version if verdict else "",
         bool(judgement and judgement.flagged),

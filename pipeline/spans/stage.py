@@ -38,6 +38,7 @@ from pipeline.sinks.finding import findings_messages
 from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.sinks.rows import finding_row, llm_call_row, tool_run_rows
 from pipeline.spans.processor import BatchResult, InboundMessage, SpanBatchProcessor
+from pipeline.stream.formats import with_format
 from pipeline.stream.plumbing import (
     BATCHES,
     SHUTDOWN_GRACE_SECONDS,
@@ -151,8 +152,10 @@ class SpansStage:
     async def write(self, result: BatchResult) -> None:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
         now = datetime.now(UTC)
+        erasable = self._stream.erasable_keys
         calls = [
-            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call))
+            llm_call_row(call, self._policies.for_call(call).content.llm_calls, now, result.judgement_of(call),
+                         erasable)
             for call in result.llm_calls
         ]  # fmt: skip
         findings = [finding_row(finding, now) for finding in result.findings]
@@ -166,11 +169,11 @@ class SpansStage:
         async def send_all() -> None:
             pending: list[Awaitable[Any]] = []
             for key, value in result.rekeyed:
-                pending.append(await out.rekeyed.send(key=key, value=value))
+                pending.append(await out.rekeyed.send(key=key, value=value, headers=with_format()))
             for key, value in findings_messages(result.findings):
-                pending.append(await out.findings.send(key=key, value=value))
+                pending.append(await out.findings.send(key=key, value=value, headers=with_format()))
             for key, value in sampled:
-                pending.append(await out.sampled.send(key=key, value=value))
+                pending.append(await out.sampled.send(key=key, value=value, headers=with_format()))
             await wait_acknowledged(pending)
 
         await retrying("Kafka publish", send_all, self._stream.write_retry_max_seconds)

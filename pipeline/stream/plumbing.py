@@ -15,6 +15,7 @@ from faust.types import EventT, Message, StreamT
 from pipeline import metrics
 from pipeline.config.content_policy import ContentPolicy, split_reason
 from pipeline.sinks.clickhouse import SinkUnavailable
+from pipeline.stream.formats import with_format
 
 logger = logging.getLogger(__name__)
 
@@ -183,10 +184,13 @@ async def publish(
     headers: list[tuple[str, bytes]] | None = None,
     give_up_after_seconds: float | None = None,
 ) -> bool:
-    """Send one record and wait for the broker's acknowledgement, retrying until it comes (or the time to give up)."""
+    """Send one record, with the format header, and wait for the broker's acknowledgement, retrying until it comes.
+
+    With ``give_up_after_seconds``, returns False once that long passed without an acknowledgement.
+    """
 
     async def send() -> None:
-        await wait_acknowledged([await topic.send(key=key, value=value, headers=headers)])
+        await wait_acknowledged([await topic.send(key=key, value=value, headers=with_format(headers or ()))])
 
     return await retrying(f"publish to {topic.get_topic_name()}", send, max_delay_seconds, give_up_after_seconds)
 

@@ -38,8 +38,27 @@ def test_migrate_is_idempotent_from_the_command_line(tmp_path: Path):
     first = halluwatch("migrate", **env)
     assert first.returncode == 0, first.stderr
     assert "applied 001_llm_calls, 002_findings, 003_llm_calls_logprobs" in first.stdout
+    assert "retention content 30 days, rows 180 days" in first.stdout
     second = halluwatch("migrate", **env)
     assert second.returncode == 0 and "is up to date" in second.stdout
+    changed = halluwatch("migrate", **env, HALLUWATCH_RETENTION__CONTENT_DAYS="7")
+    assert "applied retention content 7 days, rows 180 days (was content 30 days, rows 180 days)" in changed.stdout
+
+
+def test_erase_reports_per_table_and_refuses_keys_that_are_not_erasable(tmp_path: Path):
+    env = {"HALLUWATCH_DATA_DIR": str(tmp_path)}
+    erased = halluwatch("erase", "--key", "user.id=u-1", "--by", "dpo", **env)
+    assert erased.returncode == 0, erased.stderr
+    assert "user.id=u-1 matched 0 trace(s)" in erased.stdout
+    assert "llm_calls     0 row(s) removed" in erased.stdout and "review_skips  0 row(s) removed" in erased.stdout
+    refused = halluwatch("erase", "--key", "service.name=shop", **env)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "Error: service.name is not erasable; erasable: trace_id, user.id, session.id, enduser.id"
+        " (settings retention.erasable_keys)"
+    )
+    both = halluwatch("erase", "--trace", "t", "--key", "user.id=u", **env)
+    assert both.returncode == 2 and "exactly one of --trace ID and --key KEY=VALUE" in both.stderr
 
 
 def test_bad_configuration_is_reported_with_the_field(tmp_path: Path):

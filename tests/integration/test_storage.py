@@ -10,7 +10,10 @@ from pydantic import SecretStr
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Message, Usage
 from pipeline.config.content_policy import STORE_ALL, ContentPolicy
+from pipeline.config.retention import RetentionSettings
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.ddl import Layout
+from pipeline.sinks.retention import retention_statements
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from schemas import migrations
 
@@ -105,3 +108,18 @@ def test_where_the_grounding_text_came_from_is_stored(clickhouse):
     sink.flush()
     rows = dict(client.query(f"SELECT span_id, sources_from FROM {database}.llm_calls FINAL").result_rows)
     assert rows == {"cd" * 8: "trace", "ef" * 8: "span"}
+
+
+def test_cluster_ddl_is_valid_clickhouse_sql(clickhouse):
+    """Every statement rendered for a cluster parses in ClickHouse, ON CLUSTER and replica path included.
+
+    (No cluster runs here: chDB formats the statements, it does not execute them.)
+    """
+    client, _ = clickhouse
+    layout = Layout("hw", "prod")
+    rendered = [layout.render(m.sql_template) for m in migrations()]
+    rendered += retention_statements(layout, RetentionSettings())
+    rendered.append(layout.render("ALTER TABLE {database}.findings DELETE WHERE trace_id IN ['t']"))
+    for sql in rendered:
+        formatted = client.query("SELECT formatQuery({sql:String})", parameters={"sql": sql}).result_rows[0][0]
+        assert "ON CLUSTER prod" in formatted, formatted

@@ -189,6 +189,15 @@ def test_no_content_reaches_rows_or_records(mode):
     assert record.score == 0.9 and record.flagged is True
 
 
+def test_erasable_attributes_are_kept_as_given_in_every_mode_and_only_those_named():
+    """Erasure must find a user's calls whatever the content mode did to ``attributes``."""
+    call = dataclasses.replace(CALL, attributes={**CALL.attributes, "user.id": "u-42"})
+    for mode in ("store", "hash", "redact", "drop"):
+        row = llm_call_row(call, ContentPolicy(mode, KEY), NOW, erasable_keys=("user.id", "session.id"))
+        assert row[LLM_CALL_COLUMNS.index("erasable")] == {"user.id": "u-42"}, mode
+    assert llm_call_row(call, ContentPolicy("store"), NOW)[LLM_CALL_COLUMNS.index("erasable")] == {}
+
+
 def test_alerts_render_withheld_text_but_keep_the_numbers():
     policy = ContentPolicy("drop")
     evidence = DetectorEvidence.from_dict(finding_record(CALL, RESULT, "v1", ContentPolicy("store")).to_json())

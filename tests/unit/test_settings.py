@@ -218,6 +218,14 @@ def test_a_server_dsn_needs_a_host():
         load_settings(clickhouse_dsn="http://")
 
 
+def test_retention_keeps_rows_at_least_as_long_as_their_content():
+    settings = Settings(retention={"content_days": 0.5, "days": 90, "erasable_keys": ["enduser.id"]})
+    assert (settings.retention.content_seconds, settings.retention.row_seconds) == (43_200, 7_776_000)
+    assert settings.stream().erasable_keys == ("enduser.id",)
+    with pytest.raises(ConfigError, match=r"retention: content_days \(200\) cannot exceed days \(180\)"):
+        load_settings(retention={"content_days": 200})
+
+
 def test_the_stages_views_carry_the_settings_they_are_built_from():
     settings = Settings(batch_max_messages=7, kafka_topic_partitions=3, content_mode="drop", kafka_logs_topic="logs")
     stream = settings.stream()
