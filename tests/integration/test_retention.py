@@ -12,14 +12,15 @@ import pytest
 from clickhouse_connect.driver.client import Client
 
 from detectors.base import DetectorResult, DetectorStatus
-from detectors.llm_call import LLMCall, Message, Usage
+from detectors.llm_call import LLMCall, Message, ToolSpan, Usage
 from pipeline.config.content_policy import STORE_ALL
 from pipeline.config.retention import RetentionSettings
+from pipeline.ingest.trace_facts import ToolExecution
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.ddl import Layout
 from pipeline.sinks.erasure import ERASED_TABLES, ErasureRefused, Selector, erase
 from pipeline.sinks.labels import Label, insert_labels
-from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
+from pipeline.sinks.rows import finding_record, finding_row, llm_call_row, tool_run_rows
 
 ERASABLE = ["user.id", "session.id"]
 LONG = RetentionSettings(content_days=1, days=2)
@@ -56,6 +57,10 @@ def _store(client: Client, database: str, calls: list[LLMCall]) -> None:
                                 {"sentences": [{"text": answer}]})  # fmt: skip
         sink.add("llm_calls", [llm_call_row(call, STORE_ALL.llm_calls, now, erasable_keys=ERASABLE)])
         sink.add("findings", [finding_row(finding_record(call, result, "v1", STORE_ALL.findings), now)])
+        # The agent's tool run in the same trace, its arguments quoting the prompt and its result the answer.
+        tool = ToolSpan(f"{call.span_id[:15]}f", "lookup", "c1", end_time_unix_nano=call.end_time_unix_nano)
+        run = ToolExecution(call.trace_id, tool, f'{{"q": "{call.prompt}"}}', call.answer)
+        sink.add("tool_runs", tool_run_rows([run], STORE_ALL.llm_calls, now))
     sink.flush()
     client.insert(
         f"{database}.alerts",
@@ -115,7 +120,7 @@ def test_short_ttls_empty_content_everywhere_then_drop_rows_keeping_verdicts(cli
     changed = migrate(client, database, RetentionSettings(content_days=5 / 86_400, days=30 / 86_400))
     assert changed == ["retention content 5 s, rows 30 s (was content 5 s, rows 1 day)"]
     _merged(client, database)
-    assert [_count(client, database, t) for t in ("llm_calls", "findings", "alerts")] == [0, 0, 0]
+    assert [_count(client, database, t) for t in ("llm_calls", "findings", "alerts", "tool_runs")] == [0, 0, 0, 0]
     assert _count(client, database, "labels") == 1, "verdicts are kept until deleted"
     assert _count(client, database, "review_skips") == 1
 
@@ -139,14 +144,19 @@ def test_erasing_one_user_leaves_no_byte_of_theirs_and_the_others_whole(clickhou
 
     first = erase(client, layout, Selector("user.id", "alice"), ERASABLE, "dpo")
     assert first.traces == 3
-    assert first.removed == {"llm_calls": 3, "findings": 3, "alerts": 3, "labels": 3, "review_skips": 3}
+    assert first.removed == {"llm_calls": 3, "findings": 3, "alerts": 3, "tool_runs": 3, "labels": 3, "review_skips": 3}
     _merged(client, database)
     for text in ("alice prompt", "alice answer", "her salary"):
         assert _tables_holding(client, database, text) == {}, text
     assert _tables_holding(client, database, "alice") == {"erasures": 2}  # the audit rows' selectors, nothing else
     for table in ERASED_TABLES:
         assert _count(client, database, table) == 2, table
-    assert _tables_holding(client, database, "bob answer 2") == {"llm_calls": 1, "findings": 1, "alerts": 1}
+    assert _tables_holding(client, database, "bob answer 2") == {
+        "llm_calls": 1,
+        "findings": 1,
+        "alerts": 1,
+        "tool_runs": 1,
+    }
 
     again = erase(client, layout, Selector("user.id", "alice"), ERASABLE, "dpo")
     assert (again.traces, set(again.removed.values())) == (0, {0})
