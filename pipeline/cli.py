@@ -358,8 +358,10 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
 
     Trains only on sets whose licence allows shipping what is learned: RAGTruth spans for the
     word model; RAGTruth, BEGIN, FaithDial and WiCE labels for the call model; those and
-    SummEdits for the verdict over every detector. 30 % of the source documents are held out;
-    each file records the data's SHA-256, the seed and both sides' metrics. Point
+    SummEdits for the verdict over every detector. The word and call models hold out 30 % of the
+    source documents; the verdict, its calibration and the route minimums are cross-fitted over
+    five document folds. Each file records the data's SHA-256, the seeds and the metrics of both
+    sides (held out or out of fold, and in sample). Point
     detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
     the built-in ones with --output-dir detectors/data.
     """
@@ -412,17 +414,18 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     outputs = list(tqdm(scoring, total=len(records), unit="rec"))  # records are grouped by set, in file order
     thresholds = load_thresholds(settings.thresholds_file)
     try:
-        verdict = training.train_verdict(records, outputs, thresholds.by_detector)
+        verdict = training.train_verdict(
+            records, outputs, thresholds.by_detector, RouteTargets.from_settings(settings.alerting)
+        )
     except training.TrainingDataError as exc:
         raise click.ClickException(str(exc)) from exc
-    minimums = training.route_minimums(records, outputs, verdict, RouteTargets.from_settings(settings.alerting))
     data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
     verdict_path = output_dir / "verdict.json"
-    alert_probability = {m.route: m.to_dict() for m in minimums}
-    _write_json(verdict_path, training.verdict_file(verdict, data, alert_probability))
+    _write_json(verdict_path, training.verdict_file(verdict, data))
     click.echo(f"verdict model {verdict.verdict.version} written to {verdict_path}")
     _echo_metrics(verdict.metrics)
     click.echo("alert_probability (copy into your thresholds file; the built-in one carries the built-in model's):")
+    alert_probability = training.alert_probability(verdict.minimums)
     click.echo(yaml.safe_dump({"alert_probability": alert_probability}, sort_keys=False).rstrip())
 
 
