@@ -159,7 +159,7 @@ def _quality_row(name: str, side: str, q: Quality) -> str:
 def verdict_quality_rows(
     by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]], routing: RouteTargets
 ) -> list[str]:
-    """Each set's verdict out of fold (trained sets; on the held-out documents too) and in sample (the shipped model)."""
+    """Each set's verdict out of fold (trained sets, also on held-out documents) and in sample (the shipped model)."""
     trained = [(name, r, o) for name in VERDICT_SETS if name in by_set for r, o in zip(*by_set[name], strict=True)
                if r.context and r.answer.strip() and r.hallucinated is not None]  # fmt: skip
     rows = verdict_rows([(name, r) for name, r, _ in trained], [o for *_, o in trained])
@@ -168,15 +168,21 @@ def verdict_quality_rows(
     for name, (records, outputs) in by_set.items():
         labelled = [(r, o) for r, o in zip(records, outputs, strict=True) if r.hallucinated is not None]
         shipped = [Scored(o.p_hallucination, o.alert.route if o.alert else None) for _, o in labelled]
-        lines.append(_quality_row(name, "in sample (shipped)", quality(shipped, [bool(r.hallucinated) for r, _ in labelled])))
+        actual = [bool(r.hallucinated) for r, _ in labelled]
+        lines.append(_quality_row(name, "in sample (shipped)", quality(shipped, actual)))
         part = [i for i, (n, _, _) in enumerate(trained) if n == name]
         if not part:
             continue
         labels = [rows[i].hallucinated for i in part]
         lines.append(_quality_row(name, "out of fold", quality([oof[i] for i in part], labels)))
         held = [i for i in part if held_out(trained[i][1])]
-        lines.append(_quality_row(name, "out of fold, held-out documents", quality([oof[i] for i in held],
-                                                                                 [rows[i].hallucinated for i in held])))
+        lines.append(
+            _quality_row(
+                name,
+                "out of fold, held-out documents",
+                quality([oof[i] for i in held], [rows[i].hallucinated for i in held]),
+            )
+        )
     return lines
 
 

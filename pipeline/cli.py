@@ -269,6 +269,9 @@ def evaluate(
     help="Labels a policy needs before its own thresholds weigh as much as the global ones.",
 )  # fmt: skip
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes scoring INPUT.")
+@click.option("--app", help="Propose this application's map of p_hallucination from its review-queue verdicts.")
+@click.option("--apply", "apply_version", metavar="VERSION",
+              help="With --app: apply a stored proposal (or 'shipped': the shipped calibration alone).")  # fmt: skip
 @click.option("--diff", "diff_paths", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Show what changed between two thresholds files (OLD NEW) and exit.")  # fmt: skip
 def calibrate(
@@ -283,6 +286,8 @@ def calibrate(
     holdout: float,
     shrinkage: float,
     workers: int,
+    app: str | None,
+    apply_version: str | None,
     diff_paths: tuple[Path, Path] | None,
 ) -> None:
     """Choose detector thresholds from labelled traces; write a versioned thresholds file and PR curves.
@@ -292,6 +297,11 @@ def calibrate(
     Each application policy with labels is also fitted alone and shrunk toward the global
     fit (--shrinkage). Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log
     and stamp its version.
+
+    With --app NAME: fit the application's map of p_hallucination and its route minimums from
+    its review-queue verdicts, store it as a proposal and show what it changes; --apply VERSION
+    makes a proposal the map the workers score the application's calls with (within
+    review.map_refresh_seconds, no restart).
     """
     from detectors.thresholds import load_thresholds
     from detectors.verdict import PlattScaling
@@ -305,6 +315,11 @@ def calibrate(
     if diff_paths:
         click.echo(diff_thresholds(*diff_paths))
         return
+    if app:
+        _calibrate_app(_settings(config_path), app, apply_version)
+        return
+    if apply_version:
+        raise click.UsageError("--apply needs --app NAME")
     if (input_path is None) == (not from_clickhouse) or output_dir is None:
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
@@ -343,6 +358,53 @@ def calibrate(
             click.echo(line)
     click.echo(f"pictures: {', '.join(p.name for p in pictures)} in {output_dir}")
     click.echo(f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers")
+
+
+def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> None:
+    """``calibrate --app``: propose the application's map from its verdicts, or apply a stored one."""
+    from datetime import timedelta
+
+    from detectors.thresholds import load_thresholds
+    from detectors.verdict import PlattScaling
+    from pipeline.offline.alert_probability import RouteTargets
+    from pipeline.offline.app_map import describe, judged_calls, propose
+    from pipeline.rate.maps import MapStore, UnknownVersion
+    from pipeline.rate.sampler import Strata
+    from pipeline.rate.store import RateStore, Scope
+
+    client = _migrated_client(settings)
+    maps = MapStore(client, settings.clickhouse_database)
+    now = datetime.now(UTC)
+    if apply_version:
+        try:
+            applied = maps.apply(app, apply_version, now, "halluwatch calibrate")
+        except UnknownVersion as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"applied {applied.version} to {app}: workers score its calls with it within "
+                   f"{settings.review.map_refresh_seconds:g} s")  # fmt: skip
+        return
+    review = settings.review
+    rates = RateStore(client, settings.clickhouse_database, Strata.configured(review))
+    scope = Scope(now - timedelta(days=review.window_days), now + timedelta(seconds=1), app=app)
+    known = {m.version: m.calibration for _, m in maps.history(app)}
+    calls = judged_calls(rates.judged_calls(scope), known)
+    if not calls:
+        raise click.ClickException(f"no review verdicts on {app}'s calls of the last {review.window_days} days: "
+                                   f"judge some at /review?app={app} first")  # fmt: skip
+    current = maps.applied().get(app)
+    proposal = propose(
+        app, calls, rates.counts(scope).population, RouteTargets.from_settings(settings.alerting),
+        load_thresholds(settings.thresholds_file).alert_probability,
+        current.calibration if current else PlattScaling(), review.map_shrinkage,
+    )  # fmt: skip
+    maps.propose(proposal.stored(), now, "halluwatch calibrate")
+    for line in describe(proposal):
+        click.echo(line)
+    if review.auto_apply_after is not None and proposal.verdicts >= review.auto_apply_after:
+        maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
+        click.echo(f"applied {proposal.version} to {app} (review.auto_apply_after = {review.auto_apply_after})")
+    else:
+        click.echo(f"apply it with: halluwatch calibrate --app {app} --apply {proposal.version}")
 
 
 @main.command()

@@ -96,7 +96,8 @@ class RouteTargets:
 
     def agreement(self, minimums: Mapping[str, float]) -> AgreementRule:
         """The rules with each gated route's minimum set (a route missing from ``minimums`` never fires)."""
-        return _agreement(self.rules, self.signal_of, {route: minimums.get(route, _CLOSED) for route in gated_routes(self.rules)})
+        gated = {route: minimums.get(route, _CLOSED) for route in gated_routes(self.rules)}
+        return _agreement(self.rules, self.signal_of, gated)
 
 
 def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
@@ -108,9 +109,7 @@ def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
     return routes
 
 
-def choose_route_minimums(
-    calls: Sequence[GatedCall], routing: RouteTargets, quorum: float = 1.0
-) -> list[RouteMinimum]:
+def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets, quorum: float = 1.0) -> list[RouteMinimum]:
     """The lowest minimum per gated route whose false alarms stay under its target in every group.
 
     A route's false alarms are cumulative: faithful calls alerted on it or on any gated route

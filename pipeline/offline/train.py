@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

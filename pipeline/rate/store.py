@@ -18,6 +18,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from dashboards.fragments import UNVERIFIED_REASONS
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.rate.sampler import ALERTED, NO_PROBABILITY, Strata
 
 
@@ -53,6 +54,20 @@ class AuditVerdict:
     frame: str  # application / stratum
     hallucinated: bool
     alerted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedRow:
+    """An audit verdict with what the worker stored of its call: the probability, the map it went through, flags."""
+
+    trace_id: str
+    span_id: str
+    frame: str
+    probability: float
+    hallucinated: bool
+    inclusion_probability: float
+    map_version: str  # '' for the shipped calibration alone
+    flags: dict[str, int]  # hallucination detectors that flagged the call -> severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +195,41 @@ class RateStore:
             [[trace_id, span_id, reviewer, at]],
             column_names=["trace_id", "span_id", "reviewer", "skipped_at"],
         )
+
+    def judged_calls(self, scope: Scope) -> list[JudgedRow]:
+        """The audit verdicts on verified calls of ``scope``, with each call's probability, map and flags."""
+        calls_sql, params = self._calls(scope)
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, app, stratum, p, hallucinated, inclusion_probability, version, flags
+            FROM ({calls_sql}) AS c
+            INNER JOIN
+            (
+                SELECT trace_id, span_id, argMax(inclusion_probability, labelled_at) AS inclusion_probability
+                FROM {self._db}.labels FINAL WHERE inclusion_probability > 0 AND NOT withdrawn
+                GROUP BY trace_id, span_id
+            ) AS drawn USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT trace_id, span_id, argMax(calibration_version, ingested_at) AS version
+                FROM {self._db}.llm_calls GROUP BY trace_id, span_id
+            ) AS mapped USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT trace_id, span_id,
+                       groupArrayIf((detector, severity), flagged AND status = 'ok'
+                                    AND detector NOT IN {{evidence_only:Array(String)}}) AS flags
+                FROM {self._db}.findings FINAL GROUP BY trace_id, span_id
+            ) AS found_flags USING (trace_id, span_id)
+            WHERE judged AND empty(reasons) AND p IS NOT NULL
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, "evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE)},
+        )
+        return [
+            JudgedRow(str(t), str(s), frame_name(app, stratum), float(p), bool(h), float(inclusion), str(version),
+                      {str(name): int(severity) for name, severity in flags})
+            for t, s, app, stratum, p, h, inclusion, version, flags in rows
+        ]  # fmt: skip
 
     def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:
         """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict, skipped."""
