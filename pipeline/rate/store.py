@@ -201,11 +201,11 @@ class RateStore:
         calls_sql, params = self._calls(scope)
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, app, stratum, p, hallucinated, inclusion_probability, version, flags
+            SELECT trace_id, span_id, app, stratum, p, hallucinated, drawn_with, version, flags
             FROM ({calls_sql}) AS c
             INNER JOIN
             (
-                SELECT trace_id, span_id, argMax(inclusion_probability, labelled_at) AS inclusion_probability
+                SELECT trace_id, span_id, argMax(inclusion_probability, labelled_at) AS drawn_with
                 FROM {self._db}.labels FINAL WHERE inclusion_probability > 0 AND NOT withdrawn
                 GROUP BY trace_id, span_id
             ) AS drawn USING (trace_id, span_id)
