@@ -9,7 +9,7 @@ set, or one group), on the fitting side.  The same records' held-out side shows 
 choice keeps.
 
 Calls cross-fitted by source document carry their fold: a minimum must then also keep the
-target in each group's folds, in at least ``quorum`` of them.  The spread across folds is
+target in each group's folds, in all but ``spare_folds`` of them.  The spread across folds is
 what a new set of documents will do; a minimum on the edge of the pooled rate slips there.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.agreement.rules import AgreementRule
-from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
+from pipeline.config.alerting import AlertingSettings, AlertRule, gated_routes
 
 # Groups with fewer faithful fitting calls than this say nothing about a rate of 1-3 %; when no
 # group has as many, all of them are judged.
@@ -100,21 +100,14 @@ class RouteTargets:
         return _agreement(self.rules, self.signal_of, gated)
 
 
-def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
-    """Routes whose rules take their minimum from calibration, in rule (priority) order."""
-    routes: list[str] = []
-    for rule in rules:
-        if rule.min_probability == ROUTE_PROBABILITY and rule.route not in routes:
-            routes.append(rule.route)
-    return routes
-
-
-def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets, quorum: float = 1.0) -> list[RouteMinimum]:
+def choose_route_minimums(
+    calls: Sequence[GatedCall], routing: RouteTargets, spare_folds: int = 0
+) -> list[RouteMinimum]:
     """The lowest minimum per gated route whose false alarms stay under its target in every group.
 
     A route's false alarms are cumulative: faithful calls alerted on it or on any gated route
     before it, so ``slack: 3 %`` bounds every alert a faithful call can raise, pages included.
-    Where calls come from several folds, the target must also hold in ``quorum`` of each group's folds.
+    Where calls come from several folds, the target must also hold in all but ``spare_folds`` of each group's folds.
     """
     rules, signal_of, targets = routing.rules, routing.signal_of, routing.targets
     fitting = [c for c in calls if not c.held_out]
@@ -128,7 +121,7 @@ def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets, quo
         gates = _Gates(fitting, opened, _agreement(rules, signal_of, minimums), so_far)
         best, worst_group = _CLOSED, ""
         for candidate in _candidates(fitting, opened, route):
-            worst = gates.worst_group(candidate, targets[route], quorum)
+            worst = gates.worst_group(candidate, targets[route], spare_folds)
             if worst is not None:
                 best, worst_group = candidate, worst
                 break
@@ -185,7 +178,7 @@ class _Gates:
             for g, members in self._groups.items()
         }
 
-    def worst_group(self, minimum: float, target: float, quorum: float) -> str | None:
+    def worst_group(self, minimum: float, target: float, spare_folds: int) -> str | None:
         """The group that decides at ``minimum`` (the one furthest over), or None when some group breaks the target."""
         alerted = np.where(self._p >= minimum, self._open, self._closed)
         sizes = {g: int(m.sum()) for g, m in self._groups.items()}
@@ -196,7 +189,7 @@ class _Gates:
         for group in judged:
             folds = [f for f in self._folds[group] if f.any()]
             held = sum(_count_excess(int(alerted[f].sum()), int(f.sum()), target) <= 0 for f in folds)
-            if held < quorum * len(folds):
+            if held < len(folds) - spare_folds:
                 return None
         return max(judged, key=lambda g: excess[g]) if judged else ""
 

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from detectors.verdict import PlattScaling
-from pipeline.offline.alert_probability import RouteTargets, gated_routes
+from pipeline.config.alerting import gated_routes
+from pipeline.offline.alert_probability import RouteTargets
 from pipeline.offline.fitting import fit_logistic
 from pipeline.offline.reliability import expected_calibration_error
 from pipeline.rate.estimator import Estimate, Judged, estimate_ratio

@@ -50,7 +50,7 @@ from pipeline.offline.crossfit import (
     CALIBRATION_SET,
     FOLD_SEED,
     FOLDS,
-    QUORUM,
+    SPARE_FOLDS,
     VerdictRow,
     fit_verdict,
     fold_of,
@@ -330,7 +330,9 @@ def train_verdict(
         raise TrainingDataError(str(exc)) from exc
     x = np.array([row.features for row in rows])
     names = sorted({row.group for row in rows})
-    recipe = json.dumps([names, VERDICT_FEATURES, FOLD_SEED, FOLDS, QUORUM, dict(thresholds)], sort_keys=True).encode()
+    recipe = json.dumps(
+        [names, VERDICT_FEATURES, FOLD_SEED, FOLDS, SPARE_FOLDS, dict(thresholds)], sort_keys=True
+    ).encode()
     verdict = VerdictModel(
         f"3-{hashlib.sha256(recipe + x.tobytes()).hexdigest()[:12]}", fit.model, fit.calibration,
         {name: thresholds[name] for name in VERDICT_DETECTORS if name in thresholds},
@@ -357,7 +359,7 @@ def verdict_file(training: VerdictTraining, data: dict[str, Any]) -> dict[str, A
             "fitted_on": f"{CALIBRATION_SET}, scores cross-fitted over {FOLDS} document folds",
         },
         "alert_probability": alert_probability(training.minimums),
-        "training": {"fold_seed": FOLD_SEED, "folds": FOLDS, "quorum": QUORUM, "data": data,
+        "training": {"fold_seed": FOLD_SEED, "folds": FOLDS, "spare_folds": SPARE_FOLDS, "data": data,
                      "metrics": training.metrics},
     }  # fmt: skip
 

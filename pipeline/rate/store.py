@@ -54,6 +54,7 @@ class AuditVerdict:
     frame: str  # application / stratum
     hallucinated: bool
     alerted: bool
+    routes: frozenset[str] = frozenset()  # the routes alerts on its trace took
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +138,11 @@ class RateStore:
         """The audit verdicts standing on verified calls of ``scope`` (the newest per call)."""
         calls_sql, params = self._calls(scope)
         rows = self._rows(
-            f"SELECT app, stratum, hallucinated, alerted FROM ({calls_sql}) WHERE judged AND empty(reasons)",  # noqa: S608
+            f"SELECT app, stratum, hallucinated, alerted, routes FROM ({calls_sql}) WHERE judged AND empty(reasons)",  # noqa: S608
             params,
         )
-        return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a)) for app, stratum, h, a in rows]
+        return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a), frozenset(map(str, routes)))
+                for app, stratum, h, a, routes in rows]  # fmt: skip
 
     def apps(self) -> list[str]:
         """The application policies findings name."""
@@ -245,7 +247,7 @@ class RateStore:
         app = "WHERE app = {app:String}" if scope.app else ""
         params |= {"app": scope.app, "names": list(self._strata.names[:-2]), "edges": list(self._strata.edges)}
         sql = f"""
-            SELECT trace_id, span_id, app, p, alerted, reasons, judged, hallucinated, skipped,
+            SELECT trace_id, span_id, app, p, alerted, routes, reasons, judged, hallucinated, skipped,
                    multiIf(alerted, '{ALERTED}', p IS NULL, '{NO_PROBABILITY}',
                            arrayElement({{names:Array(String)}}, 1 + arrayCount(e -> p >= e, {{edges:Array(Float64)}})))
                        AS stratum
@@ -270,7 +272,8 @@ class RateStore:
             ) AS audit USING (trace_id, span_id)
             LEFT JOIN
             (
-                SELECT DISTINCT trace_id, true AS alerted FROM {self._db}.alerts
+                SELECT trace_id, true AS alerted, groupUniqArray(route) AS routes
+                FROM {self._db}.alerts GROUP BY trace_id
             ) AS raised USING (trace_id)
             LEFT JOIN
             (
