@@ -784,12 +784,15 @@ def rate(
     """How often the calls hallucinate: model-based and verdict-corrected rates, the alert rule's precision and recall.
 
     The verdict-corrected rate comes from the verdicts given in the review queue (`halluwatch ui`,
-    Review); with too few it says how many more it needs.  With a --baseline-* option it also
-    compares the two scopes: the difference of their rates with its interval.
+    Review); with too few it says how many more it needs.  The same verdicts measure each alert
+    route's false alarms (faithful calls alerted, 95 % interval, against the route's target).
+    With a --baseline-* option it also compares the two scopes: the difference of their rates
+    with its interval.
     """
     from dataclasses import replace
 
     from pipeline.rate.compare import comparison_sentence
+    from pipeline.rate.false_alarms import false_alarm_lines, route_false_alarms
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
@@ -805,6 +808,8 @@ def rate(
         raise click.BadParameter("the window must start before it ends", param_hint="--since")
     report = rate_report(store, scope, review.target_half_width)
     for line in report_lines(report, review.target_half_width):
+        click.echo(line)
+    for line in false_alarm_lines(route_false_alarms(store, scope, settings.alerting)):
         click.echo(line)
     if not (baseline_since or baseline_until or baseline_attributes):
         return

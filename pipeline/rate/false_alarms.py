@@ -11,7 +11,7 @@ route whose interval lies wholly above its target breaks its promise with confid
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.config.alerting import AlertingSettings, gated_routes
@@ -54,18 +54,21 @@ def route_false_alarms(store: RateStore, scope: Scope, alerting: AlertingSetting
     out = []
     for index, route in enumerate(routes):
         so_far = set(routes[: index + 1])
-
-        def estimate(part: Callable[[AuditVerdict], tuple[bool, bool]]) -> Estimate:
-            judged: dict[str, list[Judged]] = {}
-            for verdict in verdicts:
-                y, x = part(verdict)
-                judged.setdefault(verdict.frame, []).append(Judged(float(y), float(x)))
-            return estimate_ratio(counts.population, judged)
-
-        alarms = estimate(lambda v, so_far=so_far: (not v.hallucinated and bool(v.routes & so_far), not v.hallucinated))
-        precision = estimate(lambda v, route=route: (v.hallucinated and route in v.routes, route in v.routes))
-        out.append(RouteFalseAlarms(route, alerting.routes[route].false_alarm_target, alarms, precision))
+        alarms = [(not v.hallucinated and bool(v.routes & so_far), not v.hallucinated) for v in verdicts]
+        hits = [(v.hallucinated and route in v.routes, route in v.routes) for v in verdicts]
+        target = alerting.routes[route].false_alarm_target
+        out.append(RouteFalseAlarms(route, target, _estimate(verdicts, alarms, counts.population),
+                                    _estimate(verdicts, hits, counts.population)))  # fmt: skip
     return out
+
+
+def _estimate(
+    verdicts: Sequence[AuditVerdict], parts: Sequence[tuple[bool, bool]], population: dict[str, int]
+) -> Estimate:
+    judged: dict[str, list[Judged]] = {}
+    for verdict, (y, x) in zip(verdicts, parts, strict=True):
+        judged.setdefault(verdict.frame, []).append(Judged(float(y), float(x)))
+    return estimate_ratio(population, judged)
 
 
 def false_alarm_lines(routes: list[RouteFalseAlarms]) -> list[str]:

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import faust
@@ -36,7 +36,10 @@ from pipeline.config.watchdog_timing import LOOK_SECONDS
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.monitors.stage import MonitorStage
 from pipeline.monitors.store import IncidentStore
+from pipeline.rate.false_alarms import RouteFalseAlarms, route_false_alarms
 from pipeline.rate.maps import AppMap, AppMaps, MapStore
+from pipeline.rate.sampler import Strata
+from pipeline.rate.store import RateStore, Scope
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_clickhouse, open_migrated
 from pipeline.sinks.finding_sinks import FindingSinks
@@ -193,10 +196,12 @@ class PipelineWorker:
         self.incidents = IncidentStore(open_clickhouse(s), s.clickhouse_database) if s.monitors else None
         self.monitors = None
         if self.incidents is not None:  # the sink migrated the database: the incidents table is there
+            self._rates = RateStore(open_clickhouse(s), s.clickhouse_database, Strata.configured(s.review))
             destinations = self._route_destinations
             self.monitors = MonitorStage(
-                app, s.monitors, s.alerting, self.incidents, self._in_sink_thread, self.store, destinations
-            )
+                app, s.monitors, s.alerting, self.incidents, self._in_sink_thread, self.store, destinations,
+                self._false_alarms,
+            )  # fmt: skip
         grouping = self.monitors.open_incidents.group if self.monitors else None
         self.router = AlertRouter(
             app, stream, s.alerting, alert_topics, self.store, self.dead_letter, self.read_silences, grouping
@@ -244,6 +249,13 @@ class PipelineWorker:
     def _route_destinations(self, route: str) -> list[Destination]:
         """A route's destinations, shared with the alert router (one HTTP session, one PagerDuty key)."""
         return self.router.dispatcher.destinations(route)
+
+    def _false_alarms(self, now: datetime) -> list[tuple[str, RouteFalseAlarms]]:
+        """Each application's routes' false alarms from its review verdicts of the review window (blocking)."""
+        s, rates = self.settings, self._rates
+        since = now - timedelta(days=s.review.window_days)
+        return [(app, route) for app in rates.apps()
+                for route in route_false_alarms(rates, Scope(since, now, app=app), s.alerting)]  # fmt: skip
 
     async def _refresh_maps(self) -> None:
         """Re-read the applied maps of p_hallucination (a map applied reaches the next calls without a restart)."""
