@@ -42,7 +42,7 @@ class RouteFalseAlarms:
         precision = f"{self.precision.value:.2f}" if self.precision.value is not None else "unknown (no alert judged)"
         verdict = " ABOVE TARGET" if self.over_target else ""
         return (
-            f"{self.route}: {percent(fa.value)} false alarms, 95 % CI {percent(fa.low)}-{percent(fa.high)}, "
+            f"{self.route}: {percent(fa.value)} false alarms, 95 % CI {100 * fa.low:.1f}-{percent(fa.high)}, "
             f"target {percent(self.target)}{verdict}; precision {precision}"
         )
 
