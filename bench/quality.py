@@ -50,6 +50,7 @@ from pipeline.offline.evaluate import (
 from pipeline.offline.reliability import expected_calibration_error, reliability_table
 from pipeline.offline.train import VERDICT_SETS, held_out, verdict_rows
 
+RECALIBRATION = "## Recalibration from an application's verdicts"  # bench/recalibration.py's section
 DATASETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice", "halueval_general")
 ANCHORS = """Anchors (published, not measured here): LettuceDetect-large 79.2 % and -base 76.8 % example-level
 F1 on RAGTruth (GPU encoders); HHEM-2.1-Open balanced accuracy 64.4 % (RAGTruth summaries) and
@@ -215,6 +216,8 @@ def main() -> None:
         seed_rows.append(seed000_row(name, records, embedder))
         print(summary, flush=True)
     verdict_lines = verdict_quality_rows(by_set, RouteTargets.from_settings(settings.alerting))
+    # bench/recalibration.py's section, at the end, stays as it was.
+    kept = args.output.read_text().partition(RECALIBRATION)[2] if args.output.exists() else ""
     args.output.write_text(
         "\n".join(
             [
@@ -288,6 +291,7 @@ def main() -> None:
                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
                 *alerting_rows,
                 "",
+                *([RECALIBRATION + kept.rstrip("\n"), ""] if kept else []),
             ]
         )
     )

@@ -16,6 +16,7 @@ ECE on a few hundred records is noisy even for a perfect probability, so ``ece_f
 same records (labels drawn from p itself, 200 times).
 
     .venv/bin/python bench/recalibration.py [FILE.jsonl ...] [--verdicts 25,50,100,200] [--seeds 5] [--json OUT]
+        [--markdown]  (writes its section of bench/QUALITY.md)
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # The shared sets whose records have sources to check answers against (HaluEval's have none).
 WITH_CONTEXT = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice")
 FLOOR_DRAWS = 200
+QUALITY = Path(__file__).with_name("QUALITY.md")
+SECTION = "## Recalibration from an application's verdicts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +171,31 @@ def run_set(
     return rows
 
 
+def write_section(path: Path, rows: Sequence[dict[str, object]], seeds: int) -> None:
+    """Replace (or add) this bench's section at the end of QUALITY.md (bench/quality.py keeps it when it rewrites)."""
+    text = path.read_text() if path.exists() else ""
+    head = text.split(SECTION)[0].rstrip()
+    columns = ["set", "verdicts", "ece_before", "ece_after", "ece_floor95", "page_faithful_before",
+               "page_faithful_after", "alerted_faithful_before", "alerted_faithful_after", "recall_before",
+               "recall_after"]  # fmt: skip
+    lines = [
+        SECTION,
+        "",
+        "`.venv/bin/python bench/recalibration.py --workers 2 --markdown`: each shared set with context as one",
+        "application's traffic, scored as `halluwatch eval` scores it; the review queue's sampler draws the",
+        "verdicts (the labels answer), the app's map and minimums are fitted after each count, and the records",
+        f"nobody reviewed are scored before (shipped) and after; means over {seeds} seeds. ece_floor95: the 95th",
+        "percentile of the ECE a perfectly calibrated p with the same values shows on the same records.",
+        "Shares of faithful records paged and alerted (targets 1 % and 3 %) and recall of alerts.",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows),
+        "",
+    ]
+    path.write_text(head + "\n\n" + "\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="*", type=Path, help="labelled JSONL files (default: the shared sets)")
@@ -175,6 +203,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write one JSON object per set and verdict count here")
+    parser.add_argument("--markdown", action="store_true", help=f"write the results as the {SECTION!r} of QUALITY.md")
     args = parser.parse_args()
     files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
     counts = [int(n) for n in args.verdicts.split(",")]
@@ -191,6 +220,8 @@ def main() -> None:
         out += rows
     if args.json:
         args.json.write_text("".join(json.dumps(row) + "\n" for row in out))
+    if args.markdown:
+        write_section(QUALITY, out, args.seeds)
 
 
 if __name__ == "__main__":
