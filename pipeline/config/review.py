@@ -32,7 +32,7 @@ class ReviewSettings(BaseModel):
     auto_apply_after: int | None = Field(default=None, ge=1)
     # Verdicts that weigh as much as the shipped calibration in an application's map: with fewer, the map
     # stays near the shipped one; with many more, it follows the application.
-    map_shrinkage: float = Field(default=100.0, ge=0)
+    map_shrinkage: float = Field(default=30.0, ge=0)
     # How often the worker re-reads the applied maps: a map applied takes effect within this long.
     map_refresh_seconds: float = Field(default=30.0, gt=0)
 

@@ -1,8 +1,9 @@
 """An application's own map of ``p_hallucination`` and its route minimums, from its review-queue verdicts.
 
-The review queue's verdicts are an audit sample drawn across probability strata, each with its
-inclusion probability; weighted by its inverse, a verdict stands for the calls like it, so the
-sample stands for all of the application's calls.  The map is a Platt map over the shipped
+The review queue's verdicts are an audit sample drawn across probability strata, each stored
+with its inclusion probability; weighted by the inverse of its stratum's (:func:`design_weights`),
+a verdict stands for the calls like it, so the sample stands for all of the application's calls.
+The map is a Platt map over the shipped
 probability (before any map of the application's own), fitted on those weighted verdicts and
 on pseudo-verdicts that say the shipped probability is right (each call "hallucinated" with
 its own probability), ``shrinkage`` of them in all: with few verdicts the map stays near the
@@ -12,8 +13,9 @@ The fit is measured out of sample: each of :data:`FOLDS` folds of the verdicts s
 map fitted on the others, beside the probabilities the calls were scored with before.  Each
 gated route's minimum is the lowest at which the share of the application's faithful calls it
 alerts on (estimated from the same verdicts, stratified, :mod:`pipeline.rate.estimator`) stays
-under the route's target; while the estimate's interval still reaches above the target, the
-verdicts are too few to know, and the route keeps the shipped minimum where that is higher.
+under the route's target with its whole 95 % interval; while no minimum does, the verdicts are too
+few to know, and the route keeps the shipped gate (the shipped minimum through the new map: the
+same calls pass it), raised where the verdicts' estimate puts that gate over the target.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
 from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
-DEFAULT_SHRINKAGE = 100.0
+DEFAULT_SHRINKAGE = 30.0
 FOLDS = 5
 SHIPPED = "shipped"  # the version of "no map of the application's own"
 _EPSILON = 1e-6
@@ -115,7 +117,7 @@ def fit_map(calls: Sequence[JudgedCall], shrinkage: float = DEFAULT_SHRINKAGE) -
     if not calls:
         return PlattScaling()
     p = np.array([c.shipped_probability for c in calls])
-    weights = 1.0 / np.array([max(c.inclusion_probability, _EPSILON) for c in calls])
+    weights = np.array(design_weights(calls))
     effective = weights.sum() ** 2 / (weights**2).sum()  # Kish: what the weighted verdicts are worth
     real = weights * effective / weights.sum()
     prior = weights * shrinkage / weights.sum()
@@ -123,6 +125,20 @@ def fit_map(calls: Sequence[JudgedCall], shrinkage: float = DEFAULT_SHRINKAGE) -
     y = np.concatenate([[float(c.hallucinated) for c in calls], p])
     coef, intercept = fit_logistic(x, y, np.concatenate([real, prior]), 0.0)
     return PlattScaling(float(coef[0]), intercept)
+
+
+def design_weights(calls: Sequence[JudgedCall]) -> list[float]:
+    """What each verdict stands for: the inverse of its stratum's inclusion probability as it stands now.
+
+    A call drawn as its stratum's k-th of N was stored with k / N; the sample holds n of the
+    stratum's calls, so each now stands for N / n calls, the inverse of the newest verdict's k / N
+    (the largest stored in its frame).  Weighing each by its own k / N would let the stratum's first
+    verdict (1 / N) outweigh all the others.
+    """
+    newest: dict[str, float] = {}
+    for c in calls:
+        newest[c.frame] = max(newest.get(c.frame, 0.0), c.inclusion_probability)
+    return [1.0 / max(newest[c.frame], _EPSILON) for c in calls]
 
 
 def fold_of(key: str) -> int:
@@ -144,7 +160,7 @@ def out_of_sample_ece(
         fit = fit_map([c for c, i in zip(calls, inside, strict=True) if not i], shrinkage)
         fitted[inside] = fit.apply(shipped[inside])
     labels = [c.hallucinated for c in calls]
-    weights = [1.0 / max(c.inclusion_probability, _EPSILON) for c in calls]
+    weights = design_weights(calls)
     before = expected_calibration_error(list(current.apply(shipped)), labels, weights=weights)
     return before, expected_calibration_error(list(fitted), labels, weights=weights)
 
@@ -174,10 +190,11 @@ def route_estimates(
                     for c, r in zip(calls, on, strict=True)]  # fmt: skip
             return _stratified(calls, alarms, population), _stratified(calls, hits, population)
 
-        shipped = shipped_minimums.get(route, 1.0)
-        minimum, note = shipped, "the shipped minimum"
+        shipped = calibration.apply_one(shipped_minimums[route]) if route in shipped_minimums else 1.0
+        minimum, note = shipped, "the shipped gate"
         if choose:
-            minimum, note = _choose(measured, sorted({0.0, *(float(q) + 1e-9 for q in p)}), target, shipped)
+            candidates = sorted({0.0, shipped, *(float(q) + 1e-9 for q in p)})
+            minimum, note = _choose(measured, candidates, target, shipped)
         minimums[route] = minimum
         false_alarms, precision = measured(minimum)
         estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note))
@@ -185,16 +202,20 @@ def route_estimates(
 
 
 def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: float) -> tuple[float, str]:
-    """The lowest candidate whose estimated false alarms are under ``target``; the shipped minimum while unsure."""
+    """The lowest candidate whose interval of false alarms stays under ``target``; else the shipped gate, or above.
+
+    ``shipped`` is the shipped minimum carried through the new map (the same calls pass it).
+    """
     for candidate in candidates:
         false_alarms, _ = measured(candidate)
+        if false_alarms.high is not None and false_alarms.high <= target:
+            return candidate, "the verdicts keep the target"
+    for candidate in [c for c in candidates if c >= shipped]:
+        false_alarms, _ = measured(candidate)
         if false_alarms.value is not None and false_alarms.value <= target:
-            if false_alarms.high is not None and false_alarms.high <= target:
-                return candidate, "the verdicts keep the target"
-            if candidate >= shipped:
-                return candidate, "too few verdicts to know: its interval still reaches past the target"
-            return shipped, "too few verdicts to know: the shipped minimum kept"
-    return shipped, "too few verdicts to know: no minimum under the target yet"
+            kept = "the shipped gate kept" if candidate == shipped else "raised past the shipped gate"
+            return candidate, f"too few verdicts to know ({kept}): its interval still reaches past the target"
+    return 1.0, "closed: no minimum keeps the target on the verdicts"
 
 
 def propose(

@@ -32,10 +32,11 @@ def test_few_verdicts_keep_the_map_near_the_shipped_one_and_many_follow_the_app(
     assert fit_map([], 100) == PlattScaling()
 
 
-def test_each_verdict_counts_by_its_inverse_inclusion_probability():
-    # Hallucinated calls drawn with probability 1, faithful ones 0.1: each faithful verdict stands for ten calls.
-    drawn = [JudgedCall(f"h{i}", "f", 0.5, True, 1.0) for i in range(50)]
-    drawn += [JudgedCall(f"c{i}", "f", 0.5, False, 0.1) for i in range(50)]
+def test_each_verdict_counts_by_the_inverse_of_its_strata_inclusion_probability():
+    # 50 of 50 calls judged in one stratum, 50 of 500 in the other (their k-th drawn with k / 500):
+    # each verdict of the second stands for ten calls, its first as much as its last.
+    drawn = [JudgedCall(f"h{i}", "a", 0.5, True, (i + 1) / 50) for i in range(50)]
+    drawn += [JudgedCall(f"c{i}", "b", 0.5, False, (i + 1) / 500) for i in range(50)]
     fitted = fit_map(drawn, shrinkage=0).apply_one(0.5)
     assert fitted == pytest.approx(1 / 11, abs=0.01)  # 50 of the 550 calls they stand for
 
