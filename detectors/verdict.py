@@ -81,6 +81,10 @@ class PlattScaling:
         clipped = min(max(score, _EPSILON), 1 - _EPSILON)
         return 0.5 * (1.0 + math.tanh(0.5 * (self.slope * math.log(clipped / (1 - clipped)) + self.intercept)))
 
+    def inverse(self) -> PlattScaling:
+        """The map that undoes this one (a stored probability back to the one before it)."""
+        return PlattScaling(1.0 / self.slope, -self.intercept / self.slope)
+
     def then(self, other: PlattScaling) -> PlattScaling:
         """The map that applies ``self`` and then ``other``: one map, both being linear in the logit."""
         return PlattScaling(other.slope * self.slope, other.slope * self.intercept + other.intercept)
@@ -128,10 +132,11 @@ class VerdictModel:
 
 @dataclass(frozen=True, slots=True)
 class CallVerdict:
-    """What the verdict says of one call, as stored with it: the probability and the model's version."""
+    """What the verdict says of one call, as stored with it: the probability, the model's and the app map's versions."""
 
     probability: float
     model_version: str
+    map_version: str = ""  # the application's own map the probability went through ('': none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,18 +152,20 @@ def judge_call(
     verdict_model: VerdictModel | None,
     flag_probability: float,
     recalibration: PlattScaling = PlattScaling(),
+    map_version: str = "",
 ) -> CallJudgement:
     """A call is flagged when its probability reaches ``flag_probability`` or a fact detector flagged it.
 
-    ``recalibration`` is the call's application's own map (fitted on its people's verdicts).
-    Without a verdict model, any hallucination flag flags the call.
+    ``recalibration`` is the call's application's own map (fitted on its people's verdicts), and
+    ``map_version`` its version, stored with the call.  Without a verdict model, any hallucination
+    flag flags the call.
     """
     facts = any(r.flagged and r.detector in FACT_DETECTORS for r in results)
     if verdict_model is None:
         return CallJudgement(None, any(r.flagged and r.detector not in NOT_HALLUCINATION_EVIDENCE for r in results))
     verdict = verdict_model.verdict(results)
-    if verdict is not None and recalibration != PlattScaling():
-        verdict = CallVerdict(recalibration.apply_one(verdict.probability), verdict.model_version)
+    if verdict is not None and (recalibration != PlattScaling() or map_version):
+        verdict = CallVerdict(recalibration.apply_one(verdict.probability), verdict.model_version, map_version)
     return CallJudgement(verdict, facts or (verdict is not None and verdict.probability >= flag_probability))
 
 

@@ -285,6 +285,9 @@ def evaluate(
     help="Labels a policy needs before its own thresholds weigh as much as the global ones.",
 )  # fmt: skip
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="Processes scoring INPUT.")
+@click.option("--app", help="Propose this application's map of p_hallucination from its review-queue verdicts.")
+@click.option("--apply", "apply_version", metavar="VERSION",
+              help="With --app: apply a stored proposal (or 'shipped': the shipped calibration alone).")  # fmt: skip
 @click.option("--diff", "diff_paths", nargs=2, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Show what changed between two thresholds files (OLD NEW) and exit.")  # fmt: skip
 def calibrate(
@@ -299,6 +302,8 @@ def calibrate(
     holdout: float,
     shrinkage: float,
     workers: int,
+    app: str | None,
+    apply_version: str | None,
     diff_paths: tuple[Path, Path] | None,
 ) -> None:
     """Choose detector thresholds from labelled traces; write a versioned thresholds file and PR curves.
@@ -308,6 +313,11 @@ def calibrate(
     Each application policy with labels is also fitted alone and shrunk toward the global
     fit (--shrinkage). Point HALLUWATCH_THRESHOLDS_FILE at DIR/thresholds.yaml; workers log
     and stamp its version.
+
+    With --app NAME: fit the application's map of p_hallucination and its route minimums from
+    its review-queue verdicts, store it as a proposal and show what it changes; --apply VERSION
+    makes a proposal the map the workers score the application's calls with (within
+    review.map_refresh_seconds, no restart).
     """
     from detectors.thresholds import load_thresholds
     from detectors.verdict import PlattScaling
@@ -321,6 +331,11 @@ def calibrate(
     if diff_paths:
         click.echo(diff_thresholds(*diff_paths))
         return
+    if app:
+        _calibrate_app(_settings(config_path), app, apply_version)
+        return
+    if apply_version:
+        raise click.UsageError("--apply needs --app NAME")
     if (input_path is None) == (not from_clickhouse) or output_dir is None:
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
@@ -361,6 +376,53 @@ def calibrate(
     click.echo(f"set HALLUWATCH_THRESHOLDS_FILE={path} for the workers")
 
 
+def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> None:
+    """``calibrate --app``: propose the application's map from its verdicts, or apply a stored one."""
+    from datetime import timedelta
+
+    from detectors.thresholds import load_thresholds
+    from detectors.verdict import PlattScaling
+    from pipeline.offline.alert_probability import RouteTargets
+    from pipeline.offline.app_map import describe, judged_calls, propose
+    from pipeline.rate.maps import MapStore, UnknownVersion
+    from pipeline.rate.sampler import Strata
+    from pipeline.rate.store import RateStore, Scope
+
+    client = _migrated_client(settings)
+    maps = MapStore(client, settings.clickhouse_database)
+    now = datetime.now(UTC)
+    if apply_version:
+        try:
+            applied = maps.apply(app, apply_version, now, "halluwatch calibrate")
+        except UnknownVersion as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"applied {applied.version} to {app}: workers score its calls with it within "
+                   f"{settings.review.map_refresh_seconds:g} s")  # fmt: skip
+        return
+    review = settings.review
+    rates = RateStore(client, settings.clickhouse_database, Strata.configured(review))
+    scope = Scope(now - timedelta(days=review.window_days), now + timedelta(seconds=1), app=app)
+    known = {m.version: m.calibration for _, m in maps.history(app)}
+    calls = judged_calls(rates.judged_calls(scope), known)
+    if not calls:
+        raise click.ClickException(f"no review verdicts on {app}'s calls of the last {review.window_days} days: "
+                                   f"judge some at /review?app={app} first")  # fmt: skip
+    current = maps.applied().get(app)
+    proposal = propose(
+        app, calls, rates.counts(scope).population, RouteTargets.from_settings(settings.alerting),
+        load_thresholds(settings.thresholds_file).alert_probability,
+        current.calibration if current else PlattScaling(), review.map_shrinkage,
+    )  # fmt: skip
+    maps.propose(proposal.stored(), now, "halluwatch calibrate")
+    for line in describe(proposal):
+        click.echo(line)
+    if review.auto_apply_after is not None and proposal.verdicts >= review.auto_apply_after:
+        maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
+        click.echo(f"applied {proposal.version} to {app} (review.auto_apply_after = {review.auto_apply_after})")
+    else:
+        click.echo(f"apply it with: halluwatch calibrate --app {app} --apply {proposal.version}")
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--data", "data_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
@@ -374,8 +436,10 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
 
     Trains only on sets whose licence allows shipping what is learned: RAGTruth spans for the
     word model; RAGTruth, BEGIN, FaithDial and WiCE labels for the call model; those and
-    SummEdits for the verdict over every detector. 30 % of the source documents are held out;
-    each file records the data's SHA-256, the seed and both sides' metrics. Point
+    SummEdits for the verdict over every detector. The word and call models hold out 30 % of the
+    source documents; the verdict, its calibration and the route minimums are cross-fitted over
+    five document folds. Each file records the data's SHA-256, the seeds and the metrics of both
+    sides (held out or out of fold, and in sample). Point
     detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
     the built-in ones with --output-dir detectors/data.
     """
@@ -428,17 +492,18 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     outputs = list(tqdm(scoring, total=len(records), unit="rec"))  # records are grouped by set, in file order
     thresholds = load_thresholds(settings.thresholds_file)
     try:
-        verdict = training.train_verdict(records, outputs, thresholds.by_detector)
+        verdict = training.train_verdict(
+            records, outputs, thresholds.by_detector, RouteTargets.from_settings(settings.alerting)
+        )
     except training.TrainingDataError as exc:
         raise click.ClickException(str(exc)) from exc
-    minimums = training.route_minimums(records, outputs, verdict, RouteTargets.from_settings(settings.alerting))
     data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
     verdict_path = output_dir / "verdict.json"
-    alert_probability = {m.route: m.to_dict() for m in minimums}
-    _write_json(verdict_path, training.verdict_file(verdict, data, alert_probability))
+    _write_json(verdict_path, training.verdict_file(verdict, data))
     click.echo(f"verdict model {verdict.verdict.version} written to {verdict_path}")
     _echo_metrics(verdict.metrics)
     click.echo("alert_probability (copy into your thresholds file; the built-in one carries the built-in model's):")
+    alert_probability = training.alert_probability(verdict.minimums)
     click.echo(yaml.safe_dump({"alert_probability": alert_probability}, sort_keys=False).rstrip())
 
 
@@ -798,8 +863,9 @@ def rate(
 
     The verdict-corrected rate comes from the verdicts given in the review queue (`halluwatch ui`,
     Review; sign in with the address `ui` prints); with too few it says how many more it needs.
-    With a --baseline-* option it also compares the two scopes: the difference of their rates
-    with its interval.
+    The same verdicts measure each alert route's false alarms (faithful calls alerted, 95 %
+    interval, against the route's target). With a --baseline-* option it also compares the two
+    scopes: the difference of their rates with its interval.
 
     While `halluwatch ui` holds the embedded ClickHouse (one process per data directory), rate
     reads through it: the address and token it left in DATA_DIR.
@@ -809,6 +875,7 @@ def rate(
     from dataclasses import replace
 
     from pipeline.rate.compare import comparison_sentence
+    from pipeline.rate.false_alarms import false_alarm_lines, route_false_alarms
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
@@ -831,6 +898,8 @@ def rate(
     store = RateStore(client, settings.clickhouse_database, Strata.configured(review))
     report = rate_report(store, scope, review.target_half_width)
     for line in report_lines(report, review.target_half_width):
+        click.echo(line)
+    for line in false_alarm_lines(route_false_alarms(store, scope, settings.alerting)):
         click.echo(line)
     if not comparing:
         return

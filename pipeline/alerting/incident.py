@@ -40,6 +40,7 @@ class IncidentNote:
     severity: int  # as an alert's: mapped through alerting.pagerduty_severity
     opened_at: datetime
     at: datetime
+    summary: str = ""  # the monitor's own sentence for the headline ('': the flag rate's)
 
     @property
     def where(self) -> str:
@@ -49,6 +50,8 @@ class IncidentNote:
     @property
     def headline(self) -> str:
         """What happened, in one line."""
+        if self.summary:
+            return f"Resolved: {self.summary}" if self.event is IncidentEvent.RESOLVE else self.summary
         numbers = f"{self.rate:.1%} of calls flagged vs {self.baseline_rate:.1%} baseline"
         if self.event is IncidentEvent.RESOLVE:
             return f"Resolved: flag rate back to normal on {self.where} ({numbers})"

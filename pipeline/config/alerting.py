@@ -7,7 +7,7 @@ setup shows its alerts without any Slack or PagerDuty account.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -76,6 +76,15 @@ class AlertRule(BaseModel):
                 "file does not set (alert_probability); give the rule a number or run `halluwatch calibrate`"
             )
         return self.model_copy(update={"min_probability": route_minimums[self.route]})
+
+
+def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
+    """Routes whose rules take their minimum from calibration, in rule (priority) order."""
+    routes: list[str] = []
+    for rule in rules:
+        if rule.min_probability == ROUTE_PROBABILITY and rule.route not in routes:
+            routes.append(rule.route)
+    return routes
 
 
 def default_rules() -> list[AlertRule]:

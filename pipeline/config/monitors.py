@@ -34,6 +34,11 @@ class MonitorConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     route: str  # an alerting route: where the incident's open, updates and resolve go
+    # flag_rate: the share of calls flagged against the group's baseline (the fields below). false_alarms:
+    # each application's alert routes against their false_alarm_target, from its review verdicts
+    # (pipeline/rate/false_alarms.py): opens when a route's 95 % interval lies above its target, resolves
+    # when the estimate is back under it; group_by, the baseline and the thresholds do not apply.
+    kind: Literal["flag_rate", "false_alarms"] = "flag_rate"
     group_by: list[GroupField] = Field(default_factory=_by_application, min_length=1)
     window_minutes: int = Field(default=15, ge=1, le=24 * 60)
     # The baseline: the same hour of day on each of these days, or the whole period when that is too thin.

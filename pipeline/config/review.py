@@ -32,6 +32,14 @@ class ReviewSettings(BaseModel):
     # them, and the sample would stop measuring the detectors. false: shown up front. Each verdict
     # records which way it was given.
     blind: bool = True
+    # An application's map of p_hallucination from its verdicts (`halluwatch calibrate --app`): with this
+    # many verdicts or more, the command applies its proposal without a person. Unset: a person applies it.
+    auto_apply_after: int | None = Field(default=None, ge=1)
+    # Verdicts that weigh as much as the shipped calibration in an application's map: with fewer, the map
+    # stays near the shipped one; with many more, it follows the application.
+    map_shrinkage: float = Field(default=30.0, ge=0)
+    # How often the worker re-reads the applied maps: a map applied takes effect within this long.
+    map_refresh_seconds: float = Field(default=30.0, gt=0)
 
     @field_validator("strata")
     @classmethod

@@ -106,6 +106,7 @@ class Decision:
 
     action: Action
     incident: Incident
+    summary: str = ""  # the headline, where the monitor words its own
 
     def note(self, config: MonitorConfig, severity: int) -> IncidentNote:
         """What the route's destinations are sent."""
@@ -123,6 +124,7 @@ class Decision:
             severity=severity,
             opened_at=incident.opened_at,
             at=incident.updated_at,
+            summary=self.summary,
         )
 
 

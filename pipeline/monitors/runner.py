@@ -21,7 +21,9 @@ from pipeline.alerting.destinations import Destination
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.monitors import MonitorConfig
 from pipeline.monitors.evaluate import Action, Decision, Incident, decide_all
+from pipeline.monitors.false_alarms import by_key, decide_false_alarms
 from pipeline.monitors.store import IncidentStore
+from pipeline.rate.false_alarms import RouteFalseAlarms
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ class Blocking(Protocol):
 
 # Makes incidents durable (the worker: its ClickHouse sink, retried until written).
 SaveIncidents = Callable[[Sequence[Incident]], Awaitable[None]]
+# Each application's routes' false alarms from its review verdicts, for ``false_alarms`` monitors (blocking).
+FalseAlarmSource = Callable[[datetime], Sequence[tuple[str, RouteFalseAlarms]]]
 
 
 async def run_inline(call: Callable[[], T]) -> T:
@@ -57,6 +61,7 @@ class MonitorRunner:
         save: SaveIncidents,
         blocking: Blocking = run_inline,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        false_alarms: FalseAlarmSource = lambda _now: (),
     ) -> None:
         self._monitors = dict(monitors)
         self._alerting = alerting
@@ -65,20 +70,27 @@ class MonitorRunner:
         self._save = save
         self._blocking = blocking
         self._clock = clock
+        self._false_alarms = false_alarms
 
     async def evaluate(self, name: str) -> list[Decision]:
         """Evaluate monitor ``name`` now; returns the decisions acted on (none when ClickHouse failed)."""
         config = self._monitors[name]
         now = self._clock()
         try:
-            rates = await self._blocking(lambda: self._store.rates(config, now))
+            if config.kind == "false_alarms":
+                measured = await self._blocking(lambda: by_key(self._false_alarms(now)))
+            else:
+                rates = await self._blocking(lambda: self._store.rates(config, now))
             latest = await self._blocking(lambda: self._store.latest(name))
         except Exception as exc:  # driver errors are many types; all mean "try next time"
             metrics.MONITOR_EVALUATIONS.labels(name, "error").inc()
             logger.error("monitor %s: ClickHouse query failed, next try in %gs: %s", name, config.interval_seconds, exc)
             return []
         metrics.MONITOR_EVALUATIONS.labels(name, "ok").inc()
-        decisions = decide_all(name, config, rates, latest, now)
+        if config.kind == "false_alarms":
+            decisions = decide_false_alarms(name, config, measured, latest, now)
+        else:
+            decisions = decide_all(name, config, rates, latest, now)
         recorded = []
         for decision in decisions:
             incident = await self._deliver(decision, config)

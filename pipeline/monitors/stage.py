@@ -16,7 +16,7 @@ from pipeline.config.alerting import AlertingSettings
 from pipeline.config.monitors import MonitorConfig
 from pipeline.monitors.evaluate import Incident
 from pipeline.monitors.grouping import OpenIncidents
-from pipeline.monitors.runner import Blocking, MonitorRunner
+from pipeline.monitors.runner import Blocking, FalseAlarmSource, MonitorRunner
 from pipeline.monitors.store import IncidentStore, incident_row
 from pipeline.stream.plumbing import RowStore
 
@@ -33,6 +33,7 @@ class MonitorStage:
         blocking: Blocking,
         rows: RowStore,
         destinations: Callable[[str], Sequence[Destination]],
+        false_alarms: FalseAlarmSource = lambda _now: (),
     ) -> None:
         async def save(incidents: Sequence[Incident]) -> None:
             await rows({"incidents": [incident_row(incident) for incident in incidents]})
@@ -41,7 +42,7 @@ class MonitorStage:
             return await blocking(store.open_incidents)
 
         self.open_incidents = OpenIncidents(read_open, monitors)
-        self.runner = MonitorRunner(monitors, alerting, store, destinations, save, blocking)
+        self.runner = MonitorRunner(monitors, alerting, store, destinations, save, blocking, false_alarms=false_alarms)
         for name, config in monitors.items():
             app.timer(config.interval_seconds, on_leader=True, name=f"halluwatch.monitor.{name}")(self._timer(name))
 

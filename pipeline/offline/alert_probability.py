@@ -7,6 +7,10 @@ each gets the lowest candidate at which the share of faithful calls alerted on i
 route before it, stays under the route's target in every group of calls (each labelled data
 set, or one group), on the fitting side.  The same records' held-out side shows what the
 choice keeps.
+
+Calls cross-fitted by source document carry their fold: a minimum must then also keep the
+target in each group's folds, in all but ``spare_folds`` of them.  The spread across folds is
+what a new set of documents will do; a minimum on the edge of the pooled rate slips there.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from pipeline.agreement.rules import AgreementRule
-from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
+from pipeline.config.alerting import AlertingSettings, AlertRule, gated_routes
 
 # Groups with fewer faithful fitting calls than this say nothing about a rate of 1-3 %; when no
 # group has as many, all of them are judged.
@@ -33,6 +39,7 @@ class GatedCall:
     hallucinated: bool
     group: str = ""  # e.g. the data set; the target must hold in each group
     held_out: bool = False
+    fold: int = 0  # the document fold its probability was predicted in, where cross-fitted
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,38 +94,35 @@ class RouteTargets:
         targets = {route: config.false_alarm_target for route, config in alerting.routes.items()}
         return cls(tuple(alerting.rules), alerting.signal_of(), targets)
 
-
-def gated_routes(rules: Iterable[AlertRule]) -> list[str]:
-    """Routes whose rules take their minimum from calibration, in rule (priority) order."""
-    routes: list[str] = []
-    for rule in rules:
-        if rule.min_probability == ROUTE_PROBABILITY and rule.route not in routes:
-            routes.append(rule.route)
-    return routes
+    def agreement(self, minimums: Mapping[str, float]) -> AgreementRule:
+        """The rules with each gated route's minimum set (a route missing from ``minimums`` never fires)."""
+        gated = {route: minimums.get(route, _CLOSED) for route in gated_routes(self.rules)}
+        return _agreement(self.rules, self.signal_of, gated)
 
 
-def choose_route_minimums(calls: Sequence[GatedCall], routing: RouteTargets) -> list[RouteMinimum]:
+def choose_route_minimums(
+    calls: Sequence[GatedCall], routing: RouteTargets, spare_folds: int = 0
+) -> list[RouteMinimum]:
     """The lowest minimum per gated route whose false alarms stay under its target in every group.
 
     A route's false alarms are cumulative: faithful calls alerted on it or on any gated route
     before it, so ``slack: 3 %`` bounds every alert a faithful call can raise, pages included.
+    Where calls come from several folds, the target must also hold in all but ``spare_folds`` of each group's folds.
     """
     rules, signal_of, targets = routing.rules, routing.signal_of, routing.targets
     fitting = [c for c in calls if not c.held_out]
     held_out = [c for c in calls if c.held_out]
-    by_group = {group: [c for c in fitting if c.group == group] for group in {c.group for c in fitting}}
     routes = gated_routes(rules)
     minimums = dict.fromkeys(routes, _CLOSED)
     chosen = []
     for index, route in enumerate(routes):
-        so_far = routes[: index + 1]
+        so_far = set(routes[: index + 1])
+        opened = _agreement(rules, signal_of, {**minimums, route: 0.0})
+        gates = _Gates(fitting, opened, _agreement(rules, signal_of, minimums), so_far)
         best, worst_group = _CLOSED, ""
-        for candidate in _candidates(fitting, _agreement(rules, signal_of, {**minimums, route: 0.0}), route):
-            agreement = _agreement(rules, signal_of, {**minimums, route: candidate})
-            rates = {group: rates_on(agreement, part, so_far) for group, part in by_group.items()}
-            judged = {g: r for g, r in rates.items() if r.faithful >= MIN_FAITHFUL_PER_GROUP} or rates
-            worst = max(judged, key=lambda g: _excess(judged[g], targets[route]))
-            if _excess(judged[worst], targets[route]) <= 0:
+        for candidate in _candidates(fitting, opened, route):
+            worst = gates.worst_group(candidate, targets[route], spare_folds)
+            if worst is not None:
                 best, worst_group = candidate, worst
                 break
         minimums[route] = best
@@ -155,13 +159,48 @@ def rates_on(agreement: AgreementRule, calls: Sequence[GatedCall], routes: Itera
     )  # fmt: skip
 
 
-def _excess(rates: RouteRates, target: float) -> float:
+class _Gates:
+    """Which fitting calls alert on the routes so far, as one route's minimum moves: two rule passes, then arrays.
+
+    A call alerts at minimum ``m`` as it does with the route's gate open when its probability
+    reaches ``m``, else as with the gate closed.
+    """
+
+    def __init__(self, calls: Sequence[GatedCall], opened: AgreementRule, closed: AgreementRule, routes: set[str]):
+        self._p = np.array([-1.0 if c.probability is None else c.probability for c in calls])
+        self._open = np.array([_route_of(opened, c) in routes for c in calls], dtype=bool)
+        self._closed = np.array([_route_of(closed, c) in routes for c in calls], dtype=bool)
+        faithful = np.array([not c.hallucinated for c in calls], dtype=bool)
+        groups = sorted({c.group for c in calls})
+        self._groups = {g: faithful & np.array([c.group == g for c in calls]) for g in groups}
+        self._folds = {
+            g: [members & np.array([c.fold == f for c in calls]) for f in sorted({c.fold for c in calls})]
+            for g, members in self._groups.items()
+        }
+
+    def worst_group(self, minimum: float, target: float, spare_folds: int) -> str | None:
+        """The group that decides at ``minimum`` (the one furthest over), or None when some group breaks the target."""
+        alerted = np.where(self._p >= minimum, self._open, self._closed)
+        sizes = {g: int(m.sum()) for g, m in self._groups.items()}
+        judged = [g for g, n in sizes.items() if n >= MIN_FAITHFUL_PER_GROUP] or list(sizes)
+        excess = {g: _count_excess(int(alerted[self._groups[g]].sum()), sizes[g], target) for g in judged}
+        if any(value > 0 for value in excess.values()):
+            return None
+        for group in judged:
+            folds = [f for f in self._folds[group] if f.any()]
+            held = sum(_count_excess(int(alerted[f].sum()), int(f.sum()), target) <= 0 for f in folds)
+            if held < len(folds) - spare_folds:
+                return None
+        return max(judged, key=lambda g: excess[g]) if judged else ""
+
+
+def _count_excess(false_alarms: int, faithful: int, target: float) -> float:
     """False alarms beyond the target's share of a group's faithful calls, less one.
 
     A rate over n calls is only known to about one call in n: a group whose count exceeds
     its target by a single call (one record of 111 is 0.9 %) is not evidence of a worse rate.
     """
-    return rates.false_alarm_rate * rates.faithful - target * rates.faithful - 1
+    return false_alarms - target * faithful - 1
 
 
 def _candidates(calls: Sequence[GatedCall], open_gate: AgreementRule, route: str) -> list[float]:

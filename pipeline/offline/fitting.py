@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
+
 import numpy as np
 
-from detectors.models.learned import Matrix
+from detectors.models.learned import Matrix, ScaledLogistic
 from detectors.verdict import PlattScaling
 
 
@@ -31,3 +34,14 @@ def fit_platt(scores: Matrix, labels: Matrix) -> PlattScaling:
     logit = np.log(clipped / (1 - clipped))
     coef, intercept = fit_logistic(logit[:, None], labels, np.ones(len(labels)), 0.0)
     return PlattScaling(float(coef[0]), intercept)
+
+
+def fit_scaled(x: Matrix, y: Matrix, datasets: Sequence[str], features: tuple[str, ...], l2: float) -> ScaledLogistic:
+    """A standardised logistic regression in which each set weighs the same in total."""
+    sizes = Counter(datasets)
+    weights = np.array([len(datasets) / (len(sizes) * sizes[name]) for name in datasets])
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale == 0] = 1.0
+    coef, intercept = fit_logistic((x - mean) / scale, y, weights, l2)
+    return ScaledLogistic(features, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
+                          tuple(float(c) for c in coef), intercept)  # fmt: skip

@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import logging
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +45,22 @@ from detectors.unsupported_spans import DETECTOR as UNSUPPORTED_SPANS
 from detectors.unsupported_spans.detector import SupportModel, UnsupportedSpansDetector
 from detectors.verdict import VERDICT_FEATURES, VerdictModel
 from pipeline.config.settings import Settings
-from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
+from pipeline.offline.alert_probability import RouteMinimum, RouteTargets
+from pipeline.offline.crossfit import (
+    CALIBRATION_SET,
+    FOLD_SEED,
+    FOLDS,
+    SPARE_FOLDS,
+    VerdictRow,
+    fit_verdict,
+    fold_of,
+    out_of_fold,
+    quality,
+    scored,
+)
 from pipeline.offline.eval_metrics import auroc, span_overlap
 from pipeline.offline.evaluate import EvalOutput, EvalRecord, hallucination_flags, read_records, record_to_call
-from pipeline.offline.fitting import fit_logistic, fit_platt
-from pipeline.offline.reliability import expected_calibration_error, reliability_table
+from pipeline.offline.fitting import fit_logistic, fit_scaled
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +76,6 @@ SEED = "halluwatch-train-1"
 _QUANTILES = np.linspace(0.1, 0.9, 9)  # inner bin edges of each continuous word feature
 _WORD_L2 = 1.0
 _CALL_L2 = 1.0
-_VERDICT_L2 = 1.0
 _SPAN_THRESHOLDS = np.round(np.arange(0.02, 0.6, 0.01), 3)
 
 
@@ -170,17 +179,6 @@ def train_call_model(rows: Sequence[RecordFeatures], word_models: WordModels) ->
     """The call model over the training side of every set."""
     y = np.array([float(bool(r.record.hallucinated)) for r in rows])
     return fit_scaled(call_rows(rows, word_models), y, [r.dataset for r in rows], CALL_FEATURES, _CALL_L2)
-
-
-def fit_scaled(x: Matrix, y: Matrix, datasets: Sequence[str], features: tuple[str, ...], l2: float) -> ScaledLogistic:
-    """A standardised logistic regression in which each set weighs the same in total."""
-    sizes = Counter(datasets)
-    weights = np.array([len(datasets) / (len(sizes) * sizes[name]) for name in datasets])
-    mean, scale = x.mean(axis=0), x.std(axis=0)
-    scale[scale == 0] = 1.0
-    coef, intercept = fit_logistic((x - mean) / scale, y, weights, l2)
-    return ScaledLogistic(features, tuple(float(v) for v in mean), tuple(float(v) for v in scale),
-                          tuple(float(c) for c in coef), intercept)  # fmt: skip
 
 
 def predicted_spans(row: RecordFeatures, probabilities: Matrix, threshold: float) -> list[tuple[int, int]]:
@@ -294,88 +292,78 @@ def labelled_records(files: dict[str, Path], limit: int | None = None) -> list[t
     return [(name, r) for name, r in records if r.context and r.answer.strip() and r.hallucinated is not None]
 
 
-# The verdict's probabilities are calibrated on RAGTruth's training documents: real LLM answers to
-# real retrieval prompts, with the share of hallucinated answers (38 %) nearest to production. The
-# other sets are built to be mostly hallucinated (63-69 %); their reliability is reported, not fitted.
-CALIBRATION_SET = "ragtruth"
-
-
 @dataclass(frozen=True, slots=True)
 class VerdictTraining:
-    """The trained, calibrated verdict, and what it does on each set and side of the split."""
+    """The trained, calibrated verdict, its route minimums, and what it does on each set in and out of fold."""
 
     verdict: VerdictModel
+    minimums: tuple[RouteMinimum, ...]
     metrics: dict[str, Any]
-    probabilities: Matrix  # p_hallucination of every record, in input order
+
+
+def verdict_rows(records: Sequence[tuple[str, EvalRecord]], outputs: Sequence[EvalOutput]) -> list[VerdictRow]:
+    """What the verdict fit needs of each scored record, with its document fold."""
+    return [
+        VerdictRow(name, tuple(output.verdict_features), bool(record.hallucinated), hallucination_flags(output),
+                   fold_of(record.context))
+        for (name, record), output in zip(records, outputs, strict=True)
+    ]  # fmt: skip
 
 
 def train_verdict(
-    records: Sequence[tuple[str, EvalRecord]], outputs: Sequence[EvalOutput], thresholds: Mapping[str, float]
+    records: Sequence[tuple[str, EvalRecord]],
+    outputs: Sequence[EvalOutput],
+    thresholds: Mapping[str, float],
+    routing: RouteTargets,
 ) -> VerdictTraining:
-    """The verdict over the training side of every set (each set weighing the same), calibrated on RAGTruth's.
+    """Fit the verdict over every detector, its calibration and the route minimums, cross-fitted by document.
 
-    ``thresholds`` are the detector thresholds the features were made relative to; the model keeps them.
+    ``outputs`` are ``halluwatch eval``'s for ``records`` without a verdict model (their
+    ``verdict_features``); ``thresholds`` are the detector thresholds the features were made
+    relative to, which the model keeps.  The metrics give each set out of fold (every record
+    scored by the recipe fitted without its document) and in sample (by the shipped model).
     """
-    x = np.array([o.verdict_features for o in outputs])
-    y = np.array([float(bool(r.hallucinated)) for _, r in records])
-    names = [name for name, _ in records]
-    fit = np.array([not held_out(r) for _, r in records])
-    model = fit_scaled(x[fit], y[fit], [n for n, f in zip(names, fit, strict=True) if f], VERDICT_FEATURES, _VERDICT_L2)
-    raw = model.predict(x)
-    calibrating = fit & np.array([name == CALIBRATION_SET for name in names])
-    if not calibrating.any():
-        raise TrainingDataError(f"no {CALIBRATION_SET} training records to calibrate the verdict on")
-    calibration = fit_platt(raw[calibrating], y[calibrating])
-    recipe = json.dumps([sorted(set(names)), VERDICT_FEATURES, SEED, dict(thresholds)], sort_keys=True).encode()
+    rows = verdict_rows(records, outputs)
+    try:
+        fit = fit_verdict(rows, routing)
+    except ValueError as exc:
+        raise TrainingDataError(str(exc)) from exc
+    x = np.array([row.features for row in rows])
+    names = sorted({row.group for row in rows})
+    recipe = json.dumps(
+        [names, VERDICT_FEATURES, FOLD_SEED, FOLDS, SPARE_FOLDS, dict(thresholds)], sort_keys=True
+    ).encode()
     verdict = VerdictModel(
-        f"2-{hashlib.sha256(recipe + x.tobytes()).hexdigest()[:12]}", model, calibration,
+        f"3-{hashlib.sha256(recipe + x.tobytes()).hexdigest()[:12]}", fit.model, fit.calibration,
         {name: thresholds[name] for name in VERDICT_DETECTORS if name in thresholds},
     )  # fmt: skip
-    probabilities = calibration.apply(raw)
+    sides = {"out_of_fold": out_of_fold(rows, routing), "in_sample": scored(fit, rows, routing)}
     metrics: dict[str, Any] = {}
-    for name in sorted(set(names)):
-        for side, is_fit in (("train", True), ("held_out", False)):
-            part = [i for i, n in enumerate(names) if n == name and fit[i] == is_fit]
-            p, actual = [float(probabilities[i]) for i in part], [bool(y[i]) for i in part]
-            metrics.setdefault(name, {})[side] = {
-                "records": len(part),
-                "auroc": _rounded(auroc(p, actual)),
-                "ece": round(expected_calibration_error(p, actual), 4),
-                "reliability": [b.to_dict() for b in reliability_table(p, actual)],
-            }
-    return VerdictTraining(verdict, metrics, probabilities)
+    for name in names:
+        part = [i for i, row in enumerate(rows) if row.group == name]
+        labels = [rows[i].hallucinated for i in part]
+        for side, results in sides.items():
+            metrics.setdefault(name, {})[side] = quality([results[i] for i in part], labels).to_dict()
+    return VerdictTraining(verdict, fit.minimums, metrics)
 
 
-def verdict_file(
-    training: VerdictTraining, data: dict[str, Any], alert_probability: Mapping[str, Any]
-) -> dict[str, Any]:
+def verdict_file(training: VerdictTraining, data: dict[str, Any]) -> dict[str, Any]:
     """The verdict model file: the model, its calibration, the route minimums it implies, then how it was made."""
     verdict = training.verdict
     return {
         "version": verdict.version,
         "model": verdict.model.to_dict(),
         "thresholds": dict(verdict.thresholds),
-        "calibration": {"map": verdict.calibration.to_dict(), "fitted_on": f"{CALIBRATION_SET} training documents"},
-        "alert_probability": dict(alert_probability),
-        "training": {"seed": SEED, "held_out_share": HELD_OUT_SHARE, "data": data, "metrics": training.metrics},
-    }
+        "calibration": {
+            "map": verdict.calibration.to_dict(),
+            "fitted_on": f"{CALIBRATION_SET}, scores cross-fitted over {FOLDS} document folds",
+        },
+        "alert_probability": alert_probability(training.minimums),
+        "training": {"fold_seed": FOLD_SEED, "folds": FOLDS, "spare_folds": SPARE_FOLDS, "data": data,
+                     "metrics": training.metrics},
+    }  # fmt: skip
 
 
-def route_minimums(
-    records: Sequence[tuple[str, EvalRecord]],
-    outputs: Sequence[EvalOutput],
-    training: VerdictTraining,
-    routing: RouteTargets,
-) -> list[RouteMinimum]:
-    """Each gated route's minimum probability on the training documents, the target holding in every set."""
-    calls = [
-        GatedCall(
-            flags=hallucination_flags(output),
-            probability=float(p) if any(output.verdict_features[1::2]) else None,
-            hallucinated=bool(record.hallucinated),
-            group=name,
-            held_out=held_out(record),
-        )
-        for (name, record), output, p in zip(records, outputs, training.probabilities, strict=True)
-    ]
-    return choose_route_minimums(calls, routing)
+def alert_probability(minimums: Sequence[RouteMinimum]) -> dict[str, Any]:
+    """The ``alert_probability`` section of a thresholds file for ``minimums``."""
+    return {m.route: m.to_dict() for m in minimums}

@@ -18,6 +18,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from dashboards.fragments import UNVERIFIED_REASONS
+from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.rate.sampler import ALERTED, NO_PROBABILITY, Strata
 
 
@@ -53,6 +54,21 @@ class AuditVerdict:
     frame: str  # application / stratum
     hallucinated: bool
     alerted: bool
+    routes: frozenset[str] = frozenset()  # the routes alerts on its trace took
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedRow:
+    """An audit verdict with what the worker stored of its call: the probability, the map it went through, flags."""
+
+    trace_id: str
+    span_id: str
+    frame: str
+    probability: float
+    hallucinated: bool
+    inclusion_probability: float
+    map_version: str  # '' for the shipped calibration alone
+    flags: dict[str, int]  # hallucination detectors that flagged the call -> severity
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +140,11 @@ class RateStore:
         """The audit verdicts standing on verified calls of ``scope`` (the newest per call)."""
         calls_sql, params = self._calls(scope)
         rows = self._rows(
-            f"SELECT app, stratum, hallucinated, alerted FROM ({calls_sql}) WHERE judged AND empty(reasons)",  # noqa: S608
+            f"SELECT app, stratum, hallucinated, alerted, routes FROM ({calls_sql}) WHERE judged AND empty(reasons)",  # noqa: S608
             params,
         )
-        return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a)) for app, stratum, h, a in rows]
+        return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a), frozenset(map(str, routes)))
+                for app, stratum, h, a, routes in rows]  # fmt: skip
 
     def apps(self) -> list[str]:
         """The application policies findings name."""
@@ -183,6 +200,41 @@ class RateStore:
             column_names=["trace_id", "span_id", "reviewer", "skipped_at"],
         )
 
+    def judged_calls(self, scope: Scope) -> list[JudgedRow]:
+        """The audit verdicts on verified calls of ``scope``, with each call's probability, map and flags."""
+        calls_sql, params = self._calls(scope)
+        rows = self._rows(
+            f"""
+            SELECT trace_id, span_id, app, stratum, p, hallucinated, drawn_with, version, flags
+            FROM ({calls_sql}) AS c
+            INNER JOIN
+            (
+                SELECT trace_id, span_id, argMax(inclusion_probability, labelled_at) AS drawn_with
+                FROM {self._db}.labels FINAL WHERE inclusion_probability > 0 AND NOT withdrawn
+                GROUP BY trace_id, span_id
+            ) AS drawn USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT trace_id, span_id, argMax(calibration_version, ingested_at) AS version
+                FROM {self._db}.llm_calls GROUP BY trace_id, span_id
+            ) AS mapped USING (trace_id, span_id)
+            LEFT JOIN
+            (
+                SELECT trace_id, span_id,
+                       groupArrayIf((detector, severity), flagged AND status = 'ok'
+                                    AND detector NOT IN {{evidence_only:Array(String)}}) AS flags
+                FROM {self._db}.findings FINAL GROUP BY trace_id, span_id
+            ) AS found_flags USING (trace_id, span_id)
+            WHERE judged AND empty(reasons) AND p IS NOT NULL
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, "evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE)},
+        )
+        return [
+            JudgedRow(str(t), str(s), frame_name(app, stratum), float(p), bool(h), float(inclusion), str(version),
+                      {str(name): int(severity) for name, severity in flags})
+            for t, s, app, stratum, p, h, inclusion, version, flags in rows
+        ]  # fmt: skip
+
     def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:
         """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict, skipped."""
         where = ["start_time >= {since:DateTime64(6, 'UTC')}", "start_time < {until:DateTime64(6, 'UTC')}"]
@@ -197,7 +249,7 @@ class RateStore:
         app = "WHERE app = {app:String}" if scope.app else ""
         params |= {"app": scope.app, "names": list(self._strata.names[:-2]), "edges": list(self._strata.edges)}
         sql = f"""
-            SELECT trace_id, span_id, app, p, alerted, reasons, judged, hallucinated, skipped,
+            SELECT trace_id, span_id, app, p, alerted, routes, reasons, judged, hallucinated, skipped,
                    multiIf(alerted, '{ALERTED}', p IS NULL, '{NO_PROBABILITY}',
                            arrayElement({{names:Array(String)}}, 1 + arrayCount(e -> p >= e, {{edges:Array(Float64)}})))
                        AS stratum
@@ -222,7 +274,8 @@ class RateStore:
             ) AS audit USING (trace_id, span_id)
             LEFT JOIN
             (
-                SELECT DISTINCT trace_id, true AS alerted FROM {self._db}.alerts
+                SELECT trace_id, true AS alerted, groupUniqArray(route) AS routes
+                FROM {self._db}.alerts GROUP BY trace_id
             ) AS raised USING (trace_id)
             LEFT JOIN
             (

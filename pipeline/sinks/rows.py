@@ -27,7 +27,7 @@ LLM_CALL_COLUMNS = [
     "finish_reason", "input_messages", "output_messages", "tool_calls", "tool_definitions", "sources",
     "sources_from", "logprob_tokens", "content_mode", "content_source", "prompt", "answer", "grounding",
     "transcript", "logprobs_json", "attributes", "erasable", "p_hallucination", "verdict_version", "flagged",
-    "ingested_at",
+    "ingested_at", "calibration_version",
 ]  # fmt: skip
 
 FINDING_COLUMNS = [
@@ -119,6 +119,7 @@ def llm_call_row(
         verdict.model_version if verdict else "",
         bool(judgement and judgement.flagged),
         now,
+        verdict.map_version if verdict else "",
     ]
 
 

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from detectors.base import DetectorResult
 from detectors.config import DEFAULT_FLAG_PROBABILITY
 from detectors.llm_call import LLMCall
 from detectors.suite import DetectorSuite
@@ -19,11 +20,12 @@ from detectors.verdict import CallJudgement, VerdictModel, judge_call
 from pipeline import metrics
 from pipeline.config.content_policy import DEFAULT_LIMITS, STORE_ALL, ContentLimits
 from pipeline.config.policy import DEFAULT_POLICY
-from pipeline.config.policy_book import PolicyBook
+from pipeline.config.policy_book import EffectivePolicy, PolicyBook
 from pipeline.ingest.nested_calls import without_shadows
 from pipeline.ingest.normalize import MalformedLLMSpan, normalize_span
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, iter_spans, split_by_trace
 from pipeline.ingest.trace_facts import Fact, attach_trace_facts, span_fact
+from pipeline.rate.maps import AppMaps
 from pipeline.sinks.finding import Finding
 from pipeline.sinks.rows import finding_record
 from pipeline.untrusted import valid_id_bytes
@@ -130,6 +132,7 @@ class SpanBatchProcessor:
         limits: ContentLimits = DEFAULT_LIMITS,
         policies: PolicyBook | None = None,
         verdict: VerdictModel | None = None,
+        app_maps: AppMaps | None = None,
     ) -> None:
         if max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be positive, got {max_message_bytes}")
@@ -140,6 +143,7 @@ class SpanBatchProcessor:
         self._limits = limits  # bounds the detectors' work per call, so per message
         self._policies = policies  # None: every call judged and stored as the suite and STORE_ALL say
         self._verdict = verdict  # None: no p_hallucination, a call is flagged by any detector
+        self._app_maps = app_maps or AppMaps()  # applications' own maps of p, from their verdicts
 
     def process(self, messages: Sequence[InboundMessage]) -> BatchResult:
         """Normalize and detect a batch; never raises on input, whatever the bytes are."""
@@ -244,7 +248,7 @@ class SpanBatchProcessor:
                 policy = policies[index]
                 outcomes = [o.with_threshold(policy.thresholds.get(o.detector, o.threshold)) for o in outcomes]
                 name, content = policy.name, policy.content.findings
-                judgement = judge_call(outcomes, self._verdict, policy.flag_probability, policy.recalibration)
+                judgement = self._judge(outcomes, policy)
             else:
                 name, content = DEFAULT_POLICY, STORE_ALL.findings
                 judgement = judge_call(outcomes, self._verdict, DEFAULT_FLAG_PROBABILITY)
@@ -253,6 +257,13 @@ class SpanBatchProcessor:
                 record = finding_record(call, outcome, self._thresholds_version, content, name, judgement.verdict)
                 result.findings.append(record)
                 metrics.count_finding(outcome)
+
+    def _judge(self, outcomes: Sequence[DetectorResult], policy: EffectivePolicy) -> CallJudgement:
+        """The call's judgement under its application's applied map, else its policy's map from the thresholds file."""
+        applied = self._app_maps.of(policy.name)
+        if applied is None:
+            return judge_call(outcomes, self._verdict, policy.flag_probability, policy.recalibration)
+        return judge_call(outcomes, self._verdict, policy.flag_probability, applied.calibration, applied.version)
 
     @staticmethod
     def _dead_letter(result: BatchResult, message: InboundMessage, kind: str, reason: str) -> None:

@@ -182,6 +182,11 @@ class TriageStore:
         """The ClickHouse session the pages share (the review queue reads through it too)."""
         return self._client
 
+    @property
+    def database(self) -> str:
+        """The database the pages read."""
+        return self._db
+
     def flagged_calls(self, filters: ListFilters, limit: int, offset: int = 0) -> list[FlaggedCall]:
         """Flagged calls matching ``filters`` in ``filters.order``: ``limit`` of them from ``offset``."""
         where, having, params = self._conditions(filters)

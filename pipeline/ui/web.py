@@ -25,9 +25,11 @@ from werkzeug.exceptions import HTTPException
 from pipeline.alerting.console import delivery_words
 from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
+from pipeline.rate.maps import MapStore
 from pipeline.rate.store import RateStore
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
+from pipeline.ui.calibration import calibration_blueprint
 from pipeline.ui.call_context import call_context
 from pipeline.ui.defences import with_security_headers, without_bidi_controls
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
@@ -121,6 +123,7 @@ def create_app(
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if review is not None:
         app.register_blueprint(review_blueprint(store, *review))
+        app.register_blueprint(calibration_blueprint(MapStore(store.client, store.database), review[1]))
     if settings.slack_signing_secret is not None:
         app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
     # Always there: without a secret it answers 404 itself, rather than sending PagerDuty to sign in.

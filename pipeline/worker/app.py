@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import faust
@@ -35,6 +35,10 @@ from pipeline.config.watchdog_timing import LOOK_SECONDS
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.monitors.stage import MonitorStage
 from pipeline.monitors.store import IncidentStore
+from pipeline.rate.false_alarms import RouteFalseAlarms, route_false_alarms
+from pipeline.rate.maps import AppMap, AppMaps, MapStore
+from pipeline.rate.sampler import Strata
+from pipeline.rate.store import RateStore, Scope
 from pipeline.sampled.stage import ConsistencyStage
 from pipeline.sinks.clickhouse import ClickHouseSink, Sink, open_clickhouse, open_migrated
 from pipeline.sinks.finding_sinks import FindingSinks
@@ -77,6 +81,17 @@ class PipelineWorker:
         if settings.policies:
             logger.info("application policies: %s", "; ".join(
                 f"{name} ({policy.match.describe()})" for name, policy in settings.policies.items()))  # fmt: skip
+        # The silences the alert router reads and the applications' maps: none without ClickHouse (a test's sink).
+        self._silence_store: SilenceStore | None = None
+        self._map_store: MapStore | None = None
+        self.app_maps = AppMaps()
+        if sink is None:
+            client = open_migrated(settings)
+            sink = ClickHouseSink(client, settings.clickhouse_database)
+            self._silence_store = SilenceStore(client, settings.clickhouse_database)
+            self._map_store = MapStore(client, settings.clickhouse_database)
+            self._take_maps(self._map_store.applied())
+        self.sink = sink
         self.processor = SpanBatchProcessor(
             self.suite,
             thresholds.version,
@@ -85,14 +100,8 @@ class PipelineWorker:
             settings.content_limits(),
             self.policies,
             verdict,
+            self.app_maps,
         )
-        # The silences the alert router reads: none without ClickHouse (a sink given by a test).
-        self._silence_store: SilenceStore | None = None
-        if sink is None:
-            client = open_migrated(settings)
-            sink = ClickHouseSink(client, settings.clickhouse_database)
-            self._silence_store = SilenceStore(client, settings.clickhouse_database)
-        self.sink = sink
         self._detector_pool = ThreadPoolExecutor(settings.detector_threads, thread_name_prefix="detect")
         # One writer thread: chDB and the sink buffers are not for concurrent use.
         self._sink_pool = ThreadPoolExecutor(1, thread_name_prefix="sink")
@@ -185,14 +194,17 @@ class PipelineWorker:
         self.incidents = IncidentStore(open_clickhouse(s), s.clickhouse_database) if s.monitors else None
         self.monitors = None
         if self.incidents is not None:  # the sink migrated the database: the incidents table is there
+            self._rates = RateStore(open_clickhouse(s), s.clickhouse_database, Strata.configured(s.review))
             destinations = self._route_destinations
             self.monitors = MonitorStage(
-                app, s.monitors, s.alerting, self.incidents, self._in_sink_thread, self.store, destinations
-            )
+                app, s.monitors, s.alerting, self.incidents, self._in_sink_thread, self.store, destinations,
+                self._false_alarms,
+            )  # fmt: skip
         grouping = self.monitors.open_incidents.group if self.monitors else None
         self.router = AlertRouter(
             app, stream, s.alerting, alert_topics, self.store, self.dead_letter, self.read_silences, grouping
         )
+        app.timer(s.review.map_refresh_seconds)(self._refresh_maps)
         commit_only_contiguous(app)
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
@@ -235,6 +247,28 @@ class PipelineWorker:
     def _route_destinations(self, route: str) -> list[Destination]:
         """A route's destinations, shared with the alert router (one HTTP session, one PagerDuty key)."""
         return self.router.dispatcher.destinations(route)
+
+    def _false_alarms(self, now: datetime) -> list[tuple[str, RouteFalseAlarms]]:
+        """Each application's routes' false alarms from its review verdicts of the review window (blocking)."""
+        s, rates = self.settings, self._rates
+        since = now - timedelta(days=s.review.window_days)
+        return [(app, route) for app in rates.apps()
+                for route in route_false_alarms(rates, Scope(since, now, app=app), s.alerting)]  # fmt: skip
+
+    async def _refresh_maps(self) -> None:
+        """Re-read the applied maps of p_hallucination (a map applied reaches the next calls without a restart)."""
+        if self._map_store is None:
+            return
+        try:
+            self._take_maps(await self._in_sink_thread(self._map_store.applied))
+        except Exception as exc:  # driver errors are many types; the maps known stay in use
+            logger.error("reading the applications' maps of p_hallucination failed; the known ones stay: %s", exc)
+
+    def _take_maps(self, maps: dict[str, AppMap]) -> None:
+        for app in self.app_maps.update(maps):
+            applied = maps.get(app)
+            through = f"map {applied.version} ({applied.verdicts} verdicts)" if applied else "the shipped calibration"
+            logger.info("application %s: p_hallucination through %s", app, through)
 
     async def read_silences(self, now: datetime) -> list[Silence]:
         """The silences in force at ``now``, read on the sink's thread (the one ClickHouse session's user)."""

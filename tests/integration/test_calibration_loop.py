@@ -67,7 +67,7 @@ def test_labels_calibrate_and_the_restarted_worker_stamps_the_new_version(
     assert document["positives"] == sum(truth.values())
     assert {"pr_agreement.png", "score_histograms.png"} <= {p.name for p in out.iterdir()}
     diff = halluwatch("calibrate", "--diff", "detectors/data/thresholds.yaml", str(out / "thresholds.yaml"))
-    assert f"version: builtin-5 -> {document['version']}" in diff.stdout
+    assert f"version: builtin-6 -> {document['version']}" in diff.stdout
 
     # The restarted worker loads the new file; what it writes from now on carries its version.
     worker.env["HALLUWATCH_THRESHOLDS_FILE"] = str(out / "thresholds.yaml")
@@ -79,7 +79,7 @@ def test_labels_calibrate_and_the_restarted_worker_stamps_the_new_version(
     assert {versions[t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()] for t in later} == {
         document["version"]
     }
-    assert {versions[t] for t in truth} == {"builtin-5"}
+    assert {versions[t] for t in truth} == {"builtin-6"}
     assert f"thresholds {document['version']}" in worker.log_path.read_text()
 
 

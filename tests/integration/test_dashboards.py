@@ -56,6 +56,7 @@ COLUMNS = {
     ),
     "verdicts_by_detector": ("detector", "confirmed", "false_alarms", "judged_precision"),
     "hallucination_and_alert_rate_by_app": ("time", "series", "rate"),
+    "false_alarms_by_route": ("app", "route", "false_alarms", "faithful_verdicts", "precision"),
     "alerts_by_app": (
         "app", "route", "alerts", "sent", "grouped", "silenced", "retrying", "failed", "acknowledged", "resolved",
     ),

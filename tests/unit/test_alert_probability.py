@@ -63,3 +63,14 @@ def test_a_call_without_probability_never_passes_a_gate_and_rates_count_routes()
     )
     assert rates_on(opened, [GatedCall(PAIR, 0.5, True)], ["slack"]).recall == 1.0
     assert rates_on(opened, [GatedCall(PAIR, 0.5, True)], ["page"]).recall == 0.0
+
+
+def test_cross_fitted_calls_keep_the_target_in_all_but_the_spare_folds_of_each_group():
+    # Five folds of 100 faithful calls: four quiet, one whose documents draw six slack alarms at 0.6-0.85.
+    quiet = [c for fold in range(4) for c in calls({}, [0.1] * 100, [0.95], fold=fold)]
+    noisy = calls({}, [0.1] * 94, [], fold=4) + calls(PAIR, [0.6, 0.65, 0.7, 0.75, 0.8, 0.85], [0.95], fold=4)
+    # In four folds of five the target holds with every alarm; pooled, 6 of 500 is 1.2 % (target 3 %).
+    assert choose_route_minimums(quiet + noisy, ROUTING, spare_folds=1)[1].min_probability == 0.0
+    # Every fold: fold 4 may keep 3 + 1 of its 100, so the minimum passes 0.65, halfway to 0.7.
+    every = choose_route_minimums(quiet + noisy, ROUTING)[1]
+    assert every.min_probability == pytest.approx(0.675) and every.fitting.false_alarm_rate == pytest.approx(4 / 500)

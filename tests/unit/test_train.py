@@ -12,6 +12,8 @@ import pytest
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans.detector import SupportModel
 from detectors.verdict import VERDICT_FEATURES, load_verdict_model
+from pipeline.config.alerting import AlertingSettings
+from pipeline.offline.alert_probability import RouteTargets
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.train import (
     RecordFeatures,
@@ -94,6 +96,9 @@ def test_missing_sets_are_named(tmp_path):
         data_files(tmp_path, ["ragtruth"])
 
 
+ROUTING = RouteTargets.from_settings(AlertingSettings())
+
+
 def test_the_verdict_learns_which_detector_to_trust_per_set(tmp_path: Path):
     rng = np.random.default_rng(3)
     records, outputs = [], []
@@ -105,27 +110,34 @@ def test_the_verdict_learns_which_detector_to_trust_per_set(tmp_path: Path):
         features[2:4] = (rng.random(), 1.0)
         record = EvalRecord(str(i), "", (f"document {i}",), "x", "qa", label)
         records.append(("summedits" if i % 3 else "ragtruth", record))
-        outputs.append(EvalOutput(str(i), 0.0, False, {}, verdict_features=tuple(features)))
-    trained = train_verdict(records, outputs, {"contradiction": 0.25, "grounding": 0.4, "tool_facts": 0.5})
+        flags = {"contradiction": 2, "grounding": 2} if features[0] > 0.5 else {}
+        detectors = {name: {"flagged": True, "status": "ok", "severity": 2} for name in flags}
+        outputs.append(EvalOutput(str(i), 0.0, False, detectors, verdict_features=tuple(features)))
+    trained = train_verdict(records, outputs, {"contradiction": 0.25, "grounding": 0.4, "tool_facts": 0.5}, ROUTING)
     weights = dict(zip(trained.verdict.model.features, trained.verdict.model.coef, strict=True))
     assert weights["contradiction.score"] > 1.0 and abs(weights["grounding.score"]) < 0.3
-    held = trained.metrics["summedits"]["held_out"]
+    held = trained.metrics["summedits"]["out_of_fold"]
     assert held["auroc"] > 0.9 and sum(b["records"] for b in held["reliability"]) == held["records"]
-    # Calibrated on RAGTruth's training documents, where it is near what it says.
-    assert trained.metrics["ragtruth"]["train"]["ece"] < 0.1
-    document = verdict_file(trained, {"x": 1}, {"page": {"min_probability": 0.9}})
+    # Calibrated on RAGTruth's cross-fitted scores: near what it says on documents no fit saw.
+    assert trained.metrics["ragtruth"]["out_of_fold"]["ece"] < 0.1
+    # The slack route's minimum keeps false alarms within 3 % and still alerts on most hallucinations.
+    slack = next(m for m in trained.minimums if m.route == "slack")
+    assert slack.fitting.false_alarm_rate <= 0.03 + 1 / 200 and slack.fitting.recall > 0.5
+    assert trained.metrics["ragtruth"]["out_of_fold"]["alerted_faithful"] <= 0.05
+    document = verdict_file(trained, {"x": 1})
     assert document["thresholds"] == {"contradiction": 0.25, "grounding": 0.4}  # the verdict's detectors only
-    assert document["version"] == verdict_file(trained, {"x": 1}, {})["version"]
+    assert document["alert_probability"]["slack"]["min_probability"] == round(slack.min_probability, 4)
+    assert document["version"] == verdict_file(trained, {"x": 2})["version"]
     written = tmp_path / "verdict.json"
     written.write_text(json.dumps(document))
     assert load_verdict_model(written) == trained.verdict
 
 
-def test_the_verdict_needs_ragtruth_training_documents_to_calibrate_on():
+def test_the_verdict_needs_ragtruth_records_to_calibrate_on():
     record = EvalRecord("1", "", ("document",), "x", "qa", True)
     output = EvalOutput("1", 0.0, False, {}, verdict_features=(0.0,) * len(VERDICT_FEATURES))
     with pytest.raises(TrainingDataError, match="ragtruth"):
-        train_verdict([("wice", record), ("wice", replace(record, hallucinated=False))], [output, output], {})
+        train_verdict([("wice", record), ("wice", replace(record, hallucinated=False))], [output, output], {}, ROUTING)
 
 
 def test_each_kind_of_support_needs_span_labels_to_learn_from():

@@ -1,0 +1,228 @@
+"""How far an application's own verdicts move p_hallucination and the routes' false alarms: before and after.
+
+Each labelled file (the shared JSONL format) is one application's traffic: every record is
+scored as `halluwatch eval` scores it (the worker's detectors, the shipped verdict and route
+minimums).  The review queue's own sampler (:mod:`pipeline.rate.sampler`: equal shares per
+stratum of p_hallucination and the alerted calls, a seeded random order within each) draws the
+records people would judge; their labels answer for the reviewer.  After each count of
+``--verdicts`` the application's map and route minimums are fitted from those verdicts
+(:func:`pipeline.offline.app_map.propose`, the shrinkage of ``review.map_shrinkage``), and the
+records nobody reviewed are scored before (shipped) and after (the map): ECE of p, the share of
+faithful records paged and alerted (targets 1 % and 3 %), and the recall of alerts.  Averaged
+over ``--seeds`` draws.
+
+ECE on a few hundred records is noisy even for a perfect probability, so ``ece_floor95`` is the
+95th percentile of the ECE that a perfectly calibrated p with the after-values would show on the
+same records (labels drawn from p itself, 200 times).
+
+    .venv/bin/python bench/recalibration.py [FILE.jsonl ...] [--verdicts 25,50,100,200] [--seeds 5] [--json OUT]
+        [--markdown]  (writes its section of bench/QUALITY.md)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tqdm import tqdm
+
+from detectors.thresholds import load_thresholds
+from detectors.verdict import PlattScaling
+from pipeline.config.settings import load_settings
+from pipeline.offline.alert_probability import RouteTargets
+from pipeline.offline.app_map import JudgedCall, propose
+from pipeline.offline.evaluate import evaluate, hallucination_flags, read_records
+from pipeline.offline.reliability import expected_calibration_error
+from pipeline.rate.sampler import Strata, inclusion_probability, next_stratum
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# The shared sets whose records have sources to check answers against (HaluEval's have none).
+WITH_CONTEXT = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice")
+FLOOR_DRAWS = 200
+QUALITY = Path(__file__).with_name("QUALITY.md")
+SECTION = "## Recalibration from an application's verdicts"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One scored record of the application's traffic."""
+
+    key: str
+    probability: float | None
+    flags: dict[str, int]
+    hallucinated: bool
+    stratum: str
+
+
+def scored(path: Path, workers: int, strata: Strata, routing: RouteTargets, minimums: dict[str, float]) -> list[Record]:
+    """The file's labelled records as `halluwatch eval` scores them, each with its audit stratum."""
+    records = [r for r in read_records(path) if r.hallucinated is not None]
+    settings = load_settings()
+    agreement = routing.agreement(minimums)
+    out = []
+    for record, output in zip(records, tqdm(evaluate(records, settings, workers=workers), total=len(records),
+                                            desc=path.stem), strict=True):  # fmt: skip
+        flags = hallucination_flags(output)
+        alerted = agreement.first_match(flags, output.p_hallucination) is not None
+        stratum = strata.of(output.p_hallucination, alerted)
+        out.append(Record(record.id, output.p_hallucination, flags, bool(record.hallucinated), stratum))
+    return out
+
+
+def draw(records: Sequence[Record], count: int, seed: int) -> list[tuple[Record, float]]:
+    """``count`` records as the review queue serves them, each with its inclusion probability (k / N)."""
+    rng = np.random.default_rng(seed)
+    by_stratum: dict[str, list[Record]] = {}
+    for index in rng.permutation(len(records)):
+        by_stratum.setdefault(records[index].stratum, []).append(records[index])
+    population = {name: len(members) for name, members in by_stratum.items()}
+    judged = dict.fromkeys(by_stratum, 0)
+    drawn = []
+    while len(drawn) < count:
+        open_strata = [name for name, members in by_stratum.items() if judged[name] < len(members)]
+        stratum = next_stratum(population, judged, open_strata)
+        if stratum is None:
+            break
+        probability = inclusion_probability(judged[stratum], population[stratum])
+        drawn.append((by_stratum[stratum][judged[stratum]], probability))
+        judged[stratum] += 1
+    return drawn
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one map and its minimums do on the records nobody reviewed."""
+
+    ece: float
+    page_faithful: float
+    alerted_faithful: float
+    recall: float
+
+
+def outcome(
+    records: Sequence[Record], calibration: PlattScaling, minimums: dict[str, float], routing: RouteTargets
+) -> Outcome:
+    """ECE of the mapped p, the faithful records paged and alerted, and the hallucinated ones alerted."""
+    agreement = routing.agreement(minimums)
+    with_p = [r for r in records if r.probability is not None]
+    p = calibration.apply(np.array([r.probability for r in with_p])) if with_p else np.zeros(0)
+    mapped = {r.key: float(q) for r, q in zip(with_p, p, strict=True)}
+    routes = []
+    for r in records:
+        rule = agreement.first_match(r.flags, mapped.get(r.key))
+        routes.append(rule.route if rule else None)
+    faithful = [route for route, r in zip(routes, records, strict=True) if not r.hallucinated]
+    hallucinated = [route for route, r in zip(routes, records, strict=True) if r.hallucinated]
+    return Outcome(
+        ece=expected_calibration_error(list(p), [r.hallucinated for r in with_p]),
+        page_faithful=sum(route == "page" for route in faithful) / max(len(faithful), 1),
+        alerted_faithful=sum(route is not None for route in faithful) / max(len(faithful), 1),
+        recall=sum(route is not None for route in hallucinated) / max(len(hallucinated), 1),
+    )
+
+
+def ece_floor95(records: Sequence[Record], calibration: PlattScaling, seed: int) -> float:
+    """The 95th percentile of the ECE a perfectly calibrated p with these values shows on these records."""
+    p = calibration.apply(np.array([r.probability for r in records if r.probability is not None]))
+    rng = np.random.default_rng(seed)
+    draws = [expected_calibration_error(list(p), list(rng.random(len(p)) < p)) for _ in range(FLOOR_DRAWS)]
+    return float(np.percentile(draws, 95))
+
+
+def run_set(
+    name: str, records: list[Record], counts: Sequence[int], seeds: int, routing: RouteTargets,
+    shipped: dict[str, float], shrinkage: float,
+) -> list[dict[str, object]]:  # fmt: skip
+    """One JSON object per verdict count: before and after on the unreviewed records, averaged over seeds."""
+    population = {}
+    for r in records:
+        population[r.stratum] = population.get(r.stratum, 0) + 1
+    rows = []
+    for count in counts:
+        results: dict[str, list[float]] = {}
+        for seed in range(seeds):
+            drawn = draw(records, count, seed)
+            reviewed = {r.key for r, _ in drawn}
+            calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags)
+                     for r, pi in drawn if r.probability is not None]  # fmt: skip
+            proposal = propose(name, calls, population, routing, shipped, shrinkage=shrinkage)
+            rest = [r for r in records if r.key not in reviewed]
+            before = outcome(rest, PlattScaling(), shipped, routing)
+            after = outcome(rest, proposal.calibration, proposal.minimums, routing)
+            values = {
+                "ece_before": before.ece, "ece_after": after.ece,
+                "ece_floor95": ece_floor95(rest, proposal.calibration, seed),
+                "page_faithful_before": before.page_faithful, "page_faithful_after": after.page_faithful,
+                "alerted_faithful_before": before.alerted_faithful, "alerted_faithful_after": after.alerted_faithful,
+                "recall_before": before.recall, "recall_after": after.recall,
+            }  # fmt: skip
+            for key, value in values.items():
+                results.setdefault(key, []).append(value)
+        rows.append({"set": name, "verdicts": count, **{k: round(statistics.mean(v), 4) for k, v in results.items()}})
+    return rows
+
+
+def write_section(path: Path, rows: Sequence[dict[str, object]], seeds: int) -> None:
+    """Replace (or add) this bench's section at the end of QUALITY.md (bench/quality.py keeps it when it rewrites)."""
+    text = path.read_text() if path.exists() else ""
+    head = text.split(SECTION)[0].rstrip()
+    columns = ["set", "verdicts", "ece_before", "ece_after", "ece_floor95", "page_faithful_before",
+               "page_faithful_after", "alerted_faithful_before", "alerted_faithful_after", "recall_before",
+               "recall_after"]  # fmt: skip
+    lines = [
+        SECTION,
+        "",
+        "`.venv/bin/python bench/recalibration.py --workers 2 --markdown`: each shared set with context as one",
+        "application's traffic, scored as `halluwatch eval` scores it; the review queue's sampler draws the",
+        "verdicts (the labels answer), the app's map and minimums are fitted after each count, and the records",
+        f"nobody reviewed are scored before (shipped) and after; means over {seeds} seeds. ece_floor95: the 95th",
+        "percentile of the ECE a perfectly calibrated p with the same values shows on the same records.",
+        "Shares of faithful records paged and alerted (targets 1 % and 3 %) and recall of alerts.",
+        "",
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows),
+        "",
+    ]
+    path.write_text(head + "\n\n" + "\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="labelled JSONL files (default: the shared sets)")
+    parser.add_argument("--verdicts", default="25,50,100,200", help="verdict counts to recalibrate after")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="write one JSON object per set and verdict count here")
+    parser.add_argument("--markdown", action="store_true", help=f"write the results as the {SECTION!r} of QUALITY.md")
+    args = parser.parse_args()
+    files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
+    counts = [int(n) for n in args.verdicts.split(",")]
+    settings = load_settings()
+    routing = RouteTargets.from_settings(settings.alerting)
+    shipped = load_thresholds(settings.thresholds_file).alert_probability
+    strata = Strata.configured(settings.review)
+    out = []
+    for path in files:
+        records = scored(path, args.workers, strata, routing, shipped)
+        rows = run_set(path.stem, records, counts, args.seeds, routing, shipped, settings.review.map_shrinkage)
+        for row in rows:
+            print(json.dumps(row), flush=True)
+        out += rows
+    if args.json:
+        args.json.write_text("".join(json.dumps(row) + "\n" for row in out))
+    if args.markdown:
+        write_section(QUALITY, out, args.seeds)
+
+
+if __name__ == "__main__":
+    main()

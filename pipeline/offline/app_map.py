@@ -1,0 +1,300 @@
+"""An application's own map of ``p_hallucination`` and its route minimums, from its review-queue verdicts.
+
+The review queue's verdicts are an audit sample drawn across probability strata, each stored
+with its inclusion probability; weighted by the inverse of its stratum's (:func:`design_weights`),
+a verdict stands for the calls like it, so the sample stands for all of the application's calls.
+The map is a Platt map over the shipped
+probability (before any map of the application's own), fitted on those weighted verdicts and
+on pseudo-verdicts that say the shipped probability is right (each call "hallucinated" with
+its own probability), ``shrinkage`` of them in all: with few verdicts the map stays near the
+shipped calibration, with many it follows the application.
+
+The fit is measured out of sample: each of :data:`FOLDS` folds of the verdicts scored by the
+map fitted on the others, beside the probabilities the calls were scored with before.  Each
+gated route's minimum is the lowest at which the share of the application's faithful calls it
+alerts on (estimated from the same verdicts, stratified, :mod:`pipeline.rate.estimator`) stays
+under the route's target with its whole 95 % interval; while no minimum does, the verdicts are too
+few to know, and the route keeps the shipped gate (the shipped minimum through the new map: the
+same calls pass it), raised where the verdicts' estimate puts that gate over the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from detectors.verdict import PlattScaling
+from pipeline.config.alerting import gated_routes
+from pipeline.offline.alert_probability import RouteTargets
+from pipeline.offline.fitting import fit_logistic
+from pipeline.offline.reliability import expected_calibration_error
+from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
+from pipeline.rate.maps import AppMap
+from pipeline.rate.store import JudgedRow
+
+DEFAULT_SHRINKAGE = 30.0
+FOLDS = 5
+SHIPPED = "shipped"  # the version of "no map of the application's own"
+_EPSILON = 1e-6
+_IDENTITY = PlattScaling()
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedCall:
+    """One verdict of the application's audit sample, with what the worker knew of its call."""
+
+    key: str  # trace and span: the verdict's fold
+    frame: str  # the sampling frame (application / stratum) it was drawn from
+    shipped_probability: float  # p under the shipped calibration alone
+    hallucinated: bool
+    inclusion_probability: float
+    flags: Mapping[str, int] = field(default_factory=dict)  # detectors that flagged it -> severity
+
+
+@dataclass(frozen=True, slots=True)
+class RouteEstimate:
+    """One route under a map: its minimum, the share of faithful calls it alerts on, its precision."""
+
+    route: str
+    min_probability: float
+    target: float
+    false_alarms: Estimate  # faithful calls alerted on the route (or one before it), of the faithful
+    precision: Estimate  # hallucinated calls among those alerted on the route
+    note: str = ""  # why the minimum is what it is, when the verdicts could not decide it
+
+    def to_dict(self) -> dict[str, Any]:
+        """The proposal report's form."""
+        return {"route": self.route, "min_probability": round(self.min_probability, 4), "target": self.target,
+                "false_alarms": _estimate_dict(self.false_alarms), "precision": _estimate_dict(self.precision),
+                "note": self.note}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A new map for one application, and what it does against the one its calls are scored with now."""
+
+    app: str
+    version: str
+    calibration: PlattScaling
+    verdicts: int
+    ece_before: float | None  # out of sample; None without verdicts with a probability
+    ece_after: float | None
+    routes: tuple[RouteEstimate, ...]
+    routes_before: tuple[RouteEstimate, ...]
+
+    @property
+    def minimums(self) -> dict[str, float]:
+        """Each gated route's minimum under the proposal."""
+        return {r.route: r.min_probability for r in self.routes}
+
+    def stored(self) -> AppMap:
+        """The proposal as the maps table keeps it."""
+        return AppMap(self.app, self.version, self.calibration, self.minimums, self.verdicts, self.report())
+
+    def report(self) -> dict[str, Any]:
+        """What the proposal was measured to do (stored with it, shown before it is applied)."""
+        return {"ece_before": _round(self.ece_before), "ece_after": _round(self.ece_after),
+                "routes": [r.to_dict() for r in self.routes],
+                "routes_before": [r.to_dict() for r in self.routes_before]}  # fmt: skip
+
+
+def to_logit(p: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The logit of probabilities, clipped off 0 and 1."""
+    clipped = np.clip(p, _EPSILON, 1 - _EPSILON)
+    logit: np.ndarray[Any, np.dtype[np.float64]] = np.log(clipped / (1 - clipped))
+    return logit
+
+
+def fit_map(calls: Sequence[JudgedCall], shrinkage: float = DEFAULT_SHRINKAGE) -> PlattScaling:
+    """The application's Platt map over the shipped probability, shrunk toward the shipped calibration."""
+    if shrinkage < 0:
+        raise ValueError(f"shrinkage must be >= 0, got {shrinkage}")
+    if not calls:
+        return PlattScaling()
+    p = np.array([c.shipped_probability for c in calls])
+    weights = np.array(design_weights(calls))
+    effective = weights.sum() ** 2 / (weights**2).sum()  # Kish: what the weighted verdicts are worth
+    real = weights * effective / weights.sum()
+    prior = weights * shrinkage / weights.sum()
+    x = np.concatenate([to_logit(p), to_logit(p)])[:, None]
+    y = np.concatenate([[float(c.hallucinated) for c in calls], p])
+    coef, intercept = fit_logistic(x, y, np.concatenate([real, prior]), 0.0)
+    return PlattScaling(float(coef[0]), intercept)
+
+
+def design_weights(calls: Sequence[JudgedCall]) -> list[float]:
+    """What each verdict stands for: the inverse of its stratum's inclusion probability as it stands now.
+
+    A call drawn as its stratum's k-th of N was stored with k / N; the sample holds n of the
+    stratum's calls, so each now stands for N / n calls, the inverse of the newest verdict's k / N
+    (the largest stored in its frame).  Weighing each by its own k / N would let the stratum's first
+    verdict (1 / N) outweigh all the others.
+    """
+    newest: dict[str, float] = {}
+    for c in calls:
+        newest[c.frame] = max(newest.get(c.frame, 0.0), c.inclusion_probability)
+    return [1.0 / max(newest[c.frame], _EPSILON) for c in calls]
+
+
+def fold_of(key: str) -> int:
+    """A verdict's fold for the out-of-sample measure: a hash of its call, the same on every run."""
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % FOLDS
+
+
+def out_of_sample_ece(
+    calls: Sequence[JudgedCall], shrinkage: float, current: PlattScaling
+) -> tuple[float | None, float | None]:
+    """Weighted ECE of the current map and of the fitted one, each verdict scored by a fit without its fold."""
+    if not calls:
+        return None, None
+    fitted = np.zeros(len(calls))
+    folds = [fold_of(c.key) for c in calls]
+    shipped = np.array([c.shipped_probability for c in calls])
+    for fold in set(folds):
+        inside = np.array([f == fold for f in folds])
+        fit = fit_map([c for c, i in zip(calls, inside, strict=True) if not i], shrinkage)
+        fitted[inside] = fit.apply(shipped[inside])
+    labels = [c.hallucinated for c in calls]
+    weights = design_weights(calls)
+    before = expected_calibration_error(list(current.apply(shipped)), labels, weights=weights)
+    return before, expected_calibration_error(list(fitted), labels, weights=weights)
+
+
+def route_estimates(
+    calls: Sequence[JudgedCall],
+    population: Mapping[str, int],
+    calibration: PlattScaling,
+    routing: RouteTargets,
+    shipped_minimums: Mapping[str, float],
+    choose: bool = True,
+) -> tuple[RouteEstimate, ...]:
+    """Each gated route's minimum (chosen, or the shipped one) and its false alarms and precision from the verdicts."""
+    p = list(calibration.apply(np.array([c.shipped_probability for c in calls]))) if calls else []
+    minimums = {route: 1.0 + 1e-9 for route in gated_routes(routing.rules)}
+    estimates = []
+    for index, route in enumerate(minimums):
+        so_far = set(list(minimums)[: index + 1])
+        target = routing.targets[route]
+
+        def measured(minimum: float, route: str = route, so_far: set[str] = so_far) -> tuple[Estimate, Estimate]:
+            agreement = routing.agreement({**minimums, route: minimum})
+            on = [_route(agreement, c, float(q)) for c, q in zip(calls, p, strict=True)]
+            alarms = [Judged(float(r in so_far and not c.hallucinated), float(not c.hallucinated))
+                      for c, r in zip(calls, on, strict=True)]  # fmt: skip
+            hits = [Judged(float(r == route and c.hallucinated), float(r == route))
+                    for c, r in zip(calls, on, strict=True)]  # fmt: skip
+            return _stratified(calls, alarms, population), _stratified(calls, hits, population)
+
+        shipped = calibration.apply_one(shipped_minimums[route]) if route in shipped_minimums else 1.0
+        minimum, note = shipped, "the shipped gate"
+        if choose:
+            candidates = sorted({0.0, shipped, *(float(q) + 1e-9 for q in p)})
+            minimum, note = _choose(measured, candidates, target, shipped)
+        minimums[route] = minimum
+        false_alarms, precision = measured(minimum)
+        estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note))
+    return tuple(estimates)
+
+
+def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: float) -> tuple[float, str]:
+    """The lowest candidate whose interval of false alarms stays under ``target``; else the shipped gate, or above.
+
+    ``shipped`` is the shipped minimum carried through the new map (the same calls pass it).
+    """
+    for candidate in candidates:
+        false_alarms, _ = measured(candidate)
+        if false_alarms.high is not None and false_alarms.high <= target:
+            return candidate, "the verdicts keep the target"
+    for candidate in [c for c in candidates if c >= shipped]:
+        false_alarms, _ = measured(candidate)
+        if false_alarms.value is not None and false_alarms.value <= target:
+            kept = "the shipped gate kept" if candidate == shipped else "raised past the shipped gate"
+            return candidate, f"too few verdicts to know ({kept}): its interval still reaches past the target"
+    return 1.0, "closed: no minimum keeps the target on the verdicts"
+
+
+def propose(
+    app: str,
+    calls: Sequence[JudgedCall],
+    population: Mapping[str, int],
+    routing: RouteTargets,
+    shipped_minimums: Mapping[str, float],
+    current: PlattScaling = _IDENTITY,
+    shrinkage: float = DEFAULT_SHRINKAGE,
+) -> Proposal:
+    """A new map and route minimums for ``app`` from its verdicts, measured against its ``current`` map."""
+    calibration = fit_map(calls, shrinkage)
+    before, after = out_of_sample_ece(calls, shrinkage, current)
+    routes = route_estimates(calls, population, calibration, routing, shipped_minimums)
+    routes_before = route_estimates(calls, population, current, routing, shipped_minimums, choose=False)
+    recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls)])
+    version = f"{app}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
+    return Proposal(app, version, calibration, len(calls), before, after, routes, routes_before)
+
+
+def _route(agreement: Any, call: JudgedCall, probability: float) -> str | None:
+    rule = agreement.first_match(call.flags, probability)
+    return rule.route if rule else None
+
+
+def _stratified(calls: Sequence[JudgedCall], parts: Sequence[Judged], population: Mapping[str, int]) -> Estimate:
+    judged: dict[str, list[Judged]] = {}
+    for call, part in zip(calls, parts, strict=True):
+        judged.setdefault(call.frame, []).append(part)
+    return estimate_ratio({frame: size for frame, size in population.items() if frame in judged}, judged)
+
+
+def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
+    return {"value": _round(estimate.value), "low": _round(estimate.low), "high": _round(estimate.high),
+            "verdicts": estimate.verdicts, "shortfall": estimate.shortfall}  # fmt: skip
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def judged_calls(rows: Sequence[JudgedRow], maps: Mapping[str, PlattScaling]) -> list[JudgedCall]:
+    """The verdicts with their shipped probability: each stored one taken back through the map it went through.
+
+    ``maps``: the calibration of each map version the rows name (a version it lacks is taken as none).
+    """
+    out = []
+    for row in rows:
+        undo = maps.get(row.map_version, _IDENTITY).inverse()
+        out.append(JudgedCall(f"{row.trace_id}:{row.span_id}", row.frame, undo.apply_one(row.probability),
+                              row.hallucinated, row.inclusion_probability, row.flags))  # fmt: skip
+    return out
+
+
+def describe(proposal: Proposal) -> list[str]:
+    """The proposal as the command prints it: ECE before and after, each route's minimum and false alarms."""
+    c = proposal.calibration
+    lines = [
+        f"proposal {proposal.version} for {proposal.app}: {proposal.verdicts} review verdicts; "
+        f"p_hallucination mapped as logit * {c.slope:.3f} {c.intercept:+.3f} over the shipped calibration",
+        f"  ECE out of sample: {_ece(proposal.ece_before)} now -> {_ece(proposal.ece_after)} with the proposal",
+    ]
+    before = {r.route: r for r in proposal.routes_before}
+    for route in proposal.routes:
+        now = before.get(route.route)
+        lines.append(
+            f"  route {route.route:<8} p >= {route.min_probability:.3f}: false alarms {_interval(route.false_alarms)} "
+            f"of faithful calls (target {route.target:.0%}; now {_interval(now.false_alarms) if now else '-'} "
+            f"at {now.min_probability if now else 1.0:.3f}), precision {_interval(route.precision)}; {route.note}"
+        )
+    return lines
+
+
+def _ece(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _interval(estimate: Estimate) -> str:
+    if estimate.value is None or estimate.low is None or estimate.high is None:
+        return f"unknown ({estimate.shortfall})"
+    return f"{estimate.value:.1%} (95 % CI {estimate.low:.1%}-{estimate.high:.1%})"

@@ -1,0 +1,80 @@
+"""Each alert route's false alarms on an application's own traffic, from its review-queue verdicts.
+
+A route promises a false-alarm target: the share of faithful calls that alert on it, or on a
+gated route before it (``alerting.routes.<name>.false_alarm_target``, pages 1 %, every alert
+3 %).  The audit sample measures it: among the calls judged faithful, those an alert on the
+route (or one before it) was raised on, as a stratified ratio with its 95 % interval
+(:mod:`pipeline.rate.estimator`), and the route's precision among the calls it alerted on.  A
+route whose interval lies wholly above its target breaks its promise with confidence: the
+``false_alarms`` monitor opens an incident for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.config.alerting import AlertingSettings, gated_routes
+from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
+from pipeline.rate.report import percent
+from pipeline.rate.store import AuditVerdict, RateStore, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class RouteFalseAlarms:
+    """One route on one scope: the share of faithful calls it alerted on, its target, its precision."""
+
+    route: str
+    target: float
+    false_alarms: Estimate
+    precision: Estimate
+
+    @property
+    def over_target(self) -> bool:
+        """Whether the false alarms are above the target with confidence (the interval's lower end above it)."""
+        return self.false_alarms.low is not None and self.false_alarms.low > self.target
+
+    def words(self) -> str:
+        """``page: 2.4 % false alarms, 95 % CI 1.3-4.1 %, target 1 %; precision 0.62``, or what is missing."""
+        fa = self.false_alarms
+        if fa.value is None or fa.low is None or fa.high is None:
+            return f"{self.route}: false alarms unknown, {fa.shortfall} (target {percent(self.target)})"
+        precision = f"{self.precision.value:.2f}" if self.precision.value is not None else "unknown (no alert judged)"
+        verdict = " ABOVE TARGET" if self.over_target else ""
+        return (
+            f"{self.route}: {percent(fa.value)} false alarms, 95 % CI {100 * fa.low:.1f}-{percent(fa.high)}, "
+            f"target {percent(self.target)}{verdict}; precision {precision}"
+        )
+
+
+def route_false_alarms(store: RateStore, scope: Scope, alerting: AlertingSettings) -> list[RouteFalseAlarms]:
+    """Each gated route's false alarms and precision on ``scope``'s calls, from the audit verdicts."""
+    counts, verdicts = store.counts(scope), store.verdicts(scope)
+    routes = gated_routes(alerting.rules)
+    out = []
+    for index, route in enumerate(routes):
+        so_far = set(routes[: index + 1])
+        alarms = [(not v.hallucinated and bool(v.routes & so_far), not v.hallucinated) for v in verdicts]
+        hits = [(v.hallucinated and route in v.routes, route in v.routes) for v in verdicts]
+        target = alerting.routes[route].false_alarm_target
+        out.append(RouteFalseAlarms(route, target, _estimate(verdicts, alarms, counts.population),
+                                    _estimate(verdicts, hits, counts.population)))  # fmt: skip
+    return out
+
+
+def _estimate(
+    verdicts: Sequence[AuditVerdict], parts: Sequence[tuple[bool, bool]], population: dict[str, int]
+) -> Estimate:
+    judged: dict[str, list[Judged]] = {}
+    for verdict, (y, x) in zip(verdicts, parts, strict=True):
+        judged.setdefault(verdict.frame, []).append(Judged(float(y), float(x)))
+    return estimate_ratio(population, judged)
+
+
+def false_alarm_lines(routes: list[RouteFalseAlarms]) -> list[str]:
+    """The lines `halluwatch rate` adds: each route's false alarms on this traffic, and what to do when above."""
+    lines = ["false alarms by route (faithful calls alerted on it or a route before it, of the faithful):"]
+    lines += [f"  {r.words()}" for r in routes]
+    if any(r.over_target for r in routes):
+        lines.append("  a route above its target: recalibrate (`halluwatch calibrate --app NAME`) and apply it")
+    return lines

@@ -1,0 +1,45 @@
+"""The review page's calibration section: the application's applied map, the newest proposal, an Apply button.
+
+The proposal (``halluwatch calibrate --app``) shows what it was measured to do on the
+application's verdicts: ECE out of sample now and with it, and each route's minimum with the
+share of faithful calls it alerts on (95 % interval) and its precision.  A signed-in person
+applies it with one POST, which carries the page's CSRF token like every other form; the
+worker takes it up within ``review.map_refresh_seconds``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from flask import Blueprint, abort, flash, g, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+
+from pipeline.config.review import ReviewSettings
+from pipeline.rate.maps import AppMap, MapStore, UnknownVersion
+
+
+def calibration_blueprint(maps: MapStore, settings: ReviewSettings) -> Blueprint:
+    """The section's data for the review template (``calibration_of``) and its Apply form."""
+    pages = Blueprint("calibration", __name__)
+
+    @pages.app_context_processor
+    def _section() -> dict[str, Any]:
+        def calibration_of(app: str) -> dict[str, AppMap | None]:
+            return {"applied": maps.applied().get(app), "proposal": maps.proposal(app)}
+
+        return {"calibration_of": calibration_of, "map_refresh_seconds": settings.map_refresh_seconds}
+
+    @pages.post("/review/apply")
+    def apply() -> ResponseReturnValue:
+        app, version = request.form.get("app", ""), request.form.get("version", "")
+        if not app or not version:
+            abort(400, description="the form names no application or version")
+        try:
+            maps.apply(app, version, datetime.now(UTC), g.identity.user)
+        except UnknownVersion as exc:
+            abort(404, description=str(exc))
+        flash(f"Applied map {version} to {app}: calls are scored with it within {settings.map_refresh_seconds:g} s")
+        return redirect(url_for("review.page", app=app), code=303)
+
+    return pages

@@ -1,0 +1,117 @@
+"""An application's calibration loop on real engines: verdicts in Chromium recalibrate the running worker.
+
+A `halluwatch worker` (Tansu, embedded ClickHouse) scores the demo's traffic and serves the
+review page; a reviewer judges the calls it draws in headless Chromium; `halluwatch calibrate
+--app` fits the application's map from those verdicts (a proposal); on the restarted worker's
+page the reviewer applies it with the button, and the same traffic sent again is scored through
+the new map, without another restart: each call stamped with the map's version, its
+p_hallucination the shipped one through the map.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from detectors.verdict import PlattScaling
+from pipeline.tools.demo_broker import TansuBroker
+from pipeline.tools.example_traces import EXAMPLES, example_traces
+from tests.chromium import chromium_path
+from tests.integration.support import WorkerProcess, produce
+from tests.integration.test_cli import halluwatch
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("exported_model")]
+
+TOKEN = "loop-test-token-0123"
+APP = "default"
+
+
+def _send(worker: WorkerProcess, bootstrap: str) -> dict[str, bool]:
+    """The demo's traces under fresh trace ids, through the running worker; trace id -> hallucinated."""
+    traces = example_traces()
+    keyed = [(t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode(), t.SerializeToString())
+             for t in traces]  # fmt: skip
+    done = worker.metric("halluwatch_messages_done_total")
+    produce(bootstrap, worker.input_topic, keyed)
+    worker.wait_for("halluwatch_messages_done_total", done + len(keyed))
+    return {key.decode(): example.hallucinated for (key, _), example in zip(keyed, EXAMPLES, strict=True)}
+
+
+def _wait_for_line(worker: WorkerProcess, text: str, after: int, timeout_seconds: float = 90) -> None:
+    """Until the worker's log holds ``text`` past its first ``after`` bytes (this run's lines)."""
+    deadline = time.monotonic() + timeout_seconds
+    while text not in worker.log_path.read_bytes()[after:].decode(errors="replace"):
+        assert worker.process is not None and worker.process.poll() is None, worker.log()
+        assert time.monotonic() < deadline, f"no {text!r} in the log:\n{worker.log()}"
+        time.sleep(0.2)
+
+
+def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_takes_the_map(
+    tansu: TansuBroker, topic_prefix: str, tmp_path: Path
+):
+    worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", ui__token=TOKEN,
+                           ui__token_user="reviewer", review__map_refresh_seconds="1")  # fmt: skip
+    base = f"http://127.0.0.1:{worker.metrics_port}"
+    worker.start()
+    try:
+        first = _send(worker, tansu.bootstrap)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"{base}/review?app={APP}&token={TOKEN}")
+            assert "the shipped calibration" in page.inner_text("p.applied")
+            judged = 0
+            while page.locator("section.review").count() and judged < 12:
+                trace = page.locator("section.review p.meta code").nth(0).inner_text()
+                page.keyboard.press("h" if first[trace] else "f")
+                page.wait_for_selector(".flash")
+                judged += 1
+            browser.close()
+    finally:
+        assert worker.stop() == 0, worker.log()
+    assert judged >= 8
+
+    env = {"HALLUWATCH_DATA_DIR": str(worker.data_dir)}
+    proposed = halluwatch("calibrate", "--app", APP, **env)
+    assert proposed.returncode == 0, proposed.stderr
+    version = re.search(r"--apply (\S+)", proposed.stdout).group(1)  # type: ignore[union-attr]
+    assert f"{judged} review verdicts" in proposed.stdout and "ECE out of sample" in proposed.stdout
+    assert re.search(r"route slack +p >= [\d.]+: false alarms", proposed.stdout), proposed.stdout
+    (slope, intercept) = worker.query(
+        f"SELECT slope, intercept FROM halluwatch.calibration_maps WHERE version = '{version}'"
+    )[0]
+
+    restarted_at = worker.log_path.stat().st_size
+    worker.start()
+    try:
+        _wait_for_line(worker, "triage pages on", restarted_at)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+            page = browser.new_page()
+            page.goto(f"{base}/review?app={APP}&token={TOKEN}")
+            assert page.inner_text("code.proposal-version") == version
+            assert re.fullmatch(r"\d\.\d{3}", page.inner_text("strong.ece-after"))
+            page.click("button.apply")
+            page.wait_for_selector(".flash")
+            assert f"Applied map {version} to {APP}" in page.inner_text(".flash")
+            assert page.inner_text("code.applied-version") == version
+            browser.close()
+        _wait_for_line(worker, f"application {APP}: p_hallucination through map {version}", restarted_at)
+        second = _send(worker, tansu.bootstrap)
+    finally:
+        assert worker.stop() == 0, worker.log()
+
+    rows = worker.query("SELECT trace_id, p_hallucination, calibration_version FROM halluwatch.llm_calls FINAL")
+    by_trace = {t: (p, v) for t, p, v in rows}
+    assert {by_trace[t][1] for t in first} == {""}  # before: the shipped calibration alone
+    assert {by_trace[t][1] for t in second if by_trace[t][0] is not None} == {version}
+    # Each example's new probability is its old one through the applied map.
+    mapped = PlattScaling(float(slope), float(intercept))
+    pairs = [(by_trace[a][0], by_trace[b][0]) for a, b in zip(first, second, strict=True) if by_trace[a][0] is not None]
+    assert pairs and all(new == pytest.approx(mapped.apply_one(old), abs=2e-3) for old, new in pairs)
+    applied = worker.query("SELECT by FROM halluwatch.calibration_maps WHERE event = 'applied'")
+    assert applied == [("reviewer",)]

@@ -1,0 +1,62 @@
+"""An application's map of p_hallucination from its weighted review verdicts, shrunk toward the shipped one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from detectors.verdict import PlattScaling
+from pipeline.config.alerting import AlertingSettings
+from pipeline.offline.alert_probability import RouteTargets
+from pipeline.offline.app_map import JudgedCall, fit_map, judged_calls, out_of_sample_ece, propose
+from pipeline.rate.store import JudgedRow
+
+ROUTING = RouteTargets.from_settings(AlertingSettings())
+PAIR = {"grounding": 2, "contradiction": 2}  # the two-detectors rule: slack
+
+
+def app_calls(n: int, seed: int = 0, shift: float = -2.0) -> list[JudgedCall]:
+    """An app whose calls hallucinate far less often than the shipped p says (its logit shifted by ``shift``)."""
+    rng = np.random.default_rng(seed)
+    shipped = rng.uniform(0.02, 0.98, n)
+    truth = 1 / (1 + np.exp(-(np.log(shipped / (1 - shipped)) + shift)))
+    labels = rng.random(n) < truth
+    return [JudgedCall(f"t{seed}-{i}", "app / p", float(p), bool(y), 0.5, PAIR if p > 0.6 else {})
+            for i, (p, y) in enumerate(zip(shipped, labels, strict=True))]  # fmt: skip
+
+
+def test_few_verdicts_keep_the_map_near_the_shipped_one_and_many_follow_the_app():
+    few, many = fit_map(app_calls(10), shrinkage=100), fit_map(app_calls(2000), shrinkage=100)
+    assert abs(few.intercept) < 0.5 and abs(few.slope - 1) < 0.2
+    assert many.intercept == pytest.approx(-2.0, abs=0.35) and many.slope == pytest.approx(1.0, abs=0.2)
+    assert fit_map([], 100) == PlattScaling()
+
+
+def test_each_verdict_counts_by_the_inverse_of_its_strata_inclusion_probability():
+    # 50 of 50 calls judged in one stratum, 50 of 500 in the other (their k-th drawn with k / 500):
+    # each verdict of the second stands for ten calls, its first as much as its last.
+    drawn = [JudgedCall(f"h{i}", "a", 0.5, True, (i + 1) / 50) for i in range(50)]
+    drawn += [JudgedCall(f"c{i}", "b", 0.5, False, (i + 1) / 500) for i in range(50)]
+    fitted = fit_map(drawn, shrinkage=0).apply_one(0.5)
+    assert fitted == pytest.approx(1 / 11, abs=0.01)  # 50 of the 550 calls they stand for
+
+
+def test_the_fitted_map_is_better_calibrated_out_of_sample_than_the_shipped_one():
+    before, after = out_of_sample_ece(app_calls(600, seed=1), 100, PlattScaling())
+    assert before is not None and after is not None and after < before / 2
+
+
+def test_a_proposal_moves_the_slack_minimum_to_keep_the_apps_false_alarms_under_target():
+    calls = app_calls(400, seed=2)
+    proposal = propose("hr", calls, {"app / p": 4000}, ROUTING, {"page": 0.93, "slack": 0.94})
+    slack = next(r for r in proposal.routes if r.route == "slack")
+    assert slack.false_alarms.value is not None and slack.false_alarms.value <= 0.03
+    assert proposal.version.startswith("hr-") and proposal.verdicts == 400
+    assert proposal.stored().minimums == proposal.minimums and proposal.report()["ece_after"] is not None
+
+
+def test_stored_probabilities_go_back_through_the_map_they_came_from():
+    applied = PlattScaling(1.2, -0.7)
+    row = JudgedRow("t", "s", "app / p", float(applied.apply_one(0.8)), True, 0.25, "hr-1", {})
+    (call,) = judged_calls([row], {"hr-1": applied})
+    assert call.shipped_probability == pytest.approx(0.8) and call.key == "t:s"
