@@ -68,8 +68,10 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
             while page.locator("section.review").count() and judged < 12:
                 trace = page.locator("section.review p.meta code").nth(0).inner_text()
                 page.keyboard.press("h" if first[trace] else "f")
-                page.wait_for_selector(".flash")
+                page.wait_for_selector("section.found")  # blind review: what the detectors found, after the verdict
                 judged += 1
+                page.keyboard.press("n")
+                page.wait_for_selector("section.estimate")
             browser.close()
     finally:
         assert worker.stop() == 0, worker.log()
