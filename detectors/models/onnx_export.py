@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,12 @@ def _atomic_path(target: Path) -> Iterator[Path]:
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def copy_atomically(source: Path, target: Path) -> None:
+    """``source`` copied to ``target``, which never holds half a file."""
+    with _atomic_path(target) as temporary:
+        shutil.copyfile(source, temporary)
 
 
 def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
