@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,10 +55,12 @@ def _atomic_path(target: Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-def copy_atomically(source: Path, target: Path) -> None:
-    """``source`` copied to ``target``, which never holds half a file."""
+def save(model: onnx.ModelProto, target: Path) -> None:
+    """``model`` written to ``target``, which never holds half a file."""
+    import onnx
+
     with _atomic_path(target) as temporary:
-        shutil.copyfile(source, temporary)
+        onnx.save(model, temporary)
 
 
 def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:

