@@ -11,10 +11,19 @@ the time per call: each call is charged its batch's time divided by the batch's 
 ``--baseline REF`` also times commit REF's code in the same run, interleaved run by run
 (bench/baseline.py), and prints the ratios; ``--without NAME`` also times each suite
 without that detector.  The machine's speed drifts between hours; a ratio measured in one
-run does not.
+run does not.  Each run of this tree's code gets a new, empty passage store: cold is cold.
+
+``--zipf S`` times traffic that repeats as RAG traffic does instead (bench/zipf_traffic.py):
+each call's sources are one document of the shared sets, drawn with Zipf-distributed
+popularity, and no answer repeats.  Each run replays its own warm-up calls untimed, then
+times its calls in four cases: ``baseline`` (REF's code, a fresh process state warmed up),
+``no-store`` (this code without the passage store, warmed up the same way), ``store`` (this
+code with a store that has kept every earlier call of the bench, warmed up) and ``restart``
+(a new process state over that store, no warm-up: a restarted worker).
 
     .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
                                         [--baseline 1a415df] [--without NAME]
+    .venv/bin/python bench/detectors.py --zipf 1.1 [--calls 96] [--warm-up 192] [--runs 3] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -22,11 +31,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from baseline import children, percentile, serve, serve_tree
+from baseline import children, percentile, serve, serve_tree, timed_batches
 
 TREE = serve_tree(sys.argv)
 
@@ -41,23 +50,16 @@ def child(data_set: str, limit: int, batch: int) -> None:
     from pipeline.spans.suite import suite_from_settings
 
     calls = [record_to_call(r) for r in list(read_records(DATA / data_set / f"{data_set}.jsonl"))[:limit]]
-    settings, thresholds = load_settings(), load_thresholds()
-    suite_from_settings(settings, thresholds).run(calls[:4])  # the one-time model export/load is not measured
-
-    def timed_pass(suite: Any) -> list[float]:
-        seconds: list[float] = []
-        for i in range(0, len(calls), batch):
-            part = calls[i : i + batch]
-            started = time.perf_counter()
-            suite.run(part)
-            seconds += [(time.perf_counter() - started) / len(part)] * len(part)
-        return seconds
+    thresholds = load_thresholds()
+    with tempfile.TemporaryDirectory(prefix="halluwatch-bench-") as scratch:  # the one-time model load, not measured
+        suite_from_settings(load_settings(data_dir=Path(scratch)), thresholds).run(calls[:4])
 
     def run(request: dict[str, Any]) -> dict[str, Any]:
-        suite = suite_from_settings(settings, thresholds)  # a fresh window cache
-        suite.content = [d for d in suite.content if d.name != request.get("without")]
-        cold, warm = timed_pass(suite), timed_pass(suite)
-        suite.close()
+        with tempfile.TemporaryDirectory(prefix="halluwatch-bench-") as fresh:  # an empty passage store
+            suite = suite_from_settings(load_settings(data_dir=Path(fresh)), thresholds)
+            suite.content = [d for d in suite.content if d.name != request.get("without")]
+            cold, warm = timed_batches(suite, calls, batch), timed_batches(suite, calls, batch)
+            suite.close()
         return {"cold": cold, "warm": warm}
 
     serve(run)
@@ -72,7 +74,19 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="REF", help="also time this commit's code, interleaved, for ratios")
     parser.add_argument("--without", help="also time each suite without this detector, for a ratio")
     parser.add_argument("--serve", metavar="TREE", help=argparse.SUPPRESS)  # a child of --baseline's harness
+    parser.add_argument("--zipf", type=float, metavar="S", help="traffic whose sources repeat, popularity ~ 1/rank^S")
+    parser.add_argument("--calls", type=int, default=96, help="--zipf: timed calls per run and case")
+    parser.add_argument("--warm-up", type=int, default=192, help="--zipf: untimed calls before them")
+    parser.add_argument("--seed", type=int, default=1, help="--zipf: the traffic's random seed")
     args = parser.parse_args()
+    if args.zipf is not None:
+        from zipf_traffic import zipf_bench, zipf_child
+
+        if TREE is not None:
+            zipf_child(args.zipf, args.calls, args.warm_up, args.runs, args.seed, args.batch)
+        else:
+            zipf_bench(Path(__file__), args)
+        return
     if TREE is not None:
         child(args.set, args.limit, args.batch)
         return
