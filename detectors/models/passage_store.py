@@ -103,7 +103,9 @@ class PassageStore:
                             stale.append(key)
                 if stale:
                     with connection:
-                        connection.executemany("UPDATE passages SET read_at = ? WHERE key = ?", [(now, k) for k in stale])
+                        connection.executemany(
+                            "UPDATE passages SET read_at = ? WHERE key = ?", [(now, k) for k in stale]
+                        )
         except sqlite3.Error:
             self._fail("reading")
             found = {}
@@ -158,7 +160,9 @@ class PassageStore:
         self._trimmed_at = now
         with connection:
             connection.execute("DELETE FROM passages WHERE read_at < ?", (now - self._ttl_seconds,))
-            size, parts = connection.execute("SELECT COALESCE(SUM(LENGTH(vectors)), 0), COUNT(*) FROM passages").fetchone()
+            size, parts = connection.execute(
+                "SELECT COALESCE(SUM(LENGTH(vectors)), 0), COUNT(*) FROM passages"
+            ).fetchone()
             if size > self._max_bytes:
                 # The least recently read first, down to 90 % of the bound, so the next writes do not trim at once.
                 excess = size - int(self._max_bytes * 0.9)
@@ -178,4 +182,3 @@ class PassageStore:
         if not self._failed:
             logger.exception("passage store %s: %s failed; encoding without the store until it works", self.path, doing)
         self._failed = True
-

@@ -80,7 +80,9 @@ def test_past_the_size_bound_the_least_recently_read_go_first(tmp_path: Path) ->
     assert set(opened.read([b"first", b"second", b"third", b"fourth"])) == {b"second", b"third", b"fourth"}
 
 
-def test_a_store_that_cannot_open_reads_as_empty_and_logs_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_store_that_cannot_open_reads_as_empty_and_logs_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     blocked = tmp_path / "a-directory"
     blocked.mkdir()
     opened, reads, _ = store(blocked)  # SQLite cannot open a directory as its file

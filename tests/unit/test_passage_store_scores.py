@@ -50,7 +50,9 @@ def outcomes(suite: DetectorSuite, batches: list[list[LLMCall]], profile: Profil
 
 
 @pytest.mark.parametrize("profile", ["accurate", "fast"])
-def test_the_store_changes_no_score_flag_or_probability(profile: Profile, tmp_path: Path, model_cache_dir: Path) -> None:
+def test_the_store_changes_no_score_flag_or_probability(
+    profile: Profile, tmp_path: Path, model_cache_dir: Path
+) -> None:
     settings = DetectorSettings.model_validate({"embeddings": {"profile": profile, "cache_dir": str(model_cache_dir)}})
     thresholds = load_thresholds(None, profile)
     calls = example_calls()
