@@ -204,9 +204,9 @@ def headline(records: list[EvalRecord], outputs: list[EvalOutput]) -> tuple[floa
 def side_by_side(reports: list[ProfileReport]) -> list[str]:
     """One row per set: each profile's AUROC (all, held-out) and held-out ECE; the held-out change from the first."""
     first, *others = reports
-    head = " | ".join(f"{r.profile}: AUROC | held-out | ECE held-out" for r in reports)
-    change = " | ".join(f"held-out change, {r.profile}" for r in others)
-    lines = [f"| set | {head} | {change} |", "|---|" + "---|" * (3 * len(reports) + len(others))]
+    head = [f"{r.profile}: AUROC | held-out | ECE held-out" for r in reports]
+    head += [f"held-out change, {r.profile}" for r in others]
+    lines = ["| set | " + " | ".join(head) + " |", "|---|" + "---|" * (3 * len(reports) + len(others))]
     for name in DATASETS:
         cells = [" | ".join(_fmt(v) for v in r.figures[name]) for r in reports]
         deltas = [_delta(r.figures[name][1], first.figures[name][1]) for r in others]

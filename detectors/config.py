@@ -52,10 +52,10 @@ class PassageStoreConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    enabled: bool = True
+    enabled: bool = Field(default=True, description="false: every process encodes its sources itself")
     path: Path | None = Field(default=None, description="the SQLite file; default: data_dir/passages.sqlite")
     # A source part's token matrix is ~170 kB (110 tokens x 384 floats): about 12,000 parts at 2 GB.
-    max_megabytes: int = Field(default=2048, ge=1, description="oldest parts are dropped past this")
+    max_megabytes: int = Field(default=2048, ge=1, description="past this the least recently read parts are dropped")
     ttl_hours: float = Field(default=168.0, gt=0, description="a part unread this long is dropped")
 
 
@@ -83,7 +83,7 @@ class EmbeddingConfig(BaseModel):
     cache_dir: Path = Field(default_factory=default_model_cache)  # the ONNX models; default: model_cache
     threads: int = Field(default=1, ge=1)  # onnxruntime intra-op threads, and numpy's BLAS threads
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=64, ge=1, description="texts per model run at most (and 1,024 padded tokens)")
     window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")
     token_part_length: int = Field(
         default=128, ge=8, description="tokens per part when a text's token embeddings are read in parts"

@@ -76,10 +76,7 @@ def load_thresholds(path: Path | None = None, profile: Profile = DEFAULT_PROFILE
         raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
     document = yaml.safe_load(text)
     own = _parse(document, str(path))
-    try:
-        check_profile((document.get("models") or {}).get("profile"), profile)
-    except ValueError as exc:
-        raise ThresholdsError(f"{path}: {exc}") from None
+    check_profile((document.get("models") or {}).get("profile"), profile, str(path))
     inherited = tuple(name for name in builtin.by_detector if name not in own.by_detector)
     merged = {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}
     # Routes a file does not calibrate keep the built-in minimum, as detectors keep their threshold.

@@ -27,7 +27,7 @@ import numpy as np
 
 from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.config import DEFAULT_PROFILE, Profile
-from detectors.models.learned import Matrix, ScaledLogistic, built_in_path, read_model_file, sigmoid
+from detectors.models.learned import Matrix, ProfileMismatch, ScaledLogistic, built_in_path, read_model_file, sigmoid
 from detectors.registry import FACT_DETECTORS
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel", "coverage"})
@@ -189,6 +189,8 @@ def load_verdict_model(path: Path | None = None, profile: Profile = DEFAULT_PROF
             calibration=PlattScaling.from_dict(calibration["map"]) if calibration else PlattScaling(),
             thresholds={str(k): float(v) for k, v in (document.get("thresholds") or {}).items()},
         )
+    except ProfileMismatch:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"verdict model {where}: {exc}") from exc
     if verdict.model.features != VERDICT_FEATURES:

@@ -90,12 +90,13 @@ def worker(config_path: Path | None) -> None:
     llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
+    from detectors.models.learned import ProfileMismatch
     from pipeline.stream.dropped_records import FaustInternalsChanged
     from pipeline.worker.runner import run_worker
 
     try:
         run_worker(_settings(config_path))
-    except FaustInternalsChanged as exc:  # an upgraded faust: what to install is the whole story
+    except (FaustInternalsChanged, ProfileMismatch) as exc:  # what to install or configure is the whole story
         raise click.ClickException(str(exc)) from exc
 
 

@@ -122,12 +122,17 @@ class ScaledLogistic:
         return model
 
 
+class ProfileMismatch(ValueError):
+    """A learned model or thresholds file was made for another embedding profile; the message names both."""
+
+
 def read_model_file(path: Path | None, built_in: str, profile: Profile = DEFAULT_PROFILE) -> dict[str, Any]:
     """A model file's JSON: the file at ``path``, or ``profile``'s built-in ``detectors/data/[<profile>/]<built_in>``.
 
-    ValueError when the file was trained for another profile's encoder (its ``profile``; a file
-    without one predates profiles and was trained for ``accurate``).
+    :class:`ProfileMismatch` when the file was trained for another profile's encoder (its
+    ``profile``; a file without one predates profiles and was trained for ``accurate``).
     """
+    where = path or built_in_path(profile, built_in)
     if path is not None:
         text = path.read_text("utf-8")
     else:
@@ -135,7 +140,7 @@ def read_model_file(path: Path | None, built_in: str, profile: Profile = DEFAULT
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    check_profile(data.get("profile"), profile)
+    check_profile(data.get("profile"), profile, str(where))
     return data
 
 
@@ -144,13 +149,13 @@ def built_in_path(profile: Profile, name: str) -> str:
     return name if profile == DEFAULT_PROFILE else f"{profile}/{name}"
 
 
-def check_profile(trained_for: object, profile: Profile) -> None:
-    """ValueError unless a file made for ``trained_for`` (None: before profiles, ``accurate``) fits ``profile``."""
+def check_profile(trained_for: object, profile: Profile, where: str) -> None:
+    """:class:`ProfileMismatch` unless the file ``where``, made for ``trained_for`` (None: accurate), fits."""
     made_for = trained_for or DEFAULT_PROFILE
     if made_for != profile:
-        raise ValueError(
-            f"trained for detectors.embeddings.profile {made_for!r}, not {profile!r}: "
-            f"its features come from another encoder (retrain with `halluwatch train --profile {profile}`)"
+        raise ProfileMismatch(
+            f"{where} was trained for detectors.embeddings.profile {made_for!r}, not {profile!r}: its numbers "
+            f"come from another encoder's features (use that profile, or `halluwatch train --profile {profile}`)"
         )
 
 

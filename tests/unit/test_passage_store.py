@@ -1,4 +1,4 @@
-"""The passage store on a real SQLite file: exact bytes back, expiry, the size bound, and failures kept off the hot path."""
+"""The passage store on a real SQLite file: exact bytes back, expiry, the size bound, failures off the hot path."""
 
 from __future__ import annotations
 
