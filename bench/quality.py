@@ -20,9 +20,10 @@ is a few thresholds (see detectors/data/thresholds.yaml).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -188,6 +189,18 @@ def profile_report(profile: Profile, args: argparse.Namespace) -> ProfileReport:
     return report
 
 
+def kept_report(profile: Profile, args: argparse.Namespace) -> ProfileReport:
+    """``profile``'s tables: from ``--keep``'s folder when there (one profile measured per run), else measured."""
+    kept = args.keep / f"{profile}.json" if args.keep else None
+    if kept is not None and kept.exists():
+        return ProfileReport(**json.loads(kept.read_text("utf-8")))
+    report = profile_report(profile, args)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(asdict(report)), "utf-8")
+    return report
+
+
 def headline(records: list[EvalRecord], outputs: list[EvalOutput]) -> tuple[float | None, float | None, float | None]:
     """The verdict's AUROC on all records and on the held-out documents, and its held-out calibration error."""
     actual = [bool(r.hallucinated) for r in records]
@@ -283,8 +296,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--profiles", default="accurate,fast", help="embedding profiles, comma-separated")
     parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="keep each profile's tables in DIR/<profile>.json, and reuse those already there")  # fmt: skip
     args = parser.parse_args()
-    reports = [profile_report(profile, args) for profile in args.profiles.split(",")]  # type: ignore[arg-type]
+    reports = [kept_report(profile, args) for profile in args.profiles.split(",")]  # type: ignore[arg-type]
     args.output.write_text(
         "\n".join(
             [
