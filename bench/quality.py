@@ -296,8 +296,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--profiles", default="accurate,fast", help="embedding profiles, comma-separated")
     parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
-    parser.add_argument("--keep", type=Path, metavar="DIR",
-                        help="keep each profile's tables in DIR/<profile>.json, and reuse those already there")  # fmt: skip
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep each profile's tables in DIR/<profile>.json; reuse those there"
+    )
     args = parser.parse_args()
     reports = [kept_report(profile, args) for profile in args.profiles.split(",")]  # type: ignore[arg-type]
     args.output.write_text(
