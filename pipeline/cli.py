@@ -326,7 +326,7 @@ def calibrate(
     groups = calibrate_policies(labelled, result, rule, shrinkage, targets, maps)
     writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
-    models = {"embeddings": settings.detectors.embeddings.model}
+    models = {"embeddings": settings.detectors.embeddings.model, "profile": settings.detectors.embeddings.profile}
     version = write_thresholds(result, path, models=models, policies=policies_document(groups))
     pictures = write_plots(result, output_dir)
     click.echo(f"thresholds {version} from {len(labelled)} labelled records written to {path}")
