@@ -43,10 +43,12 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS passages (
     key BLOB PRIMARY KEY,
     vectors BLOB NOT NULL,
+    bytes INTEGER NOT NULL,
     read_at REAL NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS passages_read_at ON passages (read_at);
 """
+_SIZE = "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM passages"
 _TOUCH_SECONDS = 3600.0  # a hit refreshes a row's read time at most this often (a write per hour, not per read)
 _TRIM_SECONDS = 60.0
 _LOCK_TIMEOUT_SECONDS = 5.0
@@ -117,12 +119,12 @@ class PassageStore:
         if not parts:
             return
         now = time.time()
-        rows = [(key, blob, now) for key, blob in parts.items()]
+        rows = [(key, blob, len(blob), now) for key, blob in parts.items()]
         try:
             with self._lock:
                 connection = self._open()
                 with connection:
-                    connection.executemany("INSERT OR REPLACE INTO passages VALUES (?, ?, ?)", rows)
+                    connection.executemany("INSERT OR REPLACE INTO passages VALUES (?, ?, ?, ?)", rows)
                 if now - self._trimmed_at >= _TRIM_SECONDS:
                     self._trim(connection, now)
         except sqlite3.Error:
@@ -156,26 +158,23 @@ class PassageStore:
         return self._connection
 
     def _trim(self, connection: sqlite3.Connection, now: float) -> None:
-        """Drop what is due (caller holds the lock)."""
+        """Drop what is due (caller holds the lock).
+
+        Sizes come from the ``bytes`` column: SQLite's ``LENGTH`` of a blob reads the whole blob.
+        """
         self._trimmed_at = now
         with connection:
             connection.execute("DELETE FROM passages WHERE read_at < ?", (now - self._ttl_seconds,))
-            size, parts = connection.execute(
-                "SELECT COALESCE(SUM(LENGTH(vectors)), 0), COUNT(*) FROM passages"
-            ).fetchone()
+            size, parts = connection.execute(_SIZE).fetchone()
             if size > self._max_bytes:
                 # The least recently read first, down to 90 % of the bound, so the next writes do not trim at once.
-                excess = size - int(self._max_bytes * 0.9)
                 cut = connection.execute(
-                    "SELECT read_at FROM (SELECT read_at, SUM(LENGTH(vectors)) OVER (ORDER BY read_at) AS running "
+                    "SELECT read_at FROM (SELECT read_at, SUM(bytes) OVER (ORDER BY read_at) AS running "
                     "FROM passages) WHERE running >= ? LIMIT 1",
-                    (excess,),
+                    (size - int(self._max_bytes * 0.9),),
                 ).fetchone()
-                if cut is not None:
-                    connection.execute("DELETE FROM passages WHERE read_at <= ?", cut)
-                size, parts = connection.execute(
-                    "SELECT COALESCE(SUM(LENGTH(vectors)), 0), COUNT(*) FROM passages"
-                ).fetchone()
+                connection.execute("DELETE FROM passages WHERE read_at <= ?", cut)
+                size, parts = connection.execute(_SIZE).fetchone()
         self._on_size(int(size), int(parts))
 
     def _fail(self, doing: str) -> None:
