@@ -403,7 +403,7 @@ def train(
     )
     rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
     try:
-        report = training.train(rows, training.describe_data(support_files, rows))
+        report = training.train(rows, training.describe_data(support_files, rows), detectors.embeddings.profile)
     except training.TrainingDataError as exc:
         raise click.ClickException(str(exc)) from exc
     support_path = output_dir / "unsupported_spans.json"
