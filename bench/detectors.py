@@ -17,10 +17,10 @@ in one run does not.  Each run of this tree's code gets a new, empty passage sto
 ``--zipf S`` times traffic that repeats as RAG traffic does instead (bench/zipf_traffic.py):
 each call's sources are one document of the shared sets, drawn with Zipf-distributed
 popularity, and no answer repeats.  Each run replays its own warm-up calls untimed, then
-times its calls in four cases: ``baseline`` (REF's code, a fresh process state warmed up),
-``no-store`` (this code without the passage store, warmed up the same way), ``store`` (this
-code with a store that has kept every earlier call of the bench, warmed up) and ``restart``
-(a new process state over that store, no warm-up: a restarted worker).
+times its calls in four cases: ``baseline`` (REF's code), ``no-store`` (this code without
+the passage store), ``store`` (this code with a store that has kept every earlier call of
+the bench) and ``restart`` (the same, but the timed calls go to a new process state over
+the store, as after a worker's restart: nothing in memory).
 
     .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
                                         [--baseline 1a415df] [--without NAME] [--profile fast]

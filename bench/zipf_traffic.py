@@ -9,9 +9,12 @@ records: no answer repeats within a run, as in production, where answers are new
 the sources recur.
 
 Both code trees build the same calls from the same seed; the parent only names the case and
-the run.  A case's process state (the embedder's in-memory caches) is always new; what
-differs is what came before it (see bench/detectors.py's docstring).  This tree reports the
-passage store's hits and misses from the worker's own Prometheus counters.
+the run, and starts each run with another case (the host's load drifts within a run).  Every
+case replays the run's warm-up calls untimed in a new process state (the embedder's
+in-memory caches), then times the run's calls: ``restart`` in a second new process state
+over the store the warm-up left.  ``store`` and ``restart`` keep a store each across the
+runs, so both have seen the same calls when a run starts.  This tree reports the passage
+store's hits and misses from the worker's own Prometheus counters.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def traffic(zipf: float, count: int, seed: int) -> list[Any]:
 
 
 def zipf_child(zipf: float, calls_per_run: int, warm_up: int, runs: int, seed: int, batch: int) -> None:
-    """Serve ``{"case", "run"}`` requests: warm up (unless restarting), then time the run's calls."""
+    """Serve ``{"case", "run"}`` requests: the run's warm-up calls, then its timed calls."""
     from detectors.thresholds import load_thresholds
     from pipeline.config.settings import load_settings
     from pipeline.spans.suite import suite_from_settings
@@ -61,7 +64,8 @@ def zipf_child(zipf: float, calls_per_run: int, warm_up: int, runs: int, seed: i
     per_run = warm_up + calls_per_run
     calls = traffic(zipf, per_run * runs, seed)
     thresholds = load_thresholds()
-    kept = Path(tempfile.mkdtemp(prefix="halluwatch-zipf-"))  # the store every "store" and "restart" case shares
+    # "store" and "restart" each keep their own store across runs: both have seen the same calls before a run.
+    kept = {case: Path(tempfile.mkdtemp(prefix=f"halluwatch-zipf-{case}-")) for case in ("store", "restart")}
     with tempfile.TemporaryDirectory() as scratch:
         suite_from_settings(load_settings(data_dir=Path(scratch)), thresholds).run(calls[:4])  # model load, once
 
@@ -70,17 +74,23 @@ def zipf_child(zipf: float, calls_per_run: int, warm_up: int, runs: int, seed: i
         warm, timed = calls[first : first + warm_up], calls[first + warm_up : first + per_run]
         case = request["case"]
         with tempfile.TemporaryDirectory() as scratch:
-            data_dir = kept if case in ("store", "restart") else Path(scratch)
-            settings = load_settings(data_dir=data_dir)
-            suite = suite_from_settings(settings, thresholds, passage_store=False) if case == "no-store" else (
-                suite_from_settings(settings, thresholds))  # fmt: skip
-            if case != "restart":
-                timed_batches(suite, warm, batch)
+            settings = load_settings(data_dir=kept.get(case, Path(scratch)))
+
+            def suite() -> Any:
+                if case == "no-store":
+                    return suite_from_settings(settings, thresholds, passage_store=False)
+                return suite_from_settings(settings, thresholds)
+
+            warmed = suite()
+            timed_batches(warmed, warm, batch)
+            if case == "restart":  # the worker stops after its warm-up; a new one starts on its store
+                warmed.close()
+                warmed = suite()
             before = _store_reads()
-            seconds = timed_batches(suite, timed, batch)
+            seconds = timed_batches(warmed, timed, batch)
             hits, misses = (after - then for after, then in zip(_store_reads(), before, strict=True))
-            suite.close()
-        return {"seconds": seconds, "hits": hits, "misses": misses, "store_bytes": _store_bytes(kept)}
+            warmed.close()
+        return {"seconds": seconds, "hits": hits, "misses": misses, "store_bytes": _store_bytes(kept["store"])}
 
     serve(run)
 
@@ -94,8 +104,9 @@ def zipf_bench(script: Path, args: argparse.Namespace) -> None:
     store_bytes = 0
     with children(script, args.baseline, options) as kids:
         *reference, current = kids
+        asks = [*((kid, "baseline") for kid in reference), *((current, case) for case in CASES)]
         for number in range(args.runs):
-            for kid, case in [*((kid, "baseline") for kid in reference), *((current, case) for case in CASES)]:
+            for kid, case in asks[number % len(asks) :] + asks[: number % len(asks)]:  # each run starts elsewhere
                 answer = kid.ask({"case": case, "run": number})
                 rates.setdefault(case, []).append(len(answer["seconds"]) / sum(answer["seconds"]))
                 if answer["hits"] + answer["misses"]:
