@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from baseline import children, percentile, serve, serve_tree, timed_batches
+from baseline import ROOT, children, percentile, serve, serve_tree, timed_batches
 
 TREE = serve_tree(sys.argv)
 
@@ -59,7 +59,8 @@ def child(data_set: str, limit: int, batch: int, profile: str | None) -> None:
     def thresholds(profile: str | None) -> Any:
         return load_thresholds(None, profile) if profile else load_thresholds()
 
-    for variant in {None, profile}:
+    # Only this tree is asked for another profile (a baseline's settings may not know the setting).
+    for variant in {None, profile if TREE == ROOT else None}:
         with tempfile.TemporaryDirectory(prefix="halluwatch-bench-") as scratch:  # the one-time model load, not timed
             suite_from_settings(settings(scratch, variant), thresholds(variant)).run(calls[:4])
 
