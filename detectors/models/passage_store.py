@@ -152,6 +152,7 @@ class PassageStore:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=NORMAL")  # a lost last write on power loss is a re-encode
             connection.executescript(_SCHEMA)
+            self._on_size(*connection.execute(_SIZE).fetchone())  # what a restarted worker finds
             self._connection = connection
             logger.info("passage store %s: up to %d MB, parts unread for %g h dropped",
                         self.path, self._max_bytes // 1_000_000, self._ttl_seconds / 3600)  # fmt: skip

@@ -68,6 +68,12 @@ class PipelineWorker:
         verdict = load_verdict_model(settings.detectors.verdict_model, profile)
         self.suite = suite_from_settings(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
+        embeddings = settings.detectors.embeddings
+        store = embeddings.passage_store
+        where = f"{store.path} (up to {store.max_megabytes} MB)" if store.enabled and store.path else "off"
+        logger.info(
+            "embedding profile %s: %s (%s); passage store %s", profile, embeddings.model, embeddings.precision, where
+        )
         logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
         if thresholds.inherited:
             logger.warning(

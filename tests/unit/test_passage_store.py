@@ -49,10 +49,12 @@ def test_reads_what_was_written_across_reopening(tmp_path: Path) -> None:
     parts = {b"a" * 20: tokens(1).to_bytes(), b"b" * 20: tokens(2).to_bytes()}
     first.write(parts)
     first.close()
-    second, reads, _ = store(tmp_path / "passages.sqlite")  # a restarted worker
+    second, reads, sizes_again = store(tmp_path / "passages.sqlite")  # a restarted worker
     assert second.read([b"a" * 20, b"c" * 20, b"b" * 20]) == parts
     assert reads == [(2, 1)]
-    assert sizes == [(sum(map(len, parts.values())), 2)]  # the first write trims and reports the size
+    size = sum(map(len, parts.values()))
+    assert sizes == [(0, 0), (size, 2)]  # on opening, then after the first write's trim
+    assert sizes_again == [(size, 2)]  # what the restarted worker found
 
 
 def test_parts_unread_past_the_ttl_are_not_served_and_are_trimmed(tmp_path: Path) -> None:
