@@ -24,7 +24,8 @@ the store, as after a worker's restart: nothing in memory).
 
     .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
                                         [--baseline 1a415df] [--without NAME] [--profile fast]
-    .venv/bin/python bench/detectors.py --zipf 1.1 [--calls 96] [--warm-up 192] [--runs 3] [--baseline REF]
+    .venv/bin/python bench/detectors.py --zipf 1.1 [--calls 96] [--warm-up 192] [--history 1000] [--runs 3]
+                                        [--baseline REF]
 """
 
 from __future__ import annotations
@@ -89,12 +90,13 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=96, help="--zipf: timed calls per run and case")
     parser.add_argument("--warm-up", type=int, default=192, help="--zipf: untimed calls before them")
     parser.add_argument("--seed", type=int, default=1, help="--zipf: the traffic's random seed")
+    parser.add_argument("--history", type=int, default=1000, help="--zipf: calls the store served before the runs")
     args = parser.parse_args()
     if args.zipf is not None:
         from zipf_traffic import zipf_bench, zipf_child
 
         if TREE is not None:
-            zipf_child(args.zipf, args.calls, args.warm_up, args.runs, args.seed, args.batch)
+            zipf_child(args.zipf, args.calls, args.warm_up, args.runs, args.seed, args.batch, args.history)
         else:
             zipf_bench(Path(__file__), args)
         return
