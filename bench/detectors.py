@@ -25,7 +25,7 @@ the store, as after a worker's restart: nothing in memory).
     .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
                                         [--baseline 1a415df] [--without NAME] [--profile fast]
     .venv/bin/python bench/detectors.py --zipf 1.1 [--calls 96] [--warm-up 192] [--history 1000] [--runs 3]
-                                        [--baseline REF]
+                                        [--prefill] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("--warm-up", type=int, default=192, help="--zipf: untimed calls before them")
     parser.add_argument("--seed", type=int, default=1, help="--zipf: the traffic's random seed")
     parser.add_argument("--history", type=int, default=1000, help="--zipf: calls the store served before the runs")
+    parser.add_argument("--prefill", action="store_true", help="--zipf: then every corpus part into the store")
     args = parser.parse_args()
     if args.zipf is not None:
         from zipf_traffic import zipf_bench, zipf_child
