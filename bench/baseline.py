@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -103,6 +104,17 @@ def children(script: Path, baseline: str | None, args: Sequence[str]) -> Iterato
         finally:
             for child in started:
                 child.close()
+
+
+def timed_batches(suite: Any, calls: Sequence[Any], batch: int) -> list[float]:
+    """Run ``calls`` through a detector suite in batches: each call's share of its batch's time, in seconds."""
+    seconds: list[float] = []
+    for i in range(0, len(calls), batch):
+        part = calls[i : i + batch]
+        started = time.perf_counter()
+        suite.run(part)
+        seconds += [(time.perf_counter() - started) / len(part)] * len(part)
+    return seconds
 
 
 def percentile(values: Sequence[float], share: float) -> float:

@@ -1,10 +1,11 @@
-"""Detection quality on the shared labelled sets: writes bench/QUALITY.md.
+"""Detection quality on the shared labelled sets, for each embedding profile: writes bench/QUALITY.md.
 
-Runs `halluwatch eval`'s code (the worker's detector suite, default settings) over every
-set in ../shared/data and reports, per set, each detector's AUROC and F1 and the
-combined verdict's precision/recall/F1/AUROC next to the all-positive baseline, and
+Runs `halluwatch eval`'s code (the worker's detector suite, default settings but the
+profile) over every set in ../shared/data and reports, per set, each detector's AUROC and F1
+and the combined verdict's precision/recall/F1/AUROC next to the all-positive baseline, and
 what alerting on any detector vs on the default alert rules would have done, and how well
-p_hallucination is calibrated.
+p_hallucination is calibrated.  It opens with the profiles side by side: every set's AUROC
+on all records and on the held-out documents, and the calibration error.
 
 The unsupported_spans detector's models were trained (``halluwatch train``) on 70 % of the
 source documents of RAGTruth, BEGIN, FaithDial and WiCE; the "held-out" columns score only the
@@ -17,13 +18,16 @@ FaithBench and HaluEval were never trained on.  The rest of the tuning is a few 
 detectors/data/thresholds.yaml).
 
     .venv/bin/python bench/quality.py [--data-dir ../shared/data] [--limit N] [--workers 2]
+                                      [--profiles accurate,fast]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -32,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from grounding import baseline as seed000_scores  # bench/grounding.py: seed 000's grounding, the reference
 from tqdm import tqdm
 
+from detectors.config import Profile
 from detectors.models.embeddings import Embedder
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.config.settings import load_settings
@@ -150,6 +155,23 @@ def reliability_rows(records: list[EvalRecord], outputs: list[EvalOutput]) -> li
     return [f"| {b.low:.1f}-{b.high:.1f} | {b.records} | {b.predicted:.3f} | {b.observed:.3f} |" for b in table]
 
 
+@dataclass
+class ProfileReport:
+    """One profile's tables, and the figures the side-by-side table takes from them."""
+
+    profile: str
+    seconds: float = 0.0
+    summary: list[str] = field(default_factory=list)
+    seed000: list[str] = field(default_factory=list)
+    detectors: list[str] = field(default_factory=list)
+    calibration: list[str] = field(default_factory=list)
+    reliability: list[str] = field(default_factory=list)
+    alerting: list[str] = field(default_factory=list)
+    verdict: list[str] = field(default_factory=list)  # out of fold and in sample, per set
+    # per set: AUROC all, AUROC held-out, ECE held-out
+    figures: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
+
+
 def _quality_row(name: str, side: str, q: Quality) -> str:
     return (
         f"| {name} | {side} | {q.records} | {_fmt(q.auroc)} | **{q.ece:.3f}** | {q.faithful} "
@@ -187,16 +209,11 @@ def verdict_quality_rows(
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    parser.add_argument("--limit", type=int, help="records per set (for a quick look; QUALITY.md wants all)")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
-    args = parser.parse_args()
+def profile_report(profile: Profile, args: argparse.Namespace) -> ProfileReport:
+    """Every set through the suite of ``profile``: its tables."""
     settings = load_settings()
-    summary_rows, detector_rows, alerting_rows, calibration_rows, seed_rows, seconds = [], [], [], [], [], 0.0
-    reliability: list[str] = []
+    settings.detectors.embeddings = settings.detectors.embeddings.for_profile(profile)
+    report = ProfileReport(profile)
     embedder = Embedder(settings.detectors.embeddings)
     by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]] = {}
     for name in DATASETS:
@@ -204,18 +221,148 @@ def main() -> None:
         records = list(read_records(path))[: args.limit]
         started = time.perf_counter()
         outputs = list(tqdm(evaluate(records, settings, workers=args.workers), total=len(records), desc=name))
-        seconds += time.perf_counter() - started
+        report.seconds += time.perf_counter() - started
         by_set[name] = (records, outputs)
         summary, rows = dataset_rows(name, records, outputs)
-        summary_rows.append(summary)
-        detector_rows.extend(rows)
-        alerting_rows.append(alerting_row(name, records, outputs))
-        calibration_rows.append(calibration_row(name, records, outputs))
+        report.summary.append(summary)
+        report.detectors.extend(rows)
+        report.alerting.append(alerting_row(name, records, outputs))
+        report.calibration.append(calibration_row(name, records, outputs))
+        report.figures[name] = headline(records, outputs)
         if name == "ragtruth":
-            reliability = reliability_rows(records, outputs)
-        seed_rows.append(seed000_row(name, records, embedder))
-        print(summary, flush=True)
-    verdict_lines = verdict_quality_rows(by_set, RouteTargets.from_settings(settings.alerting))
+            report.reliability = reliability_rows(records, outputs)
+        report.seed000.append(seed000_row(name, records, embedder))
+        print(profile, summary, flush=True)
+    report.verdict = verdict_quality_rows(by_set, RouteTargets.from_settings(settings.alerting))
+    return report
+
+
+def kept_report(profile: Profile, args: argparse.Namespace) -> ProfileReport:
+    """``profile``'s tables: from ``--keep``'s folder when there (one profile measured per run), else measured."""
+    kept = args.keep / f"{profile}.json" if args.keep else None
+    if kept is not None and kept.exists():
+        return ProfileReport(**json.loads(kept.read_text("utf-8")))
+    report = profile_report(profile, args)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(asdict(report)), "utf-8")
+    return report
+
+
+def headline(records: list[EvalRecord], outputs: list[EvalOutput]) -> tuple[float | None, float | None, float | None]:
+    """The verdict's AUROC on all records and on the held-out documents, and its held-out calibration error."""
+    actual = [bool(r.hallucinated) for r in records]
+    held = [i for i, r in enumerate(records) if held_out(r)]
+    held_p = [(outputs[i].p_hallucination, actual[i]) for i in held if outputs[i].p_hallucination is not None]
+    ece = expected_calibration_error([p for p, _ in held_p], [y for _, y in held_p]) if held_p else None
+    return (
+        auroc([o.score for o in outputs], actual),
+        auroc([outputs[i].score for i in held], [actual[i] for i in held]),
+        ece,
+    )
+
+
+def side_by_side(reports: list[ProfileReport]) -> list[str]:
+    """One row per set: each profile's AUROC (all, held-out) and held-out ECE; the held-out change from the first."""
+    first, *others = reports
+    head = [f"{r.profile}: AUROC | held-out | ECE held-out" for r in reports]
+    head += [f"held-out change, {r.profile}" for r in others]
+    lines = ["| set | " + " | ".join(head) + " |", "|---|" + "---|" * (3 * len(reports) + len(others))]
+    for name in DATASETS:
+        cells = [" | ".join(_fmt(v) for v in r.figures[name]) for r in reports]
+        deltas = [_delta(r.figures[name][1], first.figures[name][1]) for r in others]
+        lines.append(f"| {name} | " + " | ".join(cells + deltas) + " |")
+    return lines
+
+
+def _delta(value: float | None, reference: float | None) -> str:
+    return "-" if value is None or reference is None else f"{value - reference:+.3f}"
+
+
+def profile_sections(report: ProfileReport) -> list[str]:
+    """One profile's tables, under its heading."""
+    return [
+        f"## Profile `{report.profile}`",
+        "",
+        f"{report.seconds:.0f} s of scoring.",
+        "",
+        "| set | n | hallucinated | all-positive F1 | P | R | F1 | AUROC | AUROC held-out | span F1 "
+        "| span F1 held-out |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *report.summary,
+        "",
+        "Reference: seed 000's grounding on the same runtime (each answer sentence of 4+ words against",
+        "each whole source, one embedding per text, score 1 - the lowest sentence's best cosine).",
+        "",
+        "| set | scored | AUROC | AUROC held-out |",
+        "|---|---|---|---|",
+        *report.seed000,
+        "",
+        f"### `{report.profile}`: the verdict out of fold and in sample",
+        "",
+        "p_hallucination and the default alert rules on each set. Out of fold: every record of the",
+        "sets the verdict is trained on scored by the verdict, calibration and route minimums that",
+        "`halluwatch train` fits, fitted without the record's document fold (five folds by source",
+        "document); also on the 30 % of documents the unsupported_spans models never saw either.",
+        "In sample: the shipped model and minimums, which saw every record of those sets.",
+        "FaithBench and HaluEval were never trained on. Alerted and paged: shares of the faithful",
+        "records (targets: all alerts 3 %, pages 1 %); recall: share of the hallucinated alerted.",
+        "",
+        "| set | scored by | n | AUROC | ECE | faithful | alerted | paged | recall |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *report.verdict,
+        "",
+        f"### `{report.profile}`: per detector (AUROC over the records the detector scored; "
+        "F1 of its own flag over all)",
+        "",
+        "| set | detector | scored | AUROC | AUROC held-out | F1 |",
+        "|---|---|---|---|---|---|",
+        *report.detectors,
+        "",
+        f"### `{report.profile}`: calibration of p_hallucination",
+        "",
+        "Expected calibration error (10 equal-width bins), mean predicted probability and observed share",
+        "of hallucinated records, on each side of the split. The verdict is calibrated on RAGTruth's",
+        "training documents (real answers to retrieval prompts); the other sets are built to be mostly",
+        "hallucinated, so their observed share sits far above what the same scores mean on RAGTruth.",
+        "",
+        "| set | ECE train | mean p | observed | ECE held-out | mean p | observed |",
+        "|---|---|---|---|---|---|---|",
+        *report.calibration,
+        "",
+        "RAGTruth, held-out documents: predicted against observed per bin.",
+        "",
+        "| p_hallucination | records | mean predicted | observed |",
+        "|---|---|---|---|",
+        *report.reliability,
+        "",
+        f"### `{report.profile}`: alerting, any detector vs the default alert rules",
+        "",
+        "False alarms are alerts on faithful records, as a share of the faithful records. The alert",
+        "rules are the defaults: two independent detectors agree, and (except where a fact decides) the",
+        "call's p_hallucination reaches its route's minimum. Per route, the false-alarm share of that",
+        "route alone.",
+        "",
+        "| set | train: faithful | any detector: false alarms | alerts | P | R | false alarms | by route "
+        "| held-out: faithful | any detector: false alarms | alerts | P | R | false alarms | by route |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *report.alerting,
+        "",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--limit", type=int, help="records per set (for a quick look; QUALITY.md wants all)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--profiles", default="accurate,fast", help="embedding profiles, comma-separated")
+    parser.add_argument("--output", type=Path, default=Path(__file__).with_name("QUALITY.md"))
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="keep each profile's tables in DIR/<profile>.json; reuse those there"
+    )
+    args = parser.parse_args()
+    reports = [kept_report(profile, args) for profile in args.profiles.split(",")]  # type: ignore[arg-type]
     # bench/recalibration.py's section, at the end, stays as it was.
     kept = args.output.read_text().partition(RECALIBRATION)[2] if args.output.exists() else ""
     args.output.write_text(
@@ -224,73 +371,21 @@ def main() -> None:
                 "# Detection quality",
                 "",
                 f"Generated {date.today()} by `.venv/bin/python bench/quality.py` with the default settings "
-                f"(built-in thresholds), {seconds:.0f} s of scoring on this 2-core machine. All shared records,",
-                "and (held-out) the 30 % of source documents `halluwatch train` left out; the maintainers keep",
-                "another ~30 % of each set for blind evaluation.",
+                "(each profile's built-in models and thresholds), on this 2-core machine. All shared records,",
+                "and (held-out) the 30 % of source documents `halluwatch train` left out, which no learned model",
+                "saw (the out-of-fold side of its split); the maintainers keep another ~30 % of each set for",
+                "blind evaluation.",
                 "",
-                "| set | n | hallucinated | all-positive F1 | P | R | F1 | AUROC | AUROC held-out | span F1 "
-                "| span F1 held-out |",
-                "|---|---|---|---|---|---|---|---|---|---|---|",
-                *summary_rows,
+                "## The embedding profiles side by side",
+                "",
+                "The combined verdict's AUROC on all records and on the held-out documents, and the expected",
+                "calibration error of p_hallucination on the held-out documents (10 equal-width bins).",
+                "",
+                *side_by_side(reports),
                 "",
                 ANCHORS,
                 "",
-                "Reference: seed 000's grounding on the same runtime (each answer sentence of 4+ words against",
-                "each whole source, one embedding per text, score 1 - the lowest sentence's best cosine).",
-                "",
-                "| set | scored | AUROC | AUROC held-out |",
-                "|---|---|---|---|",
-                *seed_rows,
-                "",
-                "## The verdict out of fold and in sample",
-                "",
-                "p_hallucination and the default alert rules on each set. Out of fold: every record of the",
-                "sets the verdict is trained on scored by the verdict, calibration and route minimums that",
-                "`halluwatch train` fits, fitted without the record's document fold (five folds by source",
-                "document); also on the 30 % of documents the unsupported_spans models never saw either.",
-                "In sample: the shipped model and minimums, which saw every record of those sets.",
-                "FaithBench and HaluEval were never trained on. Alerted and paged: shares of the faithful",
-                "records (targets: all alerts 3 %, pages 1 %); recall: share of the hallucinated alerted.",
-                "",
-                "| set | scored by | n | AUROC | ECE | faithful | alerted | paged | recall |",
-                "|---|---|---|---|---|---|---|---|---|",
-                *verdict_lines,
-                "",
-                "## Per detector (AUROC over the records the detector scored; F1 of its own flag over all)",
-                "",
-                "| set | detector | scored | AUROC | AUROC held-out | F1 |",
-                "|---|---|---|---|---|---|",
-                *detector_rows,
-                "",
-                "## Calibration of p_hallucination",
-                "",
-                "Expected calibration error (10 equal-width bins), mean predicted probability and observed share",
-                "of hallucinated records, on each side of the split. The verdict is calibrated on RAGTruth's",
-                "training documents (real answers to retrieval prompts); the other sets are built to be mostly",
-                "hallucinated, so their observed share sits far above what the same scores mean on RAGTruth.",
-                "",
-                "| set | ECE train | mean p | observed | ECE held-out | mean p | observed |",
-                "|---|---|---|---|---|---|---|",
-                *calibration_rows,
-                "",
-                "RAGTruth, held-out documents: predicted against observed per bin.",
-                "",
-                "| p_hallucination | records | mean predicted | observed |",
-                "|---|---|---|---|",
-                *reliability,
-                "",
-                "## Alerting: any detector vs the default alert rules",
-                "",
-                "False alarms are alerts on faithful records, as a share of the faithful records. The alert",
-                "rules are the defaults: two independent detectors agree, and (except where a fact decides) the",
-                "call's p_hallucination reaches its route's minimum. Per route, the false-alarm share of that",
-                "route alone.",
-                "",
-                "| set | train: faithful | any detector: false alarms | alerts | P | R | false alarms | by route "
-                "| held-out: faithful | any detector: false alarms | alerts | P | R | false alarms | by route |",
-                "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-                *alerting_rows,
-                "",
+                *(line for report in reports for line in profile_sections(report)),
                 *([RECALIBRATION + kept.rstrip("\n"), ""] if kept else []),
             ]
         )

@@ -14,6 +14,7 @@ from detectors.base import Detector, SampledDetector
 from detectors.config import ModelBaseline
 from detectors.models.chat import ChatModel
 from detectors.models.embeddings import Embedder, Vectors
+from detectors.models.passage_store import PassageStore
 from detectors.registry import DETECTORS
 from detectors.settings import DetectorSettings
 from detectors.spec import DetectorSpec, Ingredients
@@ -26,13 +27,15 @@ def build_suite(
     thresholds: Thresholds,
     baselines: Mapping[str, ModelBaseline],
     on_timing: TimingObserver | None = None,
+    passage_store: PassageStore | None = None,
 ) -> DetectorSuite:
     """The span-level detectors the settings turn on.
 
     ``baselines`` are the confidence detector's from a baselines file; those written in
-    ``config`` win.
+    ``config`` win.  ``passage_store``: where the embedder keeps source parts across restarts.
     """
-    embedder = Embedder(config.embeddings)  # one model and one source cache for both embedding detectors
+    # One model and one source cache for both embedding detectors.
+    embedder = Embedder(config.embeddings, passage_store)
     built: dict[str, list[Detector]] = {"structural": [], "gate": [], "content": []}
     for spec in DETECTORS:
         if spec.kind in built:

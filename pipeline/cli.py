@@ -13,10 +13,11 @@ import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
+from detectors.config import Profile
 from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS, SilenceInputError
 from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
 from pipeline.config.logs import configure_logging
@@ -103,12 +104,13 @@ def worker(config_path: Path | None) -> None:
     llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
+    from detectors.models.learned import ProfileMismatch
     from pipeline.stream.dropped_records import FaustInternalsChanged
     from pipeline.worker.runner import run_worker
 
     try:
         run_worker(_settings(config_path))
-    except FaustInternalsChanged as exc:  # an upgraded faust: what to install is the whole story
+    except (FaustInternalsChanged, ProfileMismatch) as exc:  # what to install or configure is the whole story
         raise click.ClickException(str(exc)) from exc
 
 
@@ -340,7 +342,7 @@ def calibrate(
         raise click.UsageError("give --output DIR and exactly one of INPUT.jsonl or --from-clickhouse")
     settings = _settings(config_path)
     labelled = _labelled_scores(settings, input_path, since, workers)
-    current = load_thresholds(settings.thresholds_file)
+    current = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
     rule = AgreementRule.from_settings(settings.alerting, PolicyBook(settings, current))
     try:
         result = calibrate(
@@ -355,7 +357,7 @@ def calibrate(
     groups = calibrate_policies(labelled, result, rule, shrinkage, targets, maps)
     writable_dir(output_dir, "calibration output")
     path = output_dir / "thresholds.yaml"
-    models = {"embeddings": settings.detectors.embeddings.model}
+    models = {"embeddings": settings.detectors.embeddings.model, "profile": settings.detectors.embeddings.profile}
     version = write_thresholds(result, path, models=models, policies=policies_document(groups))
     pictures = write_plots(result, output_dir)
     click.echo(f"thresholds {version} from {len(labelled)} labelled records written to {path}")
@@ -431,17 +433,22 @@ def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> N
               help="For unsupported_spans.json and verdict.json (detectors/data: the built-in ones).")  # fmt: skip
 @click.option("--limit", type=click.IntRange(min=1), help="Read only the first N records of each set (a quick try).")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True, help="Processes for the verdict.")
-def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int | None, workers: int) -> None:
+@click.option("--profile", type=click.Choice(get_args(Profile)),
+              help="The embedding profile to train for (default: detectors.embeddings.profile).")  # fmt: skip
+def train(
+    config_path: Path | None, data_dir: Path, output_dir: Path, limit: int | None, workers: int, profile: Profile | None
+) -> None:
     """Learn the unsupported_spans detector's models and eval's verdict model; write them as reviewable JSON.
 
     Trains only on sets whose licence allows shipping what is learned: RAGTruth spans for the
     word model; RAGTruth, BEGIN, FaithDial and WiCE labels for the call model; those and
     SummEdits for the verdict over every detector. The word and call models hold out 30 % of the
     source documents; the verdict, its calibration and the route minimums are cross-fitted over
-    five document folds. Each file records the data's SHA-256, the seeds and the metrics of both
-    sides (held out or out of fold, and in sample). Point
+    five document folds. Each file records the data's SHA-256, the seeds, the metrics of both
+    sides (held out or out of fold, and in sample) and the embedding profile whose features it
+    learned (a worker of another profile refuses it). Point
     detectors.unsupported_spans.model_path and detectors.verdict_model at the files, or rebuild
-    the built-in ones with --output-dir detectors/data.
+    the built-in ones with --output-dir detectors/data (--profile fast: detectors/data/fast).
     """
     import itertools
 
@@ -459,6 +466,9 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
 
     settings = _settings(config_path)
     detectors = settings.detectors
+    if profile is not None:
+        detectors.embeddings = detectors.embeddings.for_profile(profile)
+    trained_for = {"profile": detectors.embeddings.profile}
     try:
         files = training.data_files(data_dir, training.VERDICT_SETS)
     except FileNotFoundError as exc:
@@ -473,11 +483,11 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
     )
     rows = training.extract(detector, support_files, limit, lambda r, total: tqdm(r, total=total, unit="rec"))
     try:
-        report = training.train(rows, training.describe_data(support_files, rows))
+        report = training.train(rows, training.describe_data(support_files, rows), detectors.embeddings.profile)
     except training.TrainingDataError as exc:
         raise click.ClickException(str(exc)) from exc
     support_path = output_dir / "unsupported_spans.json"
-    _write_json(support_path, report.to_dict())
+    _write_json(support_path, {**report.to_dict(), **trained_for})
     click.echo(f"unsupported_spans model {report.model.version} written to {support_path}")
     _echo_metrics(report.metrics)
 
@@ -490,7 +500,7 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
         for name in files
     )
     outputs = list(tqdm(scoring, total=len(records), unit="rec"))  # records are grouped by set, in file order
-    thresholds = load_thresholds(settings.thresholds_file)
+    thresholds = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
     try:
         verdict = training.train_verdict(
             records, outputs, thresholds.by_detector, RouteTargets.from_settings(settings.alerting)
@@ -499,7 +509,7 @@ def train(config_path: Path | None, data_dir: Path, output_dir: Path, limit: int
         raise click.ClickException(str(exc)) from exc
     data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
     verdict_path = output_dir / "verdict.json"
-    _write_json(verdict_path, training.verdict_file(verdict, data))
+    _write_json(verdict_path, {**training.verdict_file(verdict, data), **trained_for})
     click.echo(f"verdict model {verdict.verdict.version} written to {verdict_path}")
     _echo_metrics(verdict.metrics)
     click.echo("alert_probability (copy into your thresholds file; the built-in one carries the built-in model's):")
@@ -540,7 +550,7 @@ def _labelled_scores(
 
     records = list(read_records(input_path))
     outputs = list(tqdm(evaluate(records, settings, workers=workers), total=len(records), unit="rec"))
-    policies = PolicyBook(settings, load_thresholds(settings.thresholds_file))
+    policies = PolicyBook(settings, load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile))
     return labelled_from_eval(records, outputs, lambda record: policies.for_call(record_to_call(record)).name)
 
 

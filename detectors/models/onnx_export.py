@@ -55,6 +55,14 @@ def _atomic_path(target: Path) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
+def save(model: onnx.ModelProto, target: Path) -> None:
+    """``model`` written to ``target``, which never holds half a file."""
+    import onnx
+
+    with _atomic_path(target) as temporary:
+        onnx.save(model, temporary)
+
+
 def _export_fp32(model_dir: Path, target: Path, tokenizer_target: Path) -> None:
     """Export the transformer's token embeddings to ONNX and save its fast tokenizer beside it."""
     # A guard for the libraries, set before they are imported: the export reads a local

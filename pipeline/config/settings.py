@@ -224,7 +224,10 @@ class Settings(BaseSettings):
     def _model_cache_reaches_embeddings(self) -> Settings:
         embeddings = self.detectors.embeddings
         if "cache_dir" not in embeddings.model_fields_set:
-            self.detectors.embeddings = embeddings.model_copy(update={"cache_dir": self.model_cache})
+            self.detectors.embeddings = embeddings = embeddings.model_copy(update={"cache_dir": self.model_cache})
+        if embeddings.passage_store.path is None:
+            store = embeddings.passage_store.model_copy(update={"path": self.data_dir / "passages.sqlite"})
+            self.detectors.embeddings = embeddings.model_copy(update={"passage_store": store})
         return self
 
     @model_validator(mode="after")

@@ -188,9 +188,15 @@ _process_agreement: AgreementRule | None = None
 
 def _init_process(settings: Settings, learned_verdict: bool) -> None:
     global _process_suite, _process_verdict, _process_agreement
-    thresholds = load_thresholds(settings.thresholds_file)
-    _process_suite = suite_from_settings(settings, thresholds)
-    _process_verdict = load_verdict_model(settings.detectors.verdict_model) if learned_verdict else None
+    thresholds = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
+    # Without the passage store: offline scores must not depend on what earlier runs left there (a
+    # part encoded in another batch differs in its last bits: int8 activations are scaled per batch).
+    _process_suite = suite_from_settings(settings, thresholds, passage_store=False)
+    _process_verdict = (
+        load_verdict_model(settings.detectors.verdict_model, settings.detectors.embeddings.profile)
+        if learned_verdict
+        else None
+    )
     _process_agreement = AgreementRule.from_settings(settings.alerting, PolicyBook(settings, thresholds))
 
 

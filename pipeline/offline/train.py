@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from detectors.base import VERDICT_DETECTORS
+from detectors.config import DEFAULT_PROFILE, Profile
 from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, binned_design
 from detectors.support_features import (
     CALL_FEATURES,
@@ -204,8 +205,11 @@ def span_f1(rows: Sequence[RecordFeatures], model: SupportModel) -> float:
     return span_overlap(predicted, [r.record.spans for r in with_spans]).f1
 
 
-def train(rows: Sequence[RecordFeatures], data: dict[str, Any]) -> TrainingReport:
-    """Fit the word models, then the call model, on the training side; measure them on both sides."""
+def train(rows: Sequence[RecordFeatures], data: dict[str, Any], profile: Profile = DEFAULT_PROFILE) -> TrainingReport:
+    """Fit the word models, then the call model, on the training side; measure them on both sides.
+
+    ``profile``: the embedding profile whose features ``rows`` hold, part of the model's version.
+    """
     train_rows = [r for r in rows if not r.held_out]
     word_models: dict[SupportKind, BinnedLogistic] = {}
     thresholds: dict[SupportKind, float] = {}
@@ -216,7 +220,9 @@ def train(rows: Sequence[RecordFeatures], data: dict[str, Any]) -> TrainingRepor
         word_models[kind] = train_word_model(span_rows)
         thresholds[kind] = _best_span_threshold(span_rows, word_models[kind])
     # Named after what made it (data and features), so a rebuild from the same data is the same file.
-    recipe = json.dumps([data, WORD_FEATURES, CALL_FEATURES, SUPPORT_KINDS, SEED], sort_keys=True).encode()
+    # Another profile's features make another model (the default's keeps the versions it had before profiles).
+    encoder = [] if profile == DEFAULT_PROFILE else [profile]
+    recipe = json.dumps([data, WORD_FEATURES, CALL_FEATURES, SUPPORT_KINDS, SEED, *encoder], sort_keys=True).encode()
     version = f"2-{hashlib.sha256(recipe).hexdigest()[:12]}"
     model = SupportModel(version, word_models, train_call_model(train_rows, word_models), thresholds)
     return TrainingReport(model, measure(rows, model), data)

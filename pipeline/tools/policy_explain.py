@@ -15,7 +15,7 @@ def explain(
     settings: Settings, service: str, operation: str = "", model: str = "", attributes: Mapping[str, str] | None = None
 ) -> list[str]:
     """Lines describing the policy a call with this identity gets, each value with its origin."""
-    book = PolicyBook(settings, load_thresholds(settings.thresholds_file))
+    book = PolicyBook(settings, load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile))
     policy = book.for_identity(call_identity(service, operation, model, attributes or {}))
     matched = settings.policies.get(policy.name)
     header = f"policy: {policy.name}" + (

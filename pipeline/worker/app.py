@@ -65,9 +65,18 @@ class PipelineWorker:
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         check_faust_internals()  # before models load or ClickHouse is reached: a faust upgrade fails at once
         self.settings = settings
-        self.thresholds = thresholds = load_thresholds(settings.thresholds_file)
+        profile = settings.detectors.embeddings.profile
+        self.thresholds = thresholds = load_thresholds(settings.thresholds_file, profile)
+        # Before the models load: a verdict model trained for another profile refuses the start at once.
+        verdict = load_verdict_model(settings.detectors.verdict_model, profile)
         self.suite = suite_from_settings(settings, thresholds)
         self.suite.start()  # model export/load now, before the group join, not in the first batch
+        embeddings = settings.detectors.embeddings
+        store = embeddings.passage_store
+        where = f"{store.path} (up to {store.max_megabytes} MB)" if store.enabled and store.path else "off"
+        logger.info(
+            "embedding profile %s: %s (%s); passage store %s", profile, embeddings.model, embeddings.precision, where
+        )
         logger.info("thresholds %s; detectors: %s", thresholds.version, ", ".join(d.name for d in self.suite.detectors))
         if thresholds.inherited:
             logger.warning(
@@ -76,7 +85,6 @@ class PipelineWorker:
                 ", ".join(thresholds.inherited),
             )
         self.policies = PolicyBook(settings, thresholds)
-        verdict = load_verdict_model(settings.detectors.verdict_model)
         logger.info("verdict model %s: p_hallucination for every call a detector it weighs checked", verdict.version)
         if settings.policies:
             logger.info("application policies: %s", "; ".join(

@@ -54,14 +54,14 @@ def process_and_store(
 ) -> None:
     """What ``run`` makes of the worker's processor under ``settings``, stored as the worker and router store it."""
     migrate(client, database)
-    thresholds = load_thresholds(settings.thresholds_file)
+    thresholds = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
     book = PolicyBook(settings, thresholds)
     suite = suite_from_settings(settings, thresholds)
     suite.start()
     try:
         processor = SpanBatchProcessor(
             suite, thresholds.version, None, settings.max_message_bytes, settings.content_limits(), book,
-            load_verdict_model(settings.detectors.verdict_model),
+            load_verdict_model(settings.detectors.verdict_model, settings.detectors.embeddings.profile),
         )  # fmt: skip
         result = run(processor)
     finally:
