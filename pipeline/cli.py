@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import json
 import logging
+import os
 import shlex
 import sys
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS, SilenceInput
 from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
-from pipeline.config.settings import ConfigError, Settings, load_settings
+from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
@@ -1052,6 +1053,13 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
     from pipeline.tools.demo import run_demo
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # The demo runs on embedded defaults: a shell configured for a real deployment (a broker, a
+    # ClickHouse DSN, a data directory) must not receive the example traces or its tables.
+    ignored = sorted(name for name in os.environ if name.startswith(ENV_PREFIX) and name != MODEL_CACHE_ENV)
+    for name in ignored:
+        del os.environ[name]
+    if ignored:
+        click.echo(f"halluwatch demo runs on embedded defaults: ignoring {', '.join(ignored)}", err=True)
     outcome = run_demo(data_dir, timeout_seconds)
     click.echo(outcome.summary)
     if not outcome.complete:

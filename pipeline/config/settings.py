@@ -43,6 +43,8 @@ from pipeline.config.ui import UISettings
 from pipeline.config.watchdog_timing import check_commit_interval
 
 DEFAULT_DATA_DIR = Path(".halluwatch")
+ENV_PREFIX = "HALLUWATCH_"
+MODEL_CACHE_ENV = "HALLUWATCH_MODEL_CACHE"  # where models are kept: harmless to share with any run
 DATA_DIR_ENV = "HALLUWATCH_DATA_DIR"
 # Read when no config file is named: a data directory that brings its settings (the demo's) is used as it is.
 DATA_DIR_SETTINGS = "settings.yaml"
@@ -63,7 +65,7 @@ class Settings(BaseSettings):
     """Everything a halluwatch process needs to know."""
 
     model_config = SettingsConfigDict(
-        env_prefix="HALLUWATCH_", env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid"
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid"
     )
 
     # Where relative paths (embedded ClickHouse, worker state) live.

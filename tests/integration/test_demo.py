@@ -25,11 +25,15 @@ def agreeing(alert_line: str) -> set[str]:
 
 
 def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
+    # A shell configured for a real deployment: the demo must send it nothing and store nothing there.
+    deployment = {"HALLUWATCH_KAFKA_BOOTSTRAP": "127.0.0.1:1", "HALLUWATCH_DATA_DIR": str(tmp_path / "production")}
     completed = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", "demo", "--data-dir", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=240, env={**os.environ, **deployment},
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "ignoring HALLUWATCH_DATA_DIR, HALLUWATCH_KAFKA_BOOTSTRAP" in completed.stderr
+    assert not (tmp_path / "production").exists()
     out = completed.stdout
     expected_flags = sum(1 for example in EXAMPLES if example.schema_violation)
     flagged_lines = (
