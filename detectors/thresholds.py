@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from detectors.config import DEFAULT_PROFILE, Profile
-from detectors.models.learned import built_in_path, check_profile
+from detectors.profiles import built_in_path, check_profile
 from detectors.registry import DETECTORS
 
 BUILTIN_THRESHOLDS = "thresholds.yaml"

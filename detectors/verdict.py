@@ -27,7 +27,8 @@ import numpy as np
 
 from detectors.base import VERDICT_DETECTORS, DetectorResult, DetectorStatus
 from detectors.config import DEFAULT_PROFILE, Profile
-from detectors.models.learned import Matrix, ProfileMismatch, ScaledLogistic, built_in_path, read_model_file, sigmoid
+from detectors.models.learned import Matrix, ScaledLogistic, read_model_file, sigmoid
+from detectors.profiles import ProfileMismatch, built_in_path
 from detectors.registry import FACT_DETECTORS
 
 NOT_HALLUCINATION_EVIDENCE = frozenset({"sentinel", "coverage"})

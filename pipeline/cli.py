@@ -105,7 +105,7 @@ def worker(config_path: Path | None) -> None:
     llm_calls and findings, and the topics halluwatch.findings (key = trace id) and
     halluwatch.dlq (undecodable input, with the reason in headers).
     """
-    from detectors.models.learned import ProfileMismatch
+    from detectors.profiles import ProfileMismatch
     from pipeline.stream.dropped_records import FaustInternalsChanged
     from pipeline.worker.runner import run_worker
 

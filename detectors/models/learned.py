@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from detectors.config import DEFAULT_PROFILE, Profile
+from detectors.profiles import built_in_path, check_profile
 
 Matrix = npt.NDArray[np.float64]
 
@@ -122,10 +123,6 @@ class ScaledLogistic:
         return model
 
 
-class ProfileMismatch(ValueError):
-    """A learned model or thresholds file was made for another embedding profile; the message names both."""
-
-
 def read_model_file(path: Path | None, built_in: str, profile: Profile = DEFAULT_PROFILE) -> dict[str, Any]:
     """A model file's JSON: the file at ``path``, or ``profile``'s built-in ``detectors/data/[<profile>/]<built_in>``.
 
@@ -142,21 +139,6 @@ def read_model_file(path: Path | None, built_in: str, profile: Profile = DEFAULT
         raise ValueError("not a JSON object")
     check_profile(data.get("profile"), profile, str(where))
     return data
-
-
-def built_in_path(profile: Profile, name: str) -> str:
-    """Where ``profile``'s built-in file ``name`` is, under ``detectors/data``: the default's at the top."""
-    return name if profile == DEFAULT_PROFILE else f"{profile}/{name}"
-
-
-def check_profile(trained_for: object, profile: Profile, where: str) -> None:
-    """:class:`ProfileMismatch` unless the file ``where``, made for ``trained_for`` (None: accurate), fits."""
-    made_for = trained_for or DEFAULT_PROFILE
-    if made_for != profile:
-        raise ProfileMismatch(
-            f"{where} was trained for detectors.embeddings.profile {made_for!r}, not {profile!r}: its numbers "
-            f"come from another encoder's features (use that profile, or `halluwatch train --profile {profile}`)"
-        )
 
 
 def binned_design(x: Matrix, edges: Sequence[tuple[float, ...] | None]) -> Matrix:

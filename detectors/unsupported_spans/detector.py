@@ -37,14 +37,8 @@ from detectors.config import DEFAULT_PROFILE, Profile, ReadingConfig
 from detectors.contradiction.detector import index_values, stated_values
 from detectors.llm_call import LLMCall
 from detectors.models.embeddings import Embedder, TokenVectors
-from detectors.models.learned import (
-    BinnedLogistic,
-    Matrix,
-    ProfileMismatch,
-    ScaledLogistic,
-    built_in_path,
-    read_model_file,
-)
+from detectors.models.learned import BinnedLogistic, Matrix, ScaledLogistic, read_model_file
+from detectors.profiles import ProfileMismatch, built_in_path
 from detectors.spec import Ingredients, required
 from detectors.support_features import (
     CALL_FEATURES,

@@ -186,7 +186,7 @@ def test_train_writes_both_models_reproducibly(tmp_path: Path):
         done = halluwatch("train", "--data", str(tmp_path / "data"), "--output-dir", str(tmp_path / out),
                           "--workers", "1")  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "verdict model 2-" in done.stdout and "alert_probability:" in done.stdout
+        assert "verdict model 3-" in done.stdout and "alert_probability:" in done.stdout
         runs.append({f: (tmp_path / out / f).read_text() for f in ("unsupported_spans.json", "verdict.json")})
     assert runs[0] == runs[1]  # same data, same files
     support = json.loads(runs[0]["unsupported_spans.json"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,9 +36,10 @@ def rag_trace(name: str) -> tuple[str, ReadableSpan, ReadableSpan, ReadableSpan]
     provider = TracerProvider(resource=Resource.create({"service.name": f"rag-{name}"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("app")
-    with tracer.start_as_current_span(f"POST /ask/{name}", start_time=0) as root:
+    now = time.time_ns()  # a request of today: the tables' retention drops rows stamped long ago
+    with tracer.start_as_current_span(f"POST /ask/{name}", start_time=now) as root:
         retrieval = {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": json.dumps(DOCUMENTS)}
-        tracer.start_span("retrieval hours", start_time=10 * MS, attributes=retrieval).end(end_time=40 * MS)
+        tracer.start_span("retrieval hours", start_time=now + 10 * MS, attributes=retrieval).end(end_time=now + 40 * MS)
         chat = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": "gpt-4o-mini",
@@ -54,7 +56,7 @@ def rag_trace(name: str) -> tuple[str, ReadableSpan, ReadableSpan, ReadableSpan]
                 ]
             ),
         }
-        tracer.start_span("chat gpt-4o-mini", start_time=50 * MS, attributes=chat).end(end_time=400 * MS)
+        tracer.start_span("chat gpt-4o-mini", start_time=now + 50 * MS, attributes=chat).end(end_time=now + 400 * MS)
         trace_id = format(root.get_span_context().trace_id, "032x")
     retriever, llm, root_span = exporter.get_finished_spans()
     return trace_id, retriever, llm, root_span

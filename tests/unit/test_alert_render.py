@@ -116,7 +116,7 @@ def make_alert(*detectors: DetectorEvidence, trace_id: str = "4bf92f3577b34da6a3
         model="gpt-4o-mini",
         operation="chat",
         detectors=detectors or (GROUNDING, SCHEMA),
-        created_at=datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+        created_at=datetime.now(UTC).replace(microsecond=0),  # recent: the alerts table keeps retention.days
     )
 
 

@@ -103,7 +103,9 @@ def test_duplicates_and_empty_input(int8: Embedder) -> None:
 def test_export_leaves_only_finished_files(int8: Embedder, fp32: Embedder) -> None:
     folders = [sorted(p.name for p in f.iterdir()) for f in int8.config.cache_dir.iterdir() if f.is_dir()]
     # The default model: converted from its package at int8 (the tokenizer is packaged), exported at fp32.
-    assert sorted(folders) == [["model.fp32.onnx", "tokenizer.json"], ["model.int8.onnx"]]
+    assert ["model.fp32.onnx", "tokenizer.json"] in folders and ["model.int8.onnx"] in folders
+    # Every model the session's tests loaded (the fast profile's too): finished files only, no temporaries.
+    assert all(set(folder) <= {"model.fp32.onnx", "model.int8.onnx", "tokenizer.json"} for folder in folders)
 
 
 def test_unsupported_pooling_is_named(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from detectors.config import DEFAULT_EMBEDDING_MODEL, FAST_EMBEDDING_MODEL, EmbeddingConfig
 from detectors.models.embeddings import Embedder
-from detectors.models.learned import ProfileMismatch
+from detectors.profiles import ProfileMismatch
 from detectors.thresholds import load_thresholds
 from detectors.unsupported_spans.detector import load_support_model
 from detectors.verdict import load_verdict_model
