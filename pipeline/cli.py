@@ -555,7 +555,7 @@ def _labelled_scores(
     return labelled_from_eval(records, outputs, lambda record: policies.for_call(record_to_call(record)).name)
 
 
-@main.group()
+@main.group(cls=_Commands)
 def label() -> None:
     """Labelling helpers: export findings for people to label, import their labels."""
 
@@ -652,7 +652,7 @@ def erase(
         click.echo(f"  {table:<13} {rows} row(s) removed")
 
 
-@main.group()
+@main.group(cls=_Commands)
 def silence() -> None:
     """Silences: alerts matching a selector are recorded but not sent, for a while (docs/operations.md, Silences)."""
 
@@ -809,7 +809,7 @@ def conventions(config_path: Path | None, since: str) -> None:
     click.echo(summary(gaps)[1])
 
 
-@main.group()
+@main.group(cls=_Commands)
 def policy() -> None:
     """Per-application policies: which one a call gets, and what it sets."""
 
