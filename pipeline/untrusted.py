@@ -62,17 +62,20 @@ def _finite_float(text: str) -> float:
 
 
 def check_json(document: Any) -> None:
-    r"""Raise :class:`MalformedRecord` unless ``document`` nests within :data:`MAX_NESTING` and its strings encode.
+    r"""Raise :class:`MalformedRecord` unless ``document`` nests within limits, with encodable text, finite numbers.
 
     Iterative, so no input makes it recurse; a string with a lone surrogate (``"\ud800"``) is
-    valid JSON but not text any sink can write.
+    valid JSON but not text any sink can write.  Also for values built in Python (evidence,
+    attributes), whose floats may be NaN and whose sequences may be tuples.
     """
     pending: list[tuple[Any, int]] = [(document, 0)]
     while pending:
         value, depth = pending.pop()
         if isinstance(value, str):
             _check_text(value)
-        elif isinstance(value, dict | list):
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise MalformedRecord("a number out of range")
+        elif isinstance(value, dict | list | tuple):
             if depth >= MAX_NESTING:
                 raise MalformedRecord(f"JSON nested deeper than {MAX_NESTING} levels")
             items = value.items() if isinstance(value, dict) else enumerate(value)
@@ -231,15 +234,6 @@ def _json_problem(value: Any) -> str:
         check_json(value)
     except MalformedRecord as exc:
         return str(exc)
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return "a number out of range"
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, list | tuple):
-            pending.extend(item)
     return ""
 
 

@@ -68,8 +68,11 @@ def join_offer(key: bytes | None, value: bytes) -> JoinOffer:
     if not isinstance(document, dict):
         raise MalformedRecord(f"not {WHAT}: a {type(document).__name__}, not an object")
     if "span" in document:
-        call = call_from_record(document["span"])
-        return decoded(lambda: SpanOffer(call, document.get("awaits_facts", False)), WHAT)
+        call = call_from_record(document["span"])  # checked whole already: only the flag is left to check
+        awaits_facts = document.get("awaits_facts", False)
+        if not isinstance(awaits_facts, bool):
+            raise MalformedRecord(f"not {WHAT}: awaits_facts is a {type(awaits_facts).__name__}")
+        return SpanOffer(call, awaits_facts)
     if not key:
         raise MalformedRecord(f"not {WHAT}: records or facts without a trace id key")
     trace_id = valid_trace_id(decoded(key.decode, "a trace id key"))
