@@ -8,7 +8,10 @@ nothing, and a rule fires at most once per trace, so redelivered findings never 
 second alert.  The worker keeps these states in a changelog-backed faust table.
 
 Each trace is judged by the rules of its application's policy, named on its findings by
-the spans stage; the policy also re-points the routes those rules name.
+the spans stage; the policy also re-points the routes those rules name.  Where the
+application has an applied map of ``p_hallucination`` (fitted from its review verdicts), its
+probability is on that map's scale, so the rules gated on a route's minimum take the map's
+minimums instead of the thresholds file's.
 
 Only findings that say "hallucinated" count: status ``ok``, flagged, and not from a
 detector whose flag means something else (the sentinel's and the coverage detector's "unverified").  Findings of the
@@ -28,6 +31,7 @@ from pipeline.alerting.alert import Alert, DetectorEvidence
 from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
+from pipeline.rate.maps import AppMap, AppMaps
 from pipeline.sinks.finding import Finding, as_probability
 
 
@@ -94,10 +98,27 @@ class PolicyRules:
 
     rules: tuple[AlertRule, ...]
     routes: Mapping[str, str] = field(default_factory=dict)
+    # The rules as configured (`min_probability: route` unresolved; empty: none is gated) and the
+    # thresholds file's route minimums that resolved them.
+    configured: tuple[AlertRule, ...] = ()
+    route_minimums: Mapping[str, float] = field(default_factory=dict)
 
     def route_of(self, rule: AlertRule) -> str:
         """The configured route ``rule``'s alerts take."""
         return self.routes.get(rule.route, rule.route)
+
+    def under(self, applied: AppMap) -> PolicyRules:
+        """The rules with the gated ones' minimums from an application's applied map.
+
+        A route the map has no minimum for keeps the thresholds file's, carried through the map
+        (the same calls pass it).
+        """
+        if not self.configured:
+            return self
+        minimums = {route: applied.calibration.apply_one(value) for route, value in self.route_minimums.items()}
+        minimums.update(applied.minimums)
+        rules = tuple(rule.resolved(minimums) for rule in self.configured)
+        return PolicyRules(rules, self.routes, self.configured, self.route_minimums)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +138,7 @@ class AgreementRule:
         window_seconds: float,
         signal_of: Mapping[str, str] | None = None,
         policies: Mapping[str, PolicyRules] | None = None,
+        app_maps: AppMaps | None = None,
     ) -> None:
         self.rules = list(rules)
         unresolved = [r.name for p in [PolicyRules(tuple(self.rules)), *(policies or {}).values()] for r in p.rules
@@ -127,19 +149,32 @@ class AgreementRule:
         self.signal_of = dict(signal_of or {})
         self._global = PolicyRules(tuple(self.rules))
         self._policies = dict(policies or {})
+        self._app_maps = app_maps
+        self._mapped: dict[str, tuple[str, PolicyRules]] = {}  # policy -> (its applied map's version, its rules)
 
     @classmethod
-    def from_settings(cls, config: AlertingSettings, policies: PolicyBook) -> AgreementRule:
+    def from_settings(
+        cls, config: AlertingSettings, policies: PolicyBook, app_maps: AppMaps | None = None
+    ) -> AgreementRule:
         """The rules, window and same-signal groups of the ``alerting:`` section, and each policy's own.
 
-        Rules come as the policy book resolved them (probability minimums from its thresholds file).
+        Rules come as the policy book resolved them (probability minimums from its thresholds file),
+        unless ``app_maps`` holds an applied map for the policy's application: then from that map.
         """
-        own = {p.name: PolicyRules(p.rules, p.routes) for p in policies.every()}
-        return cls(policies.default.rules, config.window_seconds, config.signal_of(), own)
+        own = {p.name: PolicyRules(p.rules, p.routes, p.configured_rules, p.route_minimums) for p in policies.every()}
+        return cls(policies.default.rules, config.window_seconds, config.signal_of(), own, app_maps)
 
     def rules_of(self, policy: str) -> PolicyRules:
         """The rules a trace of ``policy`` is judged by (the global ones for a policy not configured)."""
-        return self._policies.get(policy, self._global)
+        rules = self._policies.get(policy, self._global)
+        applied = self._app_maps.of(policy) if self._app_maps is not None else None
+        if applied is None:
+            return rules
+        version, mapped = self._mapped.get(policy, ("", rules))
+        if version != applied.version:  # resolved once per map version, not per finding
+            mapped = rules.under(applied)
+            self._mapped[policy] = (applied.version, mapped)
+        return mapped
 
     def expired(self, first_seen: float, now: float) -> bool:
         """Whether a window that opened at ``first_seen`` has closed."""

@@ -23,6 +23,7 @@ from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_ag
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import StreamSettings
+from pipeline.rate.maps import AppMaps
 from pipeline.sinks.finding import Finding, findings_in_message
 from pipeline.stream.plumbing import (
     DeadLetterSender,
@@ -51,9 +52,10 @@ class AgreementStage:
         findings_topic: faust.TopicT,
         alerts_topic: faust.TopicT,
         dead_letter: DeadLetterSender,
+        app_maps: AppMaps | None = None,
     ) -> None:
         self._stream = stream
-        self.rule = AgreementRule.from_settings(config, policies)
+        self.rule = AgreementRule.from_settings(config, policies, app_maps)
         self.alerts_topic = alerts_topic
         self._policies = policies
         # A malformed finding's reason quotes the record, which holds what the findings mode allows.

@@ -30,8 +30,12 @@ class EffectivePolicy:
     name: str
     disabled_detectors: frozenset[str]
     thresholds: Mapping[str, float]  # every detector's decision threshold
-    rules: tuple[AlertRule, ...]
+    rules: tuple[AlertRule, ...]  # `min_probability: route` resolved to the thresholds file's route minimums
     routes: Mapping[str, str]  # rule route -> configured route; absent: the same name
+    # The rules as configured (`min_probability: route` unresolved) and the thresholds file's route minimums
+    # that resolved them: an application's applied map of p brings minimums of its own (the agreement stage).
+    configured_rules: tuple[AlertRule, ...]
+    route_minimums: Mapping[str, float]
     content_mode: str
     content: ContentPolicies = field(repr=False)
     sample_rate: float
@@ -99,16 +103,16 @@ def _effective(name: str, policy: AppPolicy | None, settings: Settings, threshol
         if policy is not None and policy.content_mode is not None
         else settings.content_policies()
     )
+    configured = tuple(pick("rules", policy and policy.rules, settings.alerting.rules, "alerting.rules"))
     return EffectivePolicy(
         name=name,
         disabled_detectors=frozenset(
             pick("disabled_detectors", (policy and policy.disabled_detectors) or None, [], "defaults")
         ),
         thresholds=levels,
-        rules=tuple(
-            rule.resolved(thresholds.alert_probability)
-            for rule in pick("rules", policy and policy.rules, settings.alerting.rules, "alerting.rules")
-        ),
+        rules=tuple(rule.resolved(thresholds.alert_probability) for rule in configured),
+        configured_rules=configured,
+        route_minimums=dict(thresholds.alert_probability),
         routes=dict(pick("routes", policy.routes if policy and policy.routes else None, {}, "alerting.routes")),
         content_mode=mode,
         content=content,

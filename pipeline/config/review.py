@@ -36,8 +36,10 @@ class ReviewSettings(BaseModel):
     # many verdicts or more, the command applies its proposal without a person. Unset: a person applies it.
     auto_apply_after: int | None = Field(default=None, ge=1)
     # Verdicts that weigh as much as the shipped calibration in an application's map: with fewer, the map
-    # stays near the shipped one; with many more, it follows the application.
-    map_shrinkage: float = Field(default=30.0, ge=0)
+    # stays near the shipped one; with many more, it follows the application. Counted as the weighted audit
+    # sample is worth (100 verdicts are worth about 60). Small, because a shipped p is often off by 0.1-0.4
+    # on a new application and 100 verdicts should fix that (bench/QUALITY.md, "Recalibration").
+    map_shrinkage: float = Field(default=5.0, ge=0)
     # How often the worker re-reads the applied maps: a map applied takes effect within this long.
     map_refresh_seconds: float = Field(default=30.0, gt=0)
 

@@ -20,9 +20,11 @@ from typing import Any
 from flask import Blueprint, abort, flash, g, jsonify, redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
 
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
+from pipeline.rate.false_alarms import RouteFalseAlarms, false_alarm_lines, route_false_alarms
 from pipeline.rate.queue import draw_next
-from pipeline.rate.report import estimate_words, rate_report, report_lines
+from pipeline.rate.report import RateReport, estimate_words, rate_report, report_lines
 from pipeline.rate.store import Drawn, RateStore, Scope
 from pipeline.rate.through_pages import RATE_PATH, scope_from_query
 from pipeline.sinks.labels import Label, to_utc_ms
@@ -35,9 +37,17 @@ _DRAW = "review_draw"  # the session key holding the call the page served
 _JUDGED = "review_judged"  # the session key holding the call just judged blind, and the verdict
 
 
-def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSettings) -> Blueprint:
+def review_blueprint(
+    triage: TriageStore, rates: RateStore, settings: ReviewSettings, alerting: AlertingSettings
+) -> Blueprint:
     """The review page and its verdict and skip forms."""
     pages = Blueprint("review", __name__)
+
+    def report_and_routes(window: Scope) -> tuple[RateReport, list[RouteFalseAlarms], list[str]]:
+        """The rate report, each alert route's false alarms, and both as `halluwatch rate` prints them."""
+        report = rate_report(rates, window, settings.target_half_width)
+        routes = route_false_alarms(rates, window, alerting)
+        return report, routes, report_lines(report, settings.target_half_width) + false_alarm_lines(routes)
 
     def scope(app: str) -> Scope:
         now = datetime.now(UTC)
@@ -74,10 +84,9 @@ def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSett
         return call_context(call, (), view.tool_runs) if call is not None else None
 
     def _page(template: str, app: str, **values: Any) -> str:
-        report = rate_report(rates, scope(app), settings.target_half_width)
+        report, routes, lines = report_and_routes(scope(app))
         return render_template(
-            template, apps=rates.apps(), app=app, report=report,
-            lines=report_lines(report, settings.target_half_width),
+            template, apps=rates.apps(), app=app, report=report, routes=routes, lines=lines,
             rate_words=estimate_words(report.rate, settings.target_half_width, report.counts.drawable), **values,
         )  # fmt: skip
 
@@ -88,8 +97,7 @@ def review_blueprint(triage: TriageStore, rates: RateStore, settings: ReviewSett
             window = scope_from_query(request.args, request.args.getlist("attr"))
         except ValueError as exc:
             abort(400, description=f"not a scope: {exc}")
-        report = rate_report(rates, window, settings.target_half_width)
-        return jsonify(lines=report_lines(report, settings.target_half_width))
+        return jsonify(lines=report_and_routes(window)[2])
 
     @pages.post("/review/verdict")
     def verdict() -> ResponseReturnValue:

@@ -45,7 +45,7 @@ def triage_app(settings: Settings) -> tuple[Flask, Access]:
         )
     access = Access(settings.ui)
     rates = RateStore(store.client, settings.clickhouse_database, Strata.configured(settings.review))
-    return create_app(store, settings.ui, access, (rates, settings.review)), access
+    return create_app(store, settings.ui, access, (rates, settings.review, settings.alerting)), access
 
 
 def sign_in_url(base_url: str, access: Access) -> str:

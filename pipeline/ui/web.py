@@ -23,6 +23,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from pipeline.alerting.console import delivery_words
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
 from pipeline.rate.maps import MapStore
@@ -52,11 +53,12 @@ def create_app(
     store: TriageStore,
     settings: UISettings,
     access: Access | None = None,
-    review: tuple[RateStore, ReviewSettings] | None = None,
+    review: tuple[RateStore, ReviewSettings, AlertingSettings] | None = None,
 ) -> Flask:
     """The triage application over ``store``; ``access`` defaults to one built from ``settings``.
 
-    ``review``: the rate store and settings of the review queue (its page is there only with them).
+    ``review``: the rate store and settings of the review queue, and the alert routes whose false alarms
+    its verdicts measure (its page is there only with them).
     """
     app = Flask(__name__)
     app.wsgi_app = with_security_headers(app.wsgi_app)  # type: ignore[method-assign,assignment]  # WSGI middleware

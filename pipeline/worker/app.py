@@ -192,7 +192,7 @@ class PipelineWorker:
         app.agent(source, name="halluwatch.spans")(self.spans.consume)
         alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
         self.agreement = AgreementStage(
-            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter
+            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter, self.app_maps
         )
         alert_topics = (
             alerts_topic,

@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from detectors.verdict import PlattScaling
+from pipeline.config.alerting import ROUTE_PROBABILITY, default_rules
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.chromium import chromium_path
@@ -64,24 +65,31 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
             page = browser.new_page()
             page.goto(f"{base}/review?app={APP}&token={TOKEN}")
             assert "the shipped calibration" in page.inner_text("p.applied")
-            judged = 0
-            while page.locator("section.review").count() and judged < 12:
+            judged: list[str] = []
+            while page.locator("section.review").count() and len(judged) < 12:
                 trace = page.locator("section.review p.meta code").nth(0).inner_text()
-                page.keyboard.press("h" if first[trace] else "f")
-                page.wait_for_selector("section.found")  # blind review: what the detectors found, after the verdict
-                judged += 1
-                page.keyboard.press("n")
-                page.wait_for_selector("section.estimate")
+                with page.expect_navigation():  # the verdict's post, then the judged page
+                    page.keyboard.press("h" if first[trace] else "f")
+                assert "Recorded: " in page.inner_text(".flash")
+                assert page.locator("section.found").count()  # blind review: what the detectors found, after it
+                judged.append(trace)
+                with page.expect_navigation():  # the next call (both pages show the estimate: wait for the load)
+                    page.keyboard.press("n")
             browser.close()
     finally:
         assert worker.stop() == 0, worker.log()
-    assert judged >= 8
+    assert len(judged) >= 8
+    # The map is fitted on the verdicts whose call has a probability (one no detector the verdict weighs has none).
+    probability = dict(worker.query("SELECT trace_id, p_hallucination FROM halluwatch.llm_calls FINAL"))
+    fitted_on = sum(probability[trace] is not None for trace in judged)
+    first_alerts = worker.query("SELECT trace_id, rule, route FROM halluwatch.alerts FINAL")
+    assert first_alerts, "the demo's hallucinations alert"
 
     env = {"HALLUWATCH_DATA_DIR": str(worker.data_dir)}
     proposed = halluwatch("calibrate", "--app", APP, **env)
     assert proposed.returncode == 0, proposed.stderr
     version = re.search(r"--apply (\S+)", proposed.stdout).group(1)  # type: ignore[union-attr]
-    assert f"{judged} review verdicts" in proposed.stdout and "ECE out of sample" in proposed.stdout
+    assert f"{fitted_on} review verdicts" in proposed.stdout and "ECE out of sample" in proposed.stdout
     assert re.search(r"route slack +p >= [\d.]+: false alarms", proposed.stdout), proposed.stdout
     (slope, intercept) = worker.query(
         f"SELECT slope, intercept FROM halluwatch.calibration_maps WHERE version = '{version}'"
@@ -96,6 +104,10 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
             page = browser.new_page()
             page.goto(f"{base}/review?app={APP}&token={TOKEN}")
             assert page.inner_text("code.proposal-version") == version
+            # Each gated route's false alarms on the app's traffic, measured by the verdicts so far.
+            routes = page.locator("ul.route-false-alarms li").all_inner_texts()
+            assert [line.split(":")[0] for line in routes] == ["page", "slack"], routes
+            assert all("target" in line for line in routes), routes
             assert re.fullmatch(r"\d\.\d{3}", page.inner_text("strong.ece-after"))
             page.click("button.apply")
             page.wait_for_selector(".flash")
@@ -104,6 +116,7 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
             browser.close()
         _wait_for_line(worker, f"application {APP}: p_hallucination through map {version}", restarted_at)
         second = _send(worker, tansu.bootstrap)
+        worker.wait_for("halluwatch_alert_deliveries_total", len(first_alerts))
     finally:
         assert worker.stop() == 0, worker.log()
 
@@ -115,5 +128,13 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
     mapped = PlattScaling(float(slope), float(intercept))
     pairs = [(by_trace[a][0], by_trace[b][0]) for a, b in zip(first, second, strict=True) if by_trace[a][0] is not None]
     assert pairs and all(new == pytest.approx(mapped.apply_one(old), abs=2e-3) for old, new in pairs)
-    applied = worker.query("SELECT by FROM halluwatch.calibration_maps WHERE event = 'applied'")
-    assert applied == [("reviewer",)]
+    applied = worker.query("SELECT by, minimums FROM halluwatch.calibration_maps WHERE event = 'applied'")
+    assert [by for by, _ in applied] == ["reviewer"]
+    # The agreement stage gates the second traffic's alerts on the map's route minimums, on the map's scale of p:
+    # with a dozen verdicts they are the shipped gates carried through the map, so the same examples alert.
+    minimums = dict(applied[0][1])
+    gated = {rule.name for rule in default_rules() if rule.min_probability == ROUTE_PROBABILITY}
+    again = [a for a in worker.query("SELECT trace_id, rule, route FROM halluwatch.alerts FINAL") if a[0] in second]
+    assert all(by_trace[trace][0] >= minimums[route] for trace, rule, route in again if rule in gated)
+    example = {trace: index for traffic in (first, second) for index, trace in enumerate(traffic)}
+    assert sorted((example[t], r) for t, r, _ in again) == sorted((example[t], r) for t, r, _ in first_alerts)

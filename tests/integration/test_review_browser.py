@@ -20,6 +20,7 @@ from playwright.sync_api import Page, sync_playwright
 from pydantic import SecretStr
 
 from detectors.registry import DETECTORS
+from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
 from pipeline.rate.report import rate_report, report_lines
@@ -42,7 +43,7 @@ def test_a_reviewer_judges_ten_calls_with_the_keyboard_and_the_estimate_follows(
     review = ReviewSettings(blind=False)
     rates = RateStore(client, database, Strata.configured(review))
     settings = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
-    app = create_app(TriageStore(client, database), settings, review=(rates, review))
+    app = create_app(TriageStore(client, database), settings, review=(rates, review, AlertingSettings()))
     served: list[tuple[str, str, float, bool]] = []  # span, stratum, inclusion probability, hallucinated
 
     with serving(app) as base_url, sync_playwright() as playwright:
@@ -113,7 +114,7 @@ def test_blind_review_of_every_application_shows_what_the_model_did_and_the_find
     review = ReviewSettings()  # blind, as by default
     rates = RateStore(client, database, Strata.configured(review))
     settings = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
-    app = create_app(TriageStore(client, database), settings, review=(rates, review))
+    app = create_app(TriageStore(client, database), settings, review=(rates, review, AlertingSettings()))
     detector_names = re.compile(r"\b(" + "|".join(spec.name for spec in DETECTORS) + r")\b")
     examples = EXAMPLES + LOG_EVENT_EXAMPLES
     judged: dict[str, int] = {}

@@ -9,10 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.thresholds import Thresholds
+from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings, AlertRule, default_rules
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
+from pipeline.rate.maps import AppMap, AppMaps
 from pipeline.sinks.finding import Finding
 from pipeline.untrusted import MalformedRecord
 
@@ -217,6 +219,23 @@ def test_route_minimums_come_from_the_thresholds_file_and_must_be_there():
         AgreementRule(default_rules(), window_seconds=600)
     with pytest.raises(ValueError, match="route page's calibrated probability"):
         PolicyBook(Settings(), Thresholds("t", {"grounding": 0.5}))
+
+
+def test_an_applied_map_brings_its_own_route_minimums_and_a_new_version_replaces_them():
+    maps = AppMaps()
+    rule = AgreementRule.from_settings(AlertingSettings(), book(), maps)
+    pair = [finding("contradiction", severity=2, p_hallucination=0.85), finding("grounding", p_hallucination=0.85)]
+    assert [a.rule for a in run(rule, pair)[1]] == ["two-detectors"]  # over the file's slack minimum, 0.8
+    maps.update({"default": AppMap("default", "v1", PlattScaling(), {"slack": 0.88})})
+    assert run(rule, pair)[1] == []  # the map's minimum, on its own scale of p
+    maps.update({"default": AppMap("default", "v2", PlattScaling(), {"slack": 0.6})})
+    assert [a.rule for a in run(rule, pair)[1]] == ["two-detectors"]
+    # A route the map sets no minimum for keeps the file's, carried through the map: the same calls pass it.
+    doubled = PlattScaling(slope=2.0)
+    maps.update({"default": AppMap("default", "v3", doubled, {})})
+    page = next(r for r in rule.rules_of("default").rules if r.name == "severe-contradiction")
+    assert page.min_probability == pytest.approx(doubled.apply_one(MINIMUMS["page"]))
+    assert [r.min_probability for r in rule.rules_of("another-app").rules] == [None, 0.9, None, 0.8]
 
 
 def test_a_fact_among_the_agreeing_detectors_needs_no_probability():
