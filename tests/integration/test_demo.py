@@ -171,6 +171,7 @@ def _check_triage_pages(env: dict[str, str], alerted: int) -> None:
         )  # fmt: skip
         assert rate.returncode == 0, rate.stdout + rate.stderr
         assert "verdict-corrected rate: needs 2 more verdicts among alerted calls" in rate.stdout
+        assert "false alarms by route" in rate.stdout and "\n  page: false alarms unknown" in rate.stdout
     finally:
         ui.terminate()
         ui.wait(timeout=30)
