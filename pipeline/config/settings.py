@@ -9,13 +9,20 @@ offending field named, never halfway through a stream.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
-from pydantic_settings import BaseSettings, NestedSecretsSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NestedSecretsSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from detectors.config import default_model_cache
 from detectors.settings import DetectorSettings
@@ -64,9 +71,12 @@ class ConfigError(ValueError):
 class Settings(BaseSettings):
     """Everything a halluwatch process needs to know."""
 
+    # An empty variable counts as unset: deployments template every variable (compose files, `.env`
+    # exports, Helm values) and leave the unused ones empty.
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid"
-    )
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid",
+        env_ignore_empty=True,
+    )  # fmt: skip
 
     # Where relative paths (embedded ClickHouse, worker state) live.
     data_dir: Path = DEFAULT_DATA_DIR
@@ -304,6 +314,10 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
     except ValidationError as exc:
         where = f" (config file {path})" if path else ""
         raise ConfigError(f"invalid configuration{where}:{_describe(exc)}") from None
+    except SettingsError as exc:  # a variable of a list or mapping setting that is not JSON
+        field = re.search(r'field "(\w+)"', str(exc))
+        name = f"{ENV_PREFIX}{field[1].upper()}" if field else "a variable"
+        raise ConfigError(f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON)") from None
 
 
 def _describe(error: ValidationError) -> str:

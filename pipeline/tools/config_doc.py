@@ -38,7 +38,8 @@ _PREAMBLE = """\
 
 One settings model (`pipeline/config/settings.py`) configures every command. Values come,
 highest priority first, from `HALLUWATCH_*` environment variables (nested keys joined by `__`:
-`HALLUWATCH_ALERTING__SLACK_BOT_TOKEN`), then the YAML file named by `HALLUWATCH_CONFIG` (or
+`HALLUWATCH_ALERTING__SLACK_BOT_TOKEN`; an empty variable counts as unset, and a list or mapping
+setting takes JSON), then the YAML file named by `HALLUWATCH_CONFIG` (or
 `--config`; with neither, `settings.yaml` in the data directory when there is one, as `halluwatch
 demo` leaves in `.halluwatch/demo`), then the defaults below, which run everything embedded on one
 machine. Secrets can

@@ -161,6 +161,20 @@ def test_a_misspelled_secret_file_stops_start_up(monkeypatch: pytest.MonkeyPatch
     )
 
 
+def test_an_empty_variable_counts_as_unset_and_a_mapping_that_is_not_json_is_named(monkeypatch: pytest.MonkeyPatch):
+    # What a templated deployment leaves: every variable present, the unused ones empty.
+    for name in ("HALLUWATCH_FINDINGS_OTLP_HEADERS", "HALLUWATCH_KAFKA_BOOTSTRAP", "HALLUWATCH_CONSISTENCY__ENABLED"):
+        monkeypatch.setenv(name, "")
+    settings = load_settings()
+    assert settings.findings_otlp_headers == {} and settings.kafka_bootstrap == Settings().kafka_bootstrap
+    monkeypatch.setenv("HALLUWATCH_FINDINGS_OTLP_HEADERS", "authorization=Bearer t")
+    with pytest.raises(ConfigError) as error:
+        load_settings()
+    assert str(error.value) == (
+        "invalid configuration: HALLUWATCH_FINDINGS_OTLP_HEADERS is not JSON (a list or mapping setting takes JSON)"
+    )  # and not the value: it may be a secret
+
+
 def test_every_kind_of_valid_variable_is_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     for name, value in {
         "HALLUWATCH_KAFKA_BOOTSTRAP": "k:9092",  # top level
