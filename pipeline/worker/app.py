@@ -275,8 +275,12 @@ class PipelineWorker:
     def _take_maps(self, maps: dict[str, AppMap]) -> None:
         for app in self.app_maps.update(maps):
             applied = maps.get(app)
-            through = f"map {applied.version} ({applied.verdicts} verdicts)" if applied else "the shipped calibration"
-            logger.info("application %s: p_hallucination through %s", app, through)
+            if applied is None:
+                logger.info("application %s: p_hallucination through the shipped calibration", app)
+                continue
+            gates = ", ".join(f"{route} {value:.3f}" for route, value in sorted(applied.minimums.items()))
+            logger.info("application %s: p_hallucination through map %s (%d verdicts); route minimums %s",
+                        app, applied.version, applied.verdicts, gates or "of the thresholds file")  # fmt: skip
 
     async def read_silences(self, now: datetime) -> list[Silence]:
         """The silences in force at ``now``, read on the sink's thread (the one ClickHouse session's user)."""
