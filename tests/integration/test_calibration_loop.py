@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from detectors.thresholds import load_thresholds
 from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.integration.support import WorkerProcess, produce
@@ -67,7 +68,8 @@ def test_labels_calibrate_and_the_restarted_worker_stamps_the_new_version(
     assert document["positives"] == sum(truth.values())
     assert {"pr_agreement.png", "score_histograms.png"} <= {p.name for p in out.iterdir()}
     diff = halluwatch("calibrate", "--diff", "detectors/data/thresholds.yaml", str(out / "thresholds.yaml"))
-    assert f"version: builtin-6 -> {document['version']}" in diff.stdout
+    built_in = load_thresholds().version
+    assert f"version: {built_in} -> {document['version']}" in diff.stdout
 
     # The restarted worker loads the new file; what it writes from now on carries its version.
     worker.env["HALLUWATCH_THRESHOLDS_FILE"] = str(out / "thresholds.yaml")
@@ -79,7 +81,7 @@ def test_labels_calibrate_and_the_restarted_worker_stamps_the_new_version(
     assert {versions[t.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()] for t in later} == {
         document["version"]
     }
-    assert {versions[t] for t in truth} == {"builtin-6"}
+    assert {versions[t] for t in truth} == {built_in}
     assert f"thresholds {document['version']}" in worker.log_path.read_text()
 
 

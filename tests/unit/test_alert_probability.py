@@ -74,3 +74,20 @@ def test_cross_fitted_calls_keep_the_target_in_all_but_the_spare_folds_of_each_g
     # Every fold: fold 4 may keep 3 + 1 of its 100, so the minimum passes 0.65, halfway to 0.7.
     every = choose_route_minimums(quiet + noisy, ROUTING)[1]
     assert every.min_probability == pytest.approx(0.675) and every.fitting.false_alarm_rate == pytest.approx(4 / 500)
+
+
+def test_pooled_over_folds_a_group_meets_its_target_outright():
+    # Five folds of 40 faithful calls; seven slack alarms at 0.6-0.9, at most two in a fold.
+    alarms = [[0.6, 0.65], [0.7, 0.75], [0.8], [0.85], [0.9]]
+    group = [
+        c
+        for fold, ps in enumerate(alarms)
+        for c in calls({}, [0.1] * (40 - len(ps)), [0.95], fold=fold) + calls(PAIR, ps, [], fold=fold)
+    ]
+    # Each fold keeps its alarms within one call of 3 % of 40 (1.2); pooled, 7 of 200 is over 6 (3 %),
+    # so the lowest alarm goes: the minimum passes 0.6, halfway to 0.65.
+    slack = choose_route_minimums(group, ROUTING, spare_folds=0)[1]
+    assert slack.min_probability == pytest.approx(0.625) and slack.fitting.false_alarm_rate == pytest.approx(6 / 200)
+    # Not cut into folds, the same calls are one count, known to one call: all seven alarms stay.
+    unfolded = [GatedCall(c.flags, c.probability, c.hallucinated) for c in group]
+    assert choose_route_minimums(unfolded, ROUTING)[1].min_probability == 0.0
