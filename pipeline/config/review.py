@@ -39,7 +39,7 @@ class ReviewSettings(BaseModel):
     # stays near the shipped one; with many more, it follows the application. Counted as the weighted audit
     # sample is worth (100 verdicts are worth about 60). Small, because a shipped p is often off by 0.1-0.4
     # on a new application and 100 verdicts should fix that (bench/QUALITY.md, "Recalibration").
-    map_shrinkage: float = Field(default=10.0, ge=0)
+    map_shrinkage: float = Field(default=5.0, ge=0)
     # How often the worker re-reads the applied maps: a map applied takes effect within this long.
     map_refresh_seconds: float = Field(default=30.0, gt=0)
 

@@ -37,7 +37,7 @@ from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
 from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
-DEFAULT_SHRINKAGE = 10.0
+DEFAULT_SHRINKAGE = 5.0
 FOLDS = 5
 SHIPPED = "shipped"  # the version of "no map of the application's own"
 _EPSILON = 1e-6
