@@ -17,7 +17,8 @@ calls from the same seed; the parent only names the case and the run, and starts
 with another case (the host's load drifts within a run).  Every case replays the run's
 warm-up calls untimed in a new process state (the embedder's in-memory caches), then times
 the run's calls: ``restart`` and ``baseline-restart`` in a second new process state (over
-the store the warm-up left, for ``restart``).  ``store`` and ``restart`` keep a store each
+the store the warm-up left, for ``restart``), its models loaded before the timing starts, as a
+worker loads them before joining its group.  ``store`` and ``restart`` keep a store each
 across the runs, so both have seen the same calls when a run starts.  ``restart`` is
 compared with REF's worker restarted (``baseline-restart``: nothing in memory), the other
 cases with REF's warmed up (``baseline``).  This tree reports the passage store's hits and
@@ -107,6 +108,7 @@ def zipf_child(zipf: float, calls_per_run: int, warm_up: int, runs: int, seed: i
                 if case.endswith("restart"):  # the worker stops after its warm-up; a new one starts (on its store)
                     warmed.close()
                     warmed = suite()
+                    warmed.start()  # as the worker does before joining its group: models loaded, not timed
                 before = _store_reads()
                 seconds = timed_batches(warmed, timed, batch)
                 hits, misses = (after - then for after, then in zip(_store_reads(), before, strict=True))
