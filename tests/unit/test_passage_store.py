@@ -96,8 +96,10 @@ def test_the_size_is_summed_from_an_index_not_through_the_rows_blobs(tmp_path: P
     opened, _, sizes = store(path)
     opened.open()
     assert sizes == [(200_000, 1)]  # reported on opening, the old rows kept
-    queries = ("SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM passages",  # the size, at opening and every trim
-               "SELECT read_at, SUM(bytes) OVER (ORDER BY read_at) FROM passages")  # where the size bound cuts  # fmt: skip
+    queries = (
+        "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM passages",  # the size, at opening and every trim
+        "SELECT read_at, SUM(bytes) OVER (ORDER BY read_at) FROM passages",  # where the size bound cuts
+    )
     with sqlite3.connect(path) as reader:
         scans = [row[-1] for query in queries for row in reader.execute(f"EXPLAIN QUERY PLAN {query}")
                  if row[-1].startswith("SCAN passages")]  # fmt: skip
