@@ -17,7 +17,7 @@ Design choices (bench/README.md, "The passage store", has the measurements):
   never read an old vector; the old rows age out.
 * **Exact bytes.**  The store keeps what the embedder gives it (a part's vectors, norms
   and character offsets as float32/int32 arrays, :meth:`TokenVectors.to_bytes`) and returns
-  it bit for bit, so scores with and without the store are the same.
+  it bit for bit: a part read back is the part as its batch encoded it.
 * **Bounded.**  A part unread for ``ttl_hours`` is dropped, and past ``max_megabytes`` the
   least recently read go first; both are enforced after writes, at most once a minute.
   The size comes from an index of ``(read_at, bytes)``: a column stored after a row's blob
