@@ -23,6 +23,12 @@ across the runs, so both have seen the same calls when a run starts.  ``restart`
 compared with REF's worker restarted (``baseline-restart``: nothing in memory), the other
 cases with REF's warmed up (``baseline``).  This tree reports the passage store's hits and
 misses from the worker's own Prometheus counters.
+
+Each case is reported in spans/s of wall-clock time and in spans per CPU-second of its child
+process: on a shared host other processes' load moves the first by several times between
+runs, the second far less.  Each child also clocks the CPU time of the pass over the answers'
+sentences (new in every call, so no store can save it), and the parent prints the bound
+that pass puts on any store's gain.
 """
 
 from __future__ import annotations
