@@ -20,7 +20,7 @@ popularity, and no answer repeats.  Each run replays its own warm-up calls untim
 times its calls in four cases: ``baseline`` (REF's code), ``no-store`` (this code without
 the passage store), ``store`` (this code with a store that has kept every earlier call of
 the bench) and ``restart`` (the same, but the timed calls go to a new process state over
-the store, as after a worker's restart: nothing in memory).
+the store, as after a worker's restart: nothing in memory but the models, loaded at start).
 
     .venv/bin/python bench/detectors.py [--set ragtruth] [--limit 128] [--runs 3] [--batch 32]
                                         [--baseline 1a415df] [--without NAME] [--profile fast]

@@ -172,10 +172,12 @@ class Embedder:
         return self._dimension
 
     def load(self) -> None:
-        """Export (first time only) and open the model; call at start to keep it off the first batch."""
+        """Export (first time only) and open the model and the passage store; call at start, not in the first batch."""
         with self._lock:
             if self._session is None:
                 self._open(_prepare(self.config))
+                if self.store is not None:
+                    self.store.open()
 
     def encode(self, texts: Sequence[str], *, cache: bool = False, keep_tokens: bool = False) -> Vectors:
         """Embed ``texts`` (one row each, same order).

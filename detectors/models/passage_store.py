@@ -17,9 +17,12 @@ Design choices (bench/README.md, "The passage store", has the measurements):
   never read an old vector; the old rows age out.
 * **Exact bytes.**  The store keeps what the embedder gives it (a part's vectors, norms
   and character offsets as float32/int32 arrays, :meth:`TokenVectors.to_bytes`) and returns
-  it bit for bit, so scores with and without the store are the same.
+  it bit for bit: a part read back is the part as its batch encoded it.
 * **Bounded.**  A part unread for ``ttl_hours`` is dropped, and past ``max_megabytes`` the
   least recently read go first; both are enforced after writes, at most once a minute.
+  The size comes from an index of ``(read_at, bytes)``: a column stored after a row's blob
+  is reached only through the blob's overflow pages, so summing it from the table read
+  every page of the file (50 ms at 500 MB, at every opening and trim; 0.4 ms from the index).
 * **Never on the hot path's failure list.**  An SQLite error (disk full, a locked file past
   the timeout) is logged once and counted: the batch is encoded as if the store were empty.
 """
@@ -46,7 +49,8 @@ CREATE TABLE IF NOT EXISTS passages (
     bytes INTEGER NOT NULL,
     read_at REAL NOT NULL
 );
-CREATE INDEX IF NOT EXISTS passages_read_at ON passages (read_at);
+DROP INDEX IF EXISTS passages_read_at;
+CREATE INDEX IF NOT EXISTS passages_read_at_bytes ON passages (read_at, bytes);
 """
 _SIZE = "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM passages"
 _TOUCH_SECONDS = 3600.0  # a hit refreshes a row's read time at most this often (a write per hour, not per read)
@@ -137,6 +141,14 @@ class PassageStore:
                 self._trim(self._open(), time.time())
         except sqlite3.Error:
             self._fail("trimming")
+
+    def open(self) -> None:
+        """Open the file now (a worker's start), not at the first batch's read."""
+        try:
+            with self._lock:
+                self._open()
+        except sqlite3.Error:
+            self._fail("opening")
 
     def close(self) -> None:
         """Close the file (a later call opens it again)."""

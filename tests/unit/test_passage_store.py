@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from detectors.models.embeddings import TokenVectors
+from detectors.config import EmbeddingConfig
+from detectors.models.embeddings import Embedder, TokenVectors
 from detectors.models.passage_store import PassageStore
 
 
@@ -80,6 +82,40 @@ def test_past_the_size_bound_the_least_recently_read_go_first(tmp_path: Path) ->
     opened.trim()
     assert sizes[-1] == (900_000, 3)  # down to 90 % of the bound, so the next write does not trim at once
     assert set(opened.read([b"first", b"second", b"third", b"fourth"])) == {b"second", b"third", b"fourth"}
+
+
+def test_the_size_is_summed_from_an_index_not_through_the_rows_blobs(tmp_path: Path) -> None:
+    path = tmp_path / "passages.sqlite"
+    with sqlite3.connect(path) as old:  # a file of the first schema: read times indexed alone
+        old.executescript(
+            "CREATE TABLE passages (key BLOB PRIMARY KEY, vectors BLOB NOT NULL, bytes INTEGER NOT NULL,"
+            " read_at REAL NOT NULL); CREATE INDEX passages_read_at ON passages (read_at);"
+        )
+        old.execute("INSERT INTO passages VALUES (?, ?, ?, ?)", (b"kept", b"v" * 200_000, 200_000, time.time()))
+    old.close()
+    opened, _, sizes = store(path)
+    opened.open()
+    assert sizes == [(200_000, 1)]  # reported on opening, the old rows kept
+    queries = (
+        "SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM passages",  # the size, at opening and every trim
+        "SELECT read_at, SUM(bytes) OVER (ORDER BY read_at) FROM passages",  # where the size bound cuts
+    )
+    with sqlite3.connect(path) as reader:
+        scans = [row[-1] for query in queries for row in reader.execute(f"EXPLAIN QUERY PLAN {query}")
+                 if row[-1].startswith("SCAN passages")]  # fmt: skip
+        indexes = {row[0] for row in reader.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    reader.close()
+    assert scans == ["SCAN passages USING COVERING INDEX passages_read_at_bytes"] * 2
+    assert "passages_read_at" not in indexes
+    assert opened.read([b"kept"]) == {b"kept": b"v" * 200_000}
+
+
+def test_the_embedder_opens_its_store_as_it_loads_the_model(tmp_path: Path, model_cache_dir: Path) -> None:
+    opened, reads, sizes = store(tmp_path / "passages.sqlite")
+    embedder = Embedder(EmbeddingConfig(cache_dir=model_cache_dir), opened)
+    embedder.load()  # a worker's start: the file opened and its size reported before the first batch
+    assert sizes == [(0, 0)] and reads == []
+    embedder.close()
 
 
 def test_a_store_that_cannot_open_reads_as_empty_and_logs_once(
