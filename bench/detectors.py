@@ -54,11 +54,11 @@ def child(data_set: str, limit: int, batch: int, profile: str | None) -> None:
     calls = [record_to_call(r) for r in list(read_records(DATA / data_set / f"{data_set}.jsonl"))[:limit]]
 
     def settings(data_dir: str, profile: str | None) -> Any:
-        embeddings = {"detectors": {"embeddings": {"profile": profile}}} if profile else {}
+        embeddings: dict[str, Any] = {"detectors": {"embeddings": {"profile": profile}}} if profile else {}
         return load_settings(data_dir=Path(data_dir), **embeddings)
 
     def thresholds(profile: str | None) -> Any:
-        return load_thresholds(None, profile) if profile else load_thresholds()
+        return load_thresholds(None, profile) if profile else load_thresholds()  # type: ignore[arg-type]
 
     # Only this tree is asked for another profile (a baseline's settings may not know the setting).
     for variant in {None, profile if TREE == ROOT else None}:

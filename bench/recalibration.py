@@ -86,7 +86,7 @@ def draw(records: Sequence[Record], count: int, seed: int) -> list[tuple[Record,
         by_stratum.setdefault(records[index].stratum, []).append(records[index])
     population = {name: len(members) for name, members in by_stratum.items()}
     judged = dict.fromkeys(by_stratum, 0)
-    drawn = []
+    drawn: list[tuple[Record, float]] = []
     while len(drawn) < count:
         open_strata = [name for name, members in by_stratum.items() if judged[name] < len(members)]
         stratum = next_stratum(population, judged, open_strata)
@@ -143,7 +143,7 @@ def run_set(
     shipped: dict[str, float], shrinkage: float,
 ) -> list[dict[str, object]]:  # fmt: skip
     """One JSON object per verdict count: before and after on the unreviewed records, averaged over seeds."""
-    population = {}
+    population: dict[str, int] = {}
     for r in records:
         population[r.stratum] = population.get(r.stratum, 0) + 1
     rows = []
