@@ -12,7 +12,7 @@ import logging
 import os
 import shlex
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -174,6 +174,12 @@ def replay(config_path: Path | None, path: Path, topic: str | None, encoding: st
         raise click.ClickException(str(exc)) from exc
     counted = f"{stats.log_records} log records" if logs else f"{stats.spans} spans"
     click.echo(f"produced {stats.messages} messages ({counted}, {stats.bytes} bytes) in {stats.seconds:.1f}s")
+    kept_from = datetime.now(UTC) - timedelta(days=settings.retention.days)
+    if stats.oldest_span_ns is not None and stats.oldest_span_ns < kept_from.timestamp() * 1e9:
+        oldest = datetime.fromtimestamp(stats.oldest_span_ns / 1e9, UTC).strftime("%Y-%m-%d")
+        click.echo(f"warning: spans from {oldest} are older than retention.days ({settings.retention.days:g} days, "
+                   "counted from each call's own time): they are stored, then dropped at the tables' next merge; "
+                   "raise retention.days to keep history", err=True)  # fmt: skip
 
 
 @main.command()
@@ -381,8 +387,6 @@ def calibrate(
 
 def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> None:
     """``calibrate --app``: propose the application's map from its verdicts, or apply a stored one."""
-    from datetime import timedelta
-
     from detectors.thresholds import load_thresholds
     from detectors.verdict import PlattScaling
     from pipeline.offline.alert_probability import RouteTargets
@@ -841,8 +845,6 @@ def _attribute_values(attributes: tuple[str, ...], option: str) -> dict[str, str
 
 def _ago(text: str, option: str) -> datetime:
     """The moment ``text`` (a duration: 7d, 12h; 0 for now) before now."""
-    from datetime import timedelta
-
     from pipeline.config.durations import parse_duration
 
     duration = timedelta(0) if text.strip() == "0" else parse_duration(text)
@@ -967,8 +969,6 @@ def review_digest(config_path: Path | None, app: str, channel: str, count: int) 
     The calls are the ones the review page would serve next; a click on their buttons reaches
     the pages' Slack endpoint (ui.slack_signing_secret) and joins the audit sample.
     """
-    from datetime import timedelta
-
     from slack_sdk import WebClient
     from slack_sdk.errors import SlackApiError
 

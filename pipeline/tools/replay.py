@@ -165,6 +165,7 @@ class ReplayStats:
     bytes: int
     seconds: float
     log_records: int = 0
+    oldest_span_ns: int | None = None  # the earliest span start produced (Unix ns); None without spans
 
 
 class _Deliveries:
@@ -184,6 +185,13 @@ def _span_count(payload: Payload) -> int:
     if isinstance(payload, LogsData):
         return 0
     return sum(len(scope.spans) for resource in payload.resource_spans for scope in resource.scope_spans)
+
+
+def _oldest_start(payload: Payload) -> int | None:
+    if isinstance(payload, LogsData):
+        return None
+    starts = [span.start_time_unix_nano for r in payload.resource_spans for s in r.scope_spans for span in s.spans]
+    return min(starts, default=None)
 
 
 def _log_record_count(payload: Payload) -> int:
@@ -241,6 +249,7 @@ def replay(
 
     deliveries = _Deliveries()
     messages = spans = log_records = value_bytes = 0
+    oldest: int | None = None
     started = time.monotonic()
     show = progress and sys.stderr.isatty()
     damaged: TraceFileError | None = None
@@ -256,6 +265,8 @@ def replay(
                     value_bytes += len(value)
                 batch_spans = _span_count(batch)
                 spans += batch_spans
+                start = _oldest_start(batch)
+                oldest = start if oldest is None or (start is not None and start < oldest) else oldest
                 log_records += _log_record_count(batch)
                 bar.update(batch_spans)
         except TraceFileError as exc:  # damaged further on: what came before it is delivered, and said so
@@ -270,7 +281,7 @@ def replay(
         )
     if damaged is not None:
         raise TraceFileError(f"{damaged}; the {messages} messages before it were produced to {topic}") from damaged
-    return ReplayStats(messages, spans, value_bytes, elapsed, log_records)
+    return ReplayStats(messages, spans, value_bytes, elapsed, log_records, oldest)
 
 
 def _produce(producer: Producer, topic: str, key: bytes | None, value: bytes, deliveries: _Deliveries) -> None:

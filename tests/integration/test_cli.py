@@ -94,6 +94,18 @@ def test_replay_says_what_it_produced_once(tansu: TansuBroker, topic_prefix: str
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith(f"produced {len(traces)} messages") and result.stdout.count("\n") == 1
     assert "replayed" not in result.stderr  # not the same numbers again in an INFO line
+    assert "warning" not in result.stderr  # the examples are stamped now
+
+
+def test_replay_warns_when_spans_are_older_than_retention(tansu: TansuBroker, topic_prefix: str, tmp_path: Path):
+    traces = example_traces()
+    for span in (span for t in traces for r in t.resource_spans for s in r.scope_spans for span in s.spans):
+        span.start_time_unix_nano, span.end_time_unix_nano = 1_577_836_800 * 10**9, 1_577_836_801 * 10**9  # 2020
+    write_proto(tmp_path / "traces.pb", traces)
+    env = {"HALLUWATCH_KAFKA_BOOTSTRAP": tansu.bootstrap, "HALLUWATCH_RETENTION__DAYS": "365"}
+    result = halluwatch("replay", str(tmp_path / "traces.pb"), "--topic", f"{topic_prefix}-spans", **env)
+    assert result.returncode == 0, result.stderr
+    assert "warning: spans from 2020-01-01 are older than retention.days (365 days" in result.stderr
 
 
 def test_replay_of_a_file_that_is_not_otlp_is_one_line_and_produces_nothing(
