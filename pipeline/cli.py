@@ -888,7 +888,7 @@ def rate(
     from dataclasses import replace
 
     from pipeline.rate.compare import comparison_sentence
-    from pipeline.rate.false_alarms import false_alarm_lines, route_false_alarms
+    from pipeline.rate.false_alarms import false_alarm_lines, rate_with_false_alarms
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
@@ -909,10 +909,8 @@ def rate(
             click.echo(line)
         return
     store = RateStore(client, settings.clickhouse_database, Strata.configured(review))
-    report = rate_report(store, scope, review.target_half_width)
-    for line in report_lines(report, review.target_half_width):
-        click.echo(line)
-    for line in false_alarm_lines(route_false_alarms(store, scope, settings.alerting)):
+    report, routes = rate_with_false_alarms(store, scope, settings.alerting, review.target_half_width)
+    for line in report_lines(report, review.target_half_width) + false_alarm_lines(routes):
         click.echo(line)
     if not comparing:
         return

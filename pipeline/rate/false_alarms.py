@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from pipeline.config.alerting import AlertingSettings, gated_routes
 from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
-from pipeline.rate.report import percent
-from pipeline.rate.store import AuditVerdict, RateStore, Scope
+from pipeline.rate.report import RateReport, percent, report_of
+from pipeline.rate.store import AuditVerdict, RateStore, Scope, ScopeCounts
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,21 @@ class RouteFalseAlarms:
 
 def route_false_alarms(store: RateStore, scope: Scope, alerting: AlertingSettings) -> list[RouteFalseAlarms]:
     """Each gated route's false alarms and precision on ``scope``'s calls, from the audit verdicts."""
+    return false_alarms_of(store.counts(scope), store.verdicts(scope), alerting)
+
+
+def rate_with_false_alarms(
+    store: RateStore, scope: Scope, alerting: AlertingSettings, target_half_width: float
+) -> tuple[RateReport, list[RouteFalseAlarms]]:
+    """The rate report and each route's false alarms, from one read of the scope's calls and verdicts."""
     counts, verdicts = store.counts(scope), store.verdicts(scope)
+    return report_of(scope, counts, verdicts, target_half_width), false_alarms_of(counts, verdicts, alerting)
+
+
+def false_alarms_of(
+    counts: ScopeCounts, verdicts: Sequence[AuditVerdict], alerting: AlertingSettings
+) -> list[RouteFalseAlarms]:
+    """Each gated route's false alarms and precision from a scope's counts and audit verdicts, already read."""
     routes = gated_routes(alerting.rules)
     out = []
     for index, route in enumerate(routes):

@@ -9,7 +9,7 @@ hallucinated calls) from the same verdicts.  Unverified calls are named apart, n
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.rate.estimator import NO_DENOMINATOR, Estimate, Judged, estimate_ratio
@@ -31,8 +31,13 @@ class RateReport:
 
 def rate_report(store: RateStore, scope: Scope, target_half_width: float = 0.02) -> RateReport:
     """Read ``scope``'s calls and audit verdicts and estimate its rate, precision and recall."""
-    counts = store.counts(scope)
-    verdicts = store.verdicts(scope)
+    return report_of(scope, store.counts(scope), store.verdicts(scope), target_half_width)
+
+
+def report_of(
+    scope: Scope, counts: ScopeCounts, verdicts: Sequence[AuditVerdict], target_half_width: float = 0.02
+) -> RateReport:
+    """The rate, precision and recall of ``scope`` from its calls' counts and audit verdicts, already read."""
 
     def estimate(part: Callable[[AuditVerdict], tuple[bool, bool]]) -> Estimate:
         judged: dict[str, list[Judged]] = {}

@@ -22,9 +22,9 @@ from flask.typing import ResponseReturnValue
 
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
-from pipeline.rate.false_alarms import RouteFalseAlarms, false_alarm_lines, route_false_alarms
+from pipeline.rate.false_alarms import RouteFalseAlarms, false_alarm_lines, rate_with_false_alarms
 from pipeline.rate.queue import draw_next
-from pipeline.rate.report import RateReport, estimate_words, rate_report, report_lines
+from pipeline.rate.report import RateReport, estimate_words, report_lines
 from pipeline.rate.store import Drawn, RateStore, Scope
 from pipeline.rate.through_pages import RATE_PATH, scope_from_query
 from pipeline.sinks.labels import Label, to_utc_ms
@@ -45,8 +45,7 @@ def review_blueprint(
 
     def report_and_routes(window: Scope) -> tuple[RateReport, list[RouteFalseAlarms], list[str]]:
         """The rate report, each alert route's false alarms, and both as `halluwatch rate` prints them."""
-        report = rate_report(rates, window, settings.target_half_width)
-        routes = route_false_alarms(rates, window, alerting)
+        report, routes = rate_with_false_alarms(rates, window, alerting, settings.target_half_width)
         return report, routes, report_lines(report, settings.target_half_width) + false_alarm_lines(routes)
 
     def scope(app: str) -> Scope:
