@@ -265,8 +265,7 @@ def replay(
                     value_bytes += len(value)
                 batch_spans = _span_count(batch)
                 spans += batch_spans
-                start = _oldest_start(batch)
-                oldest = start if oldest is None or (start is not None and start < oldest) else oldest
+                oldest = min((t for t in (oldest, _oldest_start(batch)) if t is not None), default=None)
                 log_records += _log_record_count(batch)
                 bar.update(batch_spans)
         except TraceFileError as exc:  # damaged further on: what came before it is delivered, and said so
