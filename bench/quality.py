@@ -39,8 +39,9 @@ from tqdm import tqdm
 from detectors.config import Profile
 from detectors.models.embeddings import Embedder
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.reliability import expected_calibration_error, reliability_table
 from pipeline.config.settings import load_settings
-from pipeline.offline.alert_probability import RouteTargets
 from pipeline.offline.crossfit import Quality, Scored, out_of_fold, quality
 from pipeline.offline.eval_metrics import all_positive_f1, auroc, binary_metrics
 from pipeline.offline.evaluate import (
@@ -52,7 +53,6 @@ from pipeline.offline.evaluate import (
     record_to_call,
     span_scores,
 )
-from pipeline.offline.reliability import expected_calibration_error, reliability_table
 from pipeline.offline.train import VERDICT_SETS, held_out, verdict_rows
 
 RECALIBRATION = "## Recalibration from an application's verdicts"  # bench/recalibration.py's section

@@ -6,7 +6,7 @@ minimums).  The review queue's own sampler (:mod:`pipeline.rate.sampler`: equal 
 stratum of p_hallucination and the alerted calls, a seeded random order within each) draws the
 records people would judge; their labels answer for the reviewer.  After each count of
 ``--verdicts`` the application's map and route minimums are fitted from those verdicts
-(:func:`pipeline.offline.app_map.propose`, the shrinkage of ``review.map_shrinkage``), and the
+(:func:`pipeline.calibration.app_map.propose`, the shrinkage of ``review.map_shrinkage``), and the
 records nobody reviewed are scored before (shipped) and after (the map): ECE of p, the share of
 faithful records paged and alerted (targets 1 % and 3 %), and the recall of alerts.  Averaged
 over ``--seeds`` draws.
@@ -37,11 +37,11 @@ from tqdm import tqdm
 
 from detectors.thresholds import load_thresholds
 from detectors.verdict import PlattScaling
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.app_map import JudgedCall, propose
+from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.settings import load_settings
-from pipeline.offline.alert_probability import RouteTargets
-from pipeline.offline.app_map import JudgedCall, propose
 from pipeline.offline.evaluate import evaluate, hallucination_flags, read_records
-from pipeline.offline.reliability import expected_calibration_error
 from pipeline.rate.sampler import Strata, inclusion_probability, next_stratum
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

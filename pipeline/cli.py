@@ -331,8 +331,8 @@ def calibrate(
     from detectors.thresholds import load_thresholds
     from detectors.verdict import PlattScaling
     from pipeline.agreement.rules import AgreementRule
+    from pipeline.calibration.alert_probability import RouteTargets
     from pipeline.config.policy_book import PolicyBook
-    from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots
     from pipeline.offline.policy_calibration import calibrate_policies, describe, policies_document
@@ -387,45 +387,31 @@ def calibrate(
 
 def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> None:
     """``calibrate --app``: propose the application's map from its verdicts, or apply a stored one."""
-    from detectors.thresholds import load_thresholds
-    from detectors.verdict import PlattScaling
-    from pipeline.offline.alert_probability import RouteTargets
-    from pipeline.offline.app_map import describe, judged_calls, propose
+    from pipeline.calibration.app_map import describe
+    from pipeline.calibration.proposals import AppCalibration, NoVerdicts
     from pipeline.rate.maps import MapStore, UnknownVersion
-    from pipeline.rate.sampler import Strata
-    from pipeline.rate.store import RateStore, Scope
 
     client = _migrated_client(settings)
-    maps = MapStore(client, settings.clickhouse_database)
     now = datetime.now(UTC)
     if apply_version:
         try:
+            maps = MapStore(client, settings.clickhouse_database)
             applied = maps.apply(app, apply_version, now, "halluwatch calibrate")
         except UnknownVersion as exc:
             raise click.ClickException(str(exc)) from exc
         click.echo(f"applied {applied.version} to {app}: workers score its calls with it within "
                    f"{settings.review.map_refresh_seconds:g} s")  # fmt: skip
         return
-    review = settings.review
-    rates = RateStore(client, settings.clickhouse_database, Strata.configured(review))
-    scope = Scope(now - timedelta(days=review.window_days), now + timedelta(seconds=1), app=app)
-    known = {m.version: m.calibration for _, m in maps.history(app)}
-    calls = judged_calls(rates.judged_calls(scope), known)
-    if not calls:
-        raise click.ClickException(f"no review verdicts on {app}'s calls of the last {review.window_days} days: "
-                                   f"judge some at /review?app={app} first")  # fmt: skip
-    current = maps.applied().get(app)
-    proposal = propose(
-        app, calls, rates.counts(scope).population, RouteTargets.from_settings(settings.alerting),
-        load_thresholds(settings.thresholds_file).alert_probability,
-        current.calibration if current else PlattScaling(), review.map_shrinkage,
-    )  # fmt: skip
-    maps.propose(proposal.stored(), now, "halluwatch calibrate")
+    try:
+        proposed = AppCalibration.configured(client, settings).propose(app, now, "halluwatch calibrate")
+    except NoVerdicts as exc:
+        raise click.ClickException(str(exc)) from exc
+    proposal = proposed.proposal
     for line in describe(proposal):
         click.echo(line)
-    if review.auto_apply_after is not None and proposal.verdicts >= review.auto_apply_after:
-        maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
-        click.echo(f"applied {proposal.version} to {app} (review.auto_apply_after = {review.auto_apply_after})")
+    if proposed.applied:
+        threshold = settings.review.auto_apply_after
+        click.echo(f"applied {proposal.version} to {app} (review.auto_apply_after = {threshold})")
     else:
         click.echo(f"apply it with: halluwatch calibrate --app {app} --apply {proposal.version}")
 
@@ -465,8 +451,8 @@ def train(
     from detectors.thresholds import load_thresholds
     from detectors.unsupported_spans import DETECTOR as UNSUPPORTED_SPANS
     from detectors.unsupported_spans.detector import UnsupportedSpansDetector
+    from pipeline.calibration.alert_probability import RouteTargets
     from pipeline.offline import train as training
-    from pipeline.offline.alert_probability import RouteTargets
     from pipeline.offline.evaluate import evaluate
 
     settings = _settings(config_path)

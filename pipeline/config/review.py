@@ -32,8 +32,10 @@ class ReviewSettings(BaseModel):
     # them, and the sample would stop measuring the detectors. false: shown up front. Each verdict
     # records which way it was given.
     blind: bool = True
-    # An application's map of p_hallucination from its verdicts (`halluwatch calibrate --app`): with this
-    # many verdicts or more, the command applies its proposal without a person. Unset: a person applies it.
+    # An application's map of p_hallucination from its verdicts (the review page's Propose, `halluwatch
+    # calibrate --app`): with this many verdicts or more, a proposal is applied without a person, and a verdict
+    # proposes and applies one by itself at this many, then at each quarter more than the applied map's.
+    # Unset: a person proposes and applies.
     auto_apply_after: int | None = Field(default=None, ge=1)
     # Verdicts that weigh as much as the shipped calibration in an application's map: with fewer, the map
     # stays near the shipped one; with many more, it follows the application. Counted as the weighted audit

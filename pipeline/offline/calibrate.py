@@ -26,8 +26,8 @@ import yaml
 from detectors.thresholds import Thresholds, load_thresholds
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.agreement.rules import AgreementRule
+from pipeline.calibration.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.config.policy import DEFAULT_POLICY
-from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.scored_calls import DetectorScore, LabelledScores
 
@@ -228,7 +228,7 @@ def calibrate(
     :class:`CalibrationError` when the whole set has fewer than ``min_positives`` positives.
 
     With ``routing``, each gated route also gets the lowest ``p_hallucination`` minimum that
-    keeps its false alarms under its target (:mod:`pipeline.offline.alert_probability`), when
+    keeps its false alarms under its target (:mod:`pipeline.calibration.alert_probability`), when
     the records carry probabilities.
     """
     if not 0.0 < target_precision <= 1.0:

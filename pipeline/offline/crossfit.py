@@ -23,10 +23,10 @@ import numpy as np
 
 from detectors.models.learned import Matrix, ScaledLogistic
 from detectors.verdict import VERDICT_FEATURES, PlattScaling
-from pipeline.offline.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
+from pipeline.calibration.alert_probability import GatedCall, RouteMinimum, RouteTargets, choose_route_minimums
+from pipeline.calibration.fitting import fit_platt, fit_scaled
+from pipeline.calibration.reliability import ReliabilityBin, expected_calibration_error, reliability_table
 from pipeline.offline.eval_metrics import auroc
-from pipeline.offline.fitting import fit_platt, fit_scaled
-from pipeline.offline.reliability import ReliabilityBin, expected_calibration_error, reliability_table
 
 FOLDS = 5
 FOLD_SEED = "halluwatch-folds-1"

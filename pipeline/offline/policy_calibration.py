@@ -29,6 +29,7 @@ import numpy as np
 from detectors.thresholds import Thresholds
 from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
+from pipeline.calibration.fitting import fit_platt
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.offline.calibrate import (
     Calibration,
@@ -38,7 +39,6 @@ from pipeline.offline.calibrate import (
     calibrate,
     is_held_out,
 )
-from pipeline.offline.fitting import fit_platt
 from pipeline.offline.scored_calls import LabelledScores
 
 DEFAULT_SHRINKAGE = 100.0

@@ -45,8 +45,9 @@ from detectors.support_features import (
 from detectors.unsupported_spans import DETECTOR as UNSUPPORTED_SPANS
 from detectors.unsupported_spans.detector import SupportModel, UnsupportedSpansDetector
 from detectors.verdict import VERDICT_FEATURES, VerdictModel
+from pipeline.calibration.alert_probability import RouteMinimum, RouteTargets
+from pipeline.calibration.fitting import fit_logistic, fit_scaled
 from pipeline.config.settings import Settings
-from pipeline.offline.alert_probability import RouteMinimum, RouteTargets
 from pipeline.offline.crossfit import (
     CALIBRATION_SET,
     FOLD_SEED,
@@ -61,7 +62,6 @@ from pipeline.offline.crossfit import (
 )
 from pipeline.offline.eval_metrics import auroc, span_overlap
 from pipeline.offline.evaluate import EvalOutput, EvalRecord, hallucination_flags, read_records, record_to_call
-from pipeline.offline.fitting import fit_logistic, fit_scaled
 
 logger = logging.getLogger(__name__)
 

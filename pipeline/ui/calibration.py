@@ -15,20 +15,37 @@ from typing import Any
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
+from pipeline.calibration.proposals import AppCalibration, NoVerdicts
 from pipeline.config.review import ReviewSettings
-from pipeline.rate.maps import AppMap, MapStore, UnknownVersion
+from pipeline.rate.maps import AppMap, UnknownVersion
 
 
-def calibration_blueprint(maps: MapStore, settings: ReviewSettings) -> Blueprint:
-    """The section's data for the review template (``calibration_of``) and its Apply form."""
+def calibration_blueprint(calibration: AppCalibration, settings: ReviewSettings) -> Blueprint:
+    """The section's data for the review template (``calibration_of``) and its Propose and Apply forms."""
     pages = Blueprint("calibration", __name__)
+    maps = calibration.maps
 
     @pages.app_context_processor
     def _section() -> dict[str, Any]:
         def calibration_of(app: str) -> dict[str, AppMap | None]:
             return {"applied": maps.applied().get(app), "proposal": maps.proposal(app)}
 
-        return {"calibration_of": calibration_of, "map_refresh_seconds": settings.map_refresh_seconds}
+        return {"calibration_of": calibration_of, "map_refresh_seconds": settings.map_refresh_seconds,
+                "auto_apply_after": settings.auto_apply_after}  # fmt: skip
+
+    @pages.post("/review/propose")
+    def propose() -> ResponseReturnValue:
+        app = request.form.get("app", "")
+        if not app:
+            abort(400, description="the form names no application")
+        try:
+            proposed = calibration.propose(app, datetime.now(UTC), g.identity.user)
+        except NoVerdicts as exc:
+            abort(409, description=str(exc))
+        proposal = proposed.proposal
+        applied = f" and applied it (review.auto_apply_after = {settings.auto_apply_after})" if proposed.applied else ""
+        flash(f"Proposed map {proposal.version} for {app} from {proposal.verdicts} verdicts{applied}")
+        return redirect(url_for("review.page", app=app), code=303)
 
     @pages.post("/review/apply")
     def apply() -> ResponseReturnValue:

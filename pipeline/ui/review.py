@@ -14,17 +14,22 @@ the detectors' marks first tends to confirm them, and the sample would stop meas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from clickhouse_connect.driver.client import Client
 from flask import Blueprint, abort, flash, g, jsonify, redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
 
+from pipeline.calibration.proposals import AppCalibration
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
+from pipeline.config.settings import Settings
 from pipeline.rate.false_alarms import RouteFalseAlarms, false_alarm_lines, rate_with_false_alarms
 from pipeline.rate.queue import draw_next
 from pipeline.rate.report import RateReport, estimate_words, report_lines
+from pipeline.rate.sampler import Strata
 from pipeline.rate.store import Drawn, RateStore, Scope
 from pipeline.rate.through_pages import RATE_PATH, scope_from_query
 from pipeline.sinks.labels import Label, to_utc_ms
@@ -37,11 +42,26 @@ _DRAW = "review_draw"  # the session key holding the call the page served
 _JUDGED = "review_judged"  # the session key holding the call just judged blind, and the verdict
 
 
-def review_blueprint(
-    triage: TriageStore, rates: RateStore, settings: ReviewSettings, alerting: AlertingSettings
-) -> Blueprint:
-    """The review page and its verdict and skip forms."""
+@dataclass(frozen=True, slots=True)
+class ReviewQueue:
+    """What the review page works with: the rate store, its settings, the alert routes, the applications' maps."""
+
+    rates: RateStore
+    settings: ReviewSettings
+    alerting: AlertingSettings
+    calibration: AppCalibration
+
+    @classmethod
+    def configured(cls, client: Client, settings: Settings) -> ReviewQueue:
+        """The queue of ``settings`` on ``client``'s ClickHouse."""
+        rates = RateStore(client, settings.clickhouse_database, Strata.configured(settings.review))
+        return cls(rates, settings.review, settings.alerting, AppCalibration.configured(client, settings))
+
+
+def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
+    """The review page and its verdict and skip forms; a verdict may refit the app's map (``auto_apply_after``)."""
     pages = Blueprint("review", __name__)
+    rates, settings, alerting = queue.rates, queue.settings, queue.alerting
 
     def report_and_routes(window: Scope) -> tuple[RateReport, list[RouteFalseAlarms], list[str]]:
         """The rate report, each alert route's false alarms, and both as `halluwatch rate` prints them."""
@@ -112,6 +132,10 @@ def review_blueprint(
         triage.add_label(label, source="review")
         session.pop(_DRAW)
         flash(f"Recorded: {choice} on span {drawn.span_id}")
+        refit = queue.calibration.after_verdict(app, datetime.now(UTC))
+        if refit is not None:
+            flash(f"Applied map {refit.proposal.version} to {app} without a person: {refit.proposal.verdicts} "
+                  f"verdicts (review.auto_apply_after = {settings.auto_apply_after})")  # fmt: skip
         if not settings.blind:
             return redirect(url_for("review.page", app=app), code=303)
         session[_JUDGED] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability, choice]

@@ -16,11 +16,10 @@ from flask import Flask
 
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
-from pipeline.rate.sampler import Strata
-from pipeline.rate.store import RateStore
 from pipeline.sinks.clickhouse import open_clickhouse
 from pipeline.ui.access import Access
 from pipeline.ui.queries import TriageStore
+from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
 
 logger = logging.getLogger(__name__)
@@ -44,8 +43,7 @@ def triage_app(settings: Settings) -> tuple[Flask, Access]:
             "run `halluwatch migrate` (or start a worker, which migrates) with write credentials"
         )
     access = Access(settings.ui)
-    rates = RateStore(store.client, settings.clickhouse_database, Strata.configured(settings.review))
-    return create_app(store, settings.ui, access, (rates, settings.review, settings.alerting)), access
+    return create_app(store, settings.ui, access, ReviewQueue.configured(store.client, settings)), access
 
 
 def sign_in_url(base_url: str, access: Access) -> str:

@@ -23,11 +23,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from pipeline.alerting.console import delivery_words
-from pipeline.config.alerting import AlertingSettings
-from pipeline.config.review import ReviewSettings
 from pipeline.config.ui import UISettings
-from pipeline.rate.maps import MapStore
-from pipeline.rate.store import RateStore
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.calibration import calibration_blueprint
@@ -35,7 +31,7 @@ from pipeline.ui.call_context import call_context
 from pipeline.ui.defences import with_security_headers, without_bidi_controls
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
 from pipeline.ui.queries import ORDERS, ListFilters, TriageStore
-from pipeline.ui.review import review_blueprint
+from pipeline.ui.review import ReviewQueue, review_blueprint
 from pipeline.ui.slack_actions import slack_blueprint
 from pipeline.ui.story import fold
 from pipeline.ui.verdicts import WHOLE_CALL, verdict_words
@@ -53,12 +49,12 @@ def create_app(
     store: TriageStore,
     settings: UISettings,
     access: Access | None = None,
-    review: tuple[RateStore, ReviewSettings, AlertingSettings] | None = None,
+    review: ReviewQueue | None = None,
 ) -> Flask:
     """The triage application over ``store``; ``access`` defaults to one built from ``settings``.
 
-    ``review``: the rate store and settings of the review queue, and the alert routes whose false alarms
-    its verdicts measure (its page is there only with them).
+    ``review``: the review queue's stores and settings (its page and the calibration section are there
+    only with them).
     """
     app = Flask(__name__)
     app.wsgi_app = with_security_headers(app.wsgi_app)  # type: ignore[method-assign,assignment]  # WSGI middleware
@@ -124,8 +120,8 @@ def create_app(
     app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if review is not None:
-        app.register_blueprint(review_blueprint(store, *review))
-        app.register_blueprint(calibration_blueprint(MapStore(store.client, store.database), review[1]))
+        app.register_blueprint(review_blueprint(store, review))
+        app.register_blueprint(calibration_blueprint(review.calibration, review.settings))
     if settings.slack_signing_secret is not None:
         app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
     # Always there: without a secret it answers 404 itself, rather than sending PagerDuty to sign in.

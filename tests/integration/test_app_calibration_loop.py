@@ -1,11 +1,10 @@
 """An application's calibration loop on real engines: verdicts in Chromium recalibrate the running worker.
 
 A `halluwatch worker` (Tansu, embedded ClickHouse) scores the demo's traffic and serves the
-review page; a reviewer judges the calls it draws in headless Chromium; `halluwatch calibrate
---app` fits the application's map from those verdicts (a proposal); on the restarted worker's
-page the reviewer applies it with the button, and the same traffic sent again is scored through
-the new map, without another restart: each call stamped with the map's version, its
-p_hallucination the shipped one through the map.
+review page; a reviewer judges the calls it draws in headless Chromium, has the application's
+map fitted from those verdicts (Propose: a proposal) and applies it with the button, and the
+same traffic sent again is scored through the new map, without a restart: each call stamped
+with the map's version, its p_hallucination the shipped one through the map.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.chromium import chromium_path
 from tests.integration.support import WorkerProcess, produce
-from tests.integration.test_cli import halluwatch
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("exported_model")]
 
@@ -75,51 +73,40 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
                 judged.append(trace)
                 with page.expect_navigation():  # the next call (both pages show the estimate: wait for the load)
                     page.keyboard.press("n")
-            browser.close()
-    finally:
-        assert worker.stop() == 0, worker.log()
-    assert len(judged) >= 8
-    # The map is fitted on the verdicts whose call has a probability (one no detector the verdict weighs has none).
-    probability = dict(worker.query("SELECT trace_id, p_hallucination FROM halluwatch.llm_calls FINAL"))
-    fitted_on = sum(probability[trace] is not None for trace in judged)
-    first_alerts = worker.query("SELECT trace_id, rule, route FROM halluwatch.alerts FINAL")
-    assert first_alerts, "the demo's hallucinations alert"
-
-    env = {"HALLUWATCH_DATA_DIR": str(worker.data_dir)}
-    proposed = halluwatch("calibrate", "--app", APP, **env)
-    assert proposed.returncode == 0, proposed.stderr
-    version = re.search(r"--apply (\S+)", proposed.stdout).group(1)  # type: ignore[union-attr]
-    assert f"{fitted_on} review verdicts" in proposed.stdout and "ECE out of sample" in proposed.stdout
-    assert re.search(r"route slack +p >= [\d.]+: false alarms", proposed.stdout), proposed.stdout
-    (slope, intercept) = worker.query(
-        f"SELECT slope, intercept FROM halluwatch.calibration_maps WHERE version = '{version}'"
-    )[0]
-
-    restarted_at = worker.log_path.stat().st_size
-    worker.start()
-    try:
-        _wait_for_line(worker, "triage pages on", restarted_at)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-            page = browser.new_page()
-            page.goto(f"{base}/review?app={APP}&token={TOKEN}")
-            assert page.inner_text("code.proposal-version") == version
+            assert len(judged) >= 8
+            # A proposal from the verdicts, while the worker runs (and holds the embedded store).
+            with page.expect_navigation():
+                page.click("button.propose")
+            version = page.inner_text("code.proposal-version")
+            assert re.search(rf"Proposed map {version} for {APP} from \d+ verdicts", page.inner_text(".flash"))
             # Each gated route's false alarms on the app's traffic, measured by the verdicts so far.
             routes = page.locator("ul.route-false-alarms li").all_inner_texts()
             assert [line.split(":")[0] for line in routes] == ["page", "slack"], routes
             assert all("target" in line for line in routes), routes
             assert re.fullmatch(r"\d\.\d{3}", page.inner_text("strong.ece-after"))
-            page.click("button.apply")
-            page.wait_for_selector(".flash")
+            assert page.locator("table.routes tr.route-slack").count() == 1
+            with page.expect_navigation():
+                page.click("button.apply")
             assert f"Applied map {version} to {APP}" in page.inner_text(".flash")
             assert page.inner_text("code.applied-version") == version
             browser.close()
-        _wait_for_line(worker, f"application {APP}: p_hallucination through map {version}", restarted_at)
+        _wait_for_line(worker, f"application {APP}: p_hallucination through map {version}", 0)
+        delivered = worker.metric("halluwatch_alert_deliveries_total")  # the first traffic's, long done
         second = _send(worker, tansu.bootstrap)
-        worker.wait_for("halluwatch_alert_deliveries_total", len(first_alerts))
+        worker.wait_for("halluwatch_alert_deliveries_total", 2 * delivered)
     finally:
         assert worker.stop() == 0, worker.log()
 
+    # The map is fitted on the verdicts whose call has a probability (one no detector the verdict weighs has none).
+    probability = dict(worker.query("SELECT trace_id, p_hallucination FROM halluwatch.llm_calls FINAL"))
+    fitted_on = sum(probability[trace] is not None for trace in judged)
+    (slope, intercept, verdicts) = worker.query(
+        f"SELECT slope, intercept, verdicts FROM halluwatch.calibration_maps WHERE version = '{version}' LIMIT 1"
+    )[0]
+    assert verdicts == fitted_on
+    alerts = worker.query("SELECT trace_id, rule, route FROM halluwatch.alerts FINAL")
+    first_alerts = [a for a in alerts if a[0] in first]
+    assert first_alerts, "the demo's hallucinations alert"
     rows = worker.query("SELECT trace_id, p_hallucination, calibration_version FROM halluwatch.llm_calls FINAL")
     by_trace = {t: (p, v) for t, p, v in rows}
     assert {by_trace[t][1] for t in first} == {""}  # before: the shipped calibration alone
@@ -134,7 +121,7 @@ def test_verdicts_in_the_review_page_recalibrate_the_app_and_the_running_worker_
     # with a dozen verdicts they are the shipped gates carried through the map, so the same examples alert.
     minimums = dict(applied[0][1])
     gated = {rule.name for rule in default_rules() if rule.min_probability == ROUTE_PROBABILITY}
-    again = [a for a in worker.query("SELECT trace_id, rule, route FROM halluwatch.alerts FINAL") if a[0] in second]
+    again = [a for a in alerts if a[0] in second]
     assert all(by_trace[trace][0] >= minimums[route] for trace, rule, route in again if rule in gated)
     example = {trace: index for traffic in (first, second) for index, trace in enumerate(traffic)}
     assert sorted((example[t], r) for t, r, _ in again) == sorted((example[t], r) for t, r, _ in first_alerts)

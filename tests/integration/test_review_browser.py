@@ -16,18 +16,20 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from clickhouse_connect.driver.client import Client
 from playwright.sync_api import Page, sync_playwright
 from pydantic import SecretStr
 
 from detectors.registry import DETECTORS
-from pipeline.config.alerting import AlertingSettings
 from pipeline.config.review import ReviewSettings
+from pipeline.config.settings import Settings
 from pipeline.config.ui import UISettings
 from pipeline.rate.report import rate_report, report_lines
 from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore, Scope
 from pipeline.tools.example_traces import EXAMPLES, LOG_EVENT_EXAMPLES
 from pipeline.ui.queries import TriageStore
+from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
 from tests.chromium import chromium_path
 from tests.integration.test_triage_browser import _screenshot, serving
@@ -43,7 +45,7 @@ def test_a_reviewer_judges_ten_calls_with_the_keyboard_and_the_estimate_follows(
     review = ReviewSettings(blind=False)
     rates = RateStore(client, database, Strata.configured(review))
     settings = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
-    app = create_app(TriageStore(client, database), settings, review=(rates, review, AlertingSettings()))
+    app = create_app(TriageStore(client, database), settings, review=_queue(client, database, review))
     served: list[tuple[str, str, float, bool]] = []  # span, stratum, inclusion probability, hallucinated
 
     with serving(app) as base_url, sync_playwright() as playwright:
@@ -98,6 +100,10 @@ def test_a_reviewer_judges_ten_calls_with_the_keyboard_and_the_estimate_follows(
     assert report.rate.value == pytest.approx(expected) and report.verdicts == 10
 
 
+def _queue(client: Client, database: str, review: ReviewSettings) -> ReviewQueue:
+    return ReviewQueue.configured(client, Settings(clickhouse_database=database, review=review))
+
+
 def rates_scope(review: ReviewSettings, app: str = APP) -> Scope:
     now = datetime.now(UTC)
     return Scope(now - timedelta(days=review.window_days), now + timedelta(seconds=1), app=app)
@@ -114,7 +120,7 @@ def test_blind_review_of_every_application_shows_what_the_model_did_and_the_find
     review = ReviewSettings()  # blind, as by default
     rates = RateStore(client, database, Strata.configured(review))
     settings = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
-    app = create_app(TriageStore(client, database), settings, review=(rates, review, AlertingSettings()))
+    app = create_app(TriageStore(client, database), settings, review=_queue(client, database, review))
     detector_names = re.compile(r"\b(" + "|".join(spec.name for spec in DETECTORS) + r")\b")
     examples = EXAMPLES + LOG_EVENT_EXAMPLES
     judged: dict[str, int] = {}

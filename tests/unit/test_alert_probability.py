@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.agreement.rules import AgreementRule
+from pipeline.calibration.alert_probability import GatedCall, RouteTargets, choose_route_minimums, rates_on
 from pipeline.config.alerting import AlertingSettings
-from pipeline.offline.alert_probability import GatedCall, RouteTargets, choose_route_minimums, rates_on
 
 ROUTING = RouteTargets.from_settings(AlertingSettings())  # page: 1 %, slack: 3 % (cumulative)
 PAIR = {"grounding": 2, "contradiction": 2}  # the two-detectors rule: slack

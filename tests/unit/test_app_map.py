@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from detectors.verdict import PlattScaling
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.app_map import JudgedCall, fit_map, judged_calls, out_of_sample_ece, propose
 from pipeline.config.alerting import AlertingSettings
-from pipeline.offline.alert_probability import RouteTargets
-from pipeline.offline.app_map import JudgedCall, fit_map, judged_calls, out_of_sample_ece, propose
 from pipeline.rate.store import JudgedRow
 
 ROUTING = RouteTargets.from_settings(AlertingSettings())

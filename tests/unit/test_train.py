@@ -12,8 +12,8 @@ import pytest
 from detectors.support_features import WORD_FEATURES
 from detectors.unsupported_spans.detector import SupportModel
 from detectors.verdict import VERDICT_FEATURES, load_verdict_model
+from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.config.alerting import AlertingSettings
-from pipeline.offline.alert_probability import RouteTargets
 from pipeline.offline.evaluate import EvalOutput, EvalRecord
 from pipeline.offline.train import (
     RecordFeatures,

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from detectors.verdict import PlattScaling
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.fitting import fit_logistic
+from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.alerting import gated_routes
-from pipeline.offline.alert_probability import RouteTargets
-from pipeline.offline.fitting import fit_logistic
-from pipeline.offline.reliability import expected_calibration_error
 from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
 from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow

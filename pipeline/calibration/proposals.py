@@ -1,0 +1,123 @@
+"""Proposing an application's map from its verdicts in the review window, and applying it without a person.
+
+``halluwatch calibrate --app`` and the review page's Propose button both go through
+:meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, the review page also
+proposes and applies by itself after a verdict (:meth:`AppCalibration.after_verdict`): first when
+the window holds that many verdicts, then each time it holds a quarter more than the applied
+map was fitted on (100, 125, 157, ... verdicts: a bounded number of refits as verdicts grow),
+or when the applied map is older than the window (the verdicts it was fitted on are gone).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from clickhouse_connect.driver.client import Client
+
+from detectors.thresholds import load_thresholds
+from detectors.verdict import PlattScaling
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.app_map import Proposal, judged_calls, propose
+from pipeline.config.review import ReviewSettings
+from pipeline.config.settings import Settings
+from pipeline.rate.maps import AppMap, MapStore
+from pipeline.rate.sampler import Strata
+from pipeline.rate.store import JudgedRow, RateStore, Scope
+
+REFIT_GROWTH = 1.25  # an automatic refit once the window holds this many times the applied map's verdicts
+
+
+class NoVerdicts(LookupError):
+    """The application has no review verdicts in the window to fit a map on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """A stored proposal, and whether it was applied at once (``review.auto_apply_after``)."""
+
+    proposal: Proposal
+    applied: bool
+
+
+class AppCalibration:
+    """Applications' maps from their review verdicts: proposed into the maps table, applied when allowed."""
+
+    def __init__(
+        self,
+        rates: RateStore,
+        maps: MapStore,
+        review: ReviewSettings,
+        routing: RouteTargets,
+        shipped_minimums: Mapping[str, float],
+    ) -> None:
+        self._rates = rates
+        self._maps = maps
+        self._review = review
+        self._routing = routing
+        self._shipped_minimums = dict(shipped_minimums)
+
+    @classmethod
+    def configured(cls, client: Client, settings: Settings) -> AppCalibration:
+        """On ``settings``' database, review section, alert routes and shipped route minimums (of its profile)."""
+        database, review = settings.clickhouse_database, settings.review
+        shipped = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile).alert_probability
+        return cls(RateStore(client, database, Strata.configured(review)), MapStore(client, database), review,
+                   RouteTargets.from_settings(settings.alerting), shipped)  # fmt: skip
+
+    @property
+    def maps(self) -> MapStore:
+        """The maps table the proposals go to."""
+        return self._maps
+
+    def window(self, app: str, now: datetime) -> Scope:
+        """The calls of ``app`` the review queue draws from: those of the last ``review.window_days``."""
+        return Scope(now - timedelta(days=self._review.window_days), now + timedelta(seconds=1), app=app)
+
+    def propose(self, app: str, now: datetime, by: str) -> Proposed:
+        """Fit, store and (with enough verdicts for ``review.auto_apply_after``) apply a map for ``app``.
+
+        Raises NoVerdicts when the window holds no verdict on a call with a probability.
+        """
+        scope = self.window(app, now)
+        return self._propose(app, scope, self._rates.judged_calls(scope), now, by)
+
+    def after_verdict(self, app: str, now: datetime) -> Proposed | None:
+        """Propose and apply a map for ``app`` when its verdicts call for an automatic refit; None when not."""
+        scope = self.window(app, now)
+        rows = self._rates.judged_calls(scope)
+        if not refit_due(len(rows), self._maps.applied().get(app), self._review, now):
+            return None
+        return self._propose(app, scope, rows, now, "auto")
+
+    def _propose(self, app: str, scope: Scope, rows: Sequence[JudgedRow], now: datetime, by: str) -> Proposed:
+        known = {m.version: m.calibration for _, m in self._maps.history(app)}
+        calls = judged_calls(rows, known)
+        if not calls:
+            raise NoVerdicts(f"no review verdicts on {app}'s calls of the last {self._review.window_days} days: "
+                             f"judge some at /review?app={app} first")  # fmt: skip
+        current = self._maps.applied().get(app)
+        proposal = propose(
+            app, calls, self._rates.counts(scope).population, self._routing, self._shipped_minimums,
+            current.calibration if current else PlattScaling(), self._review.map_shrinkage,
+        )  # fmt: skip
+        self._maps.propose(proposal.stored(), now, by)
+        threshold = self._review.auto_apply_after
+        applied = threshold is not None and proposal.verdicts >= threshold
+        if applied:
+            why = f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after"
+            self._maps.apply(app, proposal.version, now, why)
+        return Proposed(proposal, applied)
+
+
+def refit_due(verdicts: int, applied: AppMap | None, review: ReviewSettings, now: datetime) -> bool:
+    """Whether ``verdicts`` (on calls with a probability) in the review window call for a refit over ``applied``."""
+    threshold = review.auto_apply_after
+    if threshold is None or verdicts < threshold:
+        return False
+    if applied is None or applied.at is None:
+        return True
+    stale = applied.at < now - timedelta(days=review.window_days)
+    return stale or verdicts >= math.ceil(applied.verdicts * REFIT_GROWTH)

@@ -1,0 +1,122 @@
+"""An application's map proposed where its verdicts are given: automatically, by the button, by the command.
+
+On the demo's calls in embedded ClickHouse: with ``review.auto_apply_after`` set, the verdict
+that brings the review window to that many verdicts (on calls with a probability) proposes and
+applies a map without a person, and later verdicts refit it only once the window holds a quarter
+more than the applied map was fitted on.  The Propose button stores a proposal without applying
+it while too few verdicts are in; ``halluwatch calibrate --app`` proposes the same way and
+``--apply shipped`` reverts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from clickhouse_connect.driver.client import Client
+from flask.testing import FlaskClient
+from pydantic import SecretStr
+
+from pipeline.calibration.proposals import REFIT_GROWTH
+from pipeline.cli import main
+from pipeline.config.review import ReviewSettings
+from pipeline.config.settings import Settings
+from pipeline.config.ui import UISettings
+from pipeline.rate.maps import MapStore
+from pipeline.ui.queries import TriageStore
+from pipeline.ui.review import ReviewQueue
+from pipeline.ui.web import create_app
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "proposals-test-token-0123"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+APP = "default"
+AUTO_AFTER = 3
+
+
+def _judge_next(web: FlaskClient, verdict: str) -> tuple[str, list[str]] | None:
+    """Draw the next call of the queue and judge it; its span id and the flashes, None when none is left."""
+    page = web.get(f"/review?app={APP}", headers=BEARER).get_data(as_text=True)
+    drawn = re.search(r'name="trace_id" value="([0-9a-f]+)".*?name="span_id" value="([0-9a-f]+)"', page, re.S)
+    if drawn is None:
+        return None
+    trace_id, span_id = drawn.groups()
+    form = {"app": APP, "trace_id": trace_id, "span_id": span_id, "verdict": verdict}
+    answer = web.post("/review/verdict", data=form, headers=BEARER, follow_redirects=True)
+    assert answer.status_code == 200
+    return span_id, re.findall(r'class="flash"[^>]*>([^<]+)<', answer.get_data(as_text=True))
+
+
+def _verdicts_with_probability(client: Client, database: str) -> int:
+    rows = client.query(
+        f"SELECT count() FROM {database}.labels AS l FINAL INNER JOIN "
+        f"(SELECT trace_id, span_id FROM {database}.llm_calls FINAL WHERE p_hallucination IS NOT NULL) AS c "
+        "USING (trace_id, span_id) WHERE l.inclusion_probability > 0"
+    ).result_rows
+    return int(rows[0][0])
+
+
+def test_verdicts_apply_a_map_without_a_person_and_refit_it_as_they_grow(demo_database):
+    client, database = demo_database
+    settings = Settings(clickhouse_database=database, review=ReviewSettings(blind=False, auto_apply_after=AUTO_AFTER))
+    ui = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
+    web = create_app(TriageStore(client, database), ui, review=ReviewQueue.configured(client, settings)).test_client()
+    maps = MapStore(client, database)
+
+    applied_at: list[int] = []  # the verdict counts each automatic map was fitted on
+    turn = 0
+    while (judged := _judge_next(web, "hallucinated" if turn % 2 else "faithful")) is not None:
+        turn += 1
+        _, flashes = judged
+        counted = _verdicts_with_probability(client, database)
+        now = maps.applied().get(APP)
+        due = counted >= AUTO_AFTER and (not applied_at or counted >= math.ceil(applied_at[-1] * REFIT_GROWTH))
+        if due:
+            assert now is not None and now.verdicts == counted and now.by.startswith("auto: "), (counted, now)
+            assert any(f"Applied map {now.version} to {APP} without a person" in f for f in flashes), flashes
+            applied_at.append(counted)
+        else:
+            assert not any("without a person" in f for f in flashes), (counted, flashes)
+            assert (now.verdicts if now else None) == (applied_at[-1] if applied_at else None)
+    assert applied_at[0] == AUTO_AFTER and len(applied_at) >= 2, applied_at
+    # Before enough verdicts no map is applied: the history starts with the automatic one.
+    events = [event for event, _ in reversed(maps.history(APP))]
+    assert events[:2] == ["proposed", "applied"]
+
+
+def test_the_propose_button_and_the_command_propose_and_the_command_reverts(
+    demo_database, chdb_path: Path, tmp_path: Path
+):
+    client, database = demo_database
+    settings = Settings(clickhouse_database=database, review=ReviewSettings(blind=False))  # no automatic maps
+    ui = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
+    web = create_app(TriageStore(client, database), ui, review=ReviewQueue.configured(client, settings)).test_client()
+    maps = MapStore(client, database)
+
+    refused = web.post("/review/propose", data={"app": APP}, headers=BEARER)
+    assert refused.status_code == 409 and "no review verdicts" in refused.get_data(as_text=True)
+    for verdict in ("faithful", "hallucinated", "faithful", "hallucinated"):
+        assert _judge_next(web, verdict) is not None
+    page = web.post("/review/propose", data={"app": APP}, headers=BEARER, follow_redirects=True).get_data(as_text=True)
+    proposal = maps.proposal(APP)
+    assert proposal is not None and proposal.by == "reviewer"
+    assert f"Proposed map {proposal.version} for {APP} from {proposal.verdicts} verdicts" in page
+    assert f'class="proposal-version">{proposal.version}<' in page and APP not in maps.applied()
+
+    config = tmp_path / "halluwatch.yaml"
+    config.write_text(yaml.safe_dump({"clickhouse_dsn": f"chdb://{chdb_path}", "clickhouse_database": database}))
+    proposed = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--app", APP])
+    assert proposed.exit_code == 0, proposed.output
+    assert f"{proposal.verdicts} review verdicts" in proposed.output and "ECE out of sample" in proposed.output
+    version = re.search(r"--apply (\S+)", proposed.output).group(1)  # type: ignore[union-attr]
+    applied = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--app", APP, "--apply", version])
+    assert applied.exit_code == 0 and f"applied {version} to {APP}" in applied.output, applied.output
+    assert maps.applied()[APP].version == version
+    reverted = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--app", APP, "--apply", "shipped"])
+    assert reverted.exit_code == 0, reverted.output
+    assert APP not in maps.applied()
