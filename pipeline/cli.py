@@ -413,6 +413,8 @@ def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> N
         threshold = settings.review.auto_apply_after
         click.echo(f"applied {proposal.version} to {app} (review.auto_apply_after = {threshold})")
     else:
+        if proposed.kept:
+            click.echo(proposed.kept)
         click.echo(f"apply it with: halluwatch calibrate --app {app} --apply {proposal.version}")
 
 

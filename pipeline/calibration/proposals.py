@@ -1,11 +1,13 @@
 """Proposing an application's map from its verdicts in the review window, and applying it without a person.
 
 ``halluwatch calibrate --app`` and the review page's Propose button both go through
-:meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, the review page also
-proposes and applies by itself after a verdict (:meth:`AppCalibration.after_verdict`): first when
-the window holds that many verdicts, then each time it holds a quarter more than the applied
-map was fitted on (100, 125, 157, ... verdicts: a bounded number of refits as verdicts grow),
-or when the applied map is older than the window (the verdicts it was fitted on are gone).
+:meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, a proposal from that many
+verdicts or more is applied at once if it beats the current map out of sample (its ECE with each
+verdict scored by a fit without it is lower: with a hundred verdicts a refit of a map that was
+right moves it by noise), and the review page also proposes by itself after a verdict
+(:meth:`AppCalibration.after_verdict`): first when the window holds that many verdicts, then
+each time it holds a quarter more than the newest proposal was fitted on (100, 125, 157, ...: a
+bounded number of refits as verdicts grow), or when that proposal is older than the window.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pipeline.rate.maps import AppMap, MapStore
 from pipeline.rate.sampler import Strata
 from pipeline.rate.store import JudgedRow, RateStore, Scope
 
-REFIT_GROWTH = 1.25  # an automatic refit once the window holds this many times the applied map's verdicts
+REFIT_GROWTH = 1.25  # an automatic refit once the window holds this many times the newest proposal's verdicts
 
 
 class NoVerdicts(LookupError):
@@ -36,10 +38,11 @@ class NoVerdicts(LookupError):
 
 @dataclass(frozen=True, slots=True)
 class Proposed:
-    """A stored proposal, and whether it was applied at once (``review.auto_apply_after``)."""
+    """A stored proposal, whether it was applied at once (``review.auto_apply_after``), and why not."""
 
     proposal: Proposal
     applied: bool
+    kept: str = ""  # why a proposal with enough verdicts to apply was not: it does not beat the current map
 
 
 class AppCalibration:
@@ -88,7 +91,7 @@ class AppCalibration:
         """Propose and apply a map for ``app`` when its verdicts call for an automatic refit; None when not."""
         scope = self.window(app, now)
         rows = self._rates.judged_calls(scope)
-        if not refit_due(len(rows), self._maps.applied().get(app), self._review, now):
+        if not refit_due(len(rows), self._maps.proposal(app), self._review, now):
             return None
         return self._propose(app, scope, rows, now, "auto")
 
@@ -105,19 +108,25 @@ class AppCalibration:
         )  # fmt: skip
         self._maps.propose(proposal.stored(), now, by)
         threshold = self._review.auto_apply_after
-        applied = threshold is not None and proposal.verdicts >= threshold
-        if applied:
-            why = f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after"
-            self._maps.apply(app, proposal.version, now, why)
-        return Proposed(proposal, applied)
+        if threshold is None or proposal.verdicts < threshold:
+            return Proposed(proposal, applied=False)
+        before, after = proposal.ece_before, proposal.ece_after
+        if before is not None and after is not None and after >= before:
+            return Proposed(proposal, False, f"not applied: its ECE out of sample, {after:.3f}, does not beat the "
+                                             f"current map's, {before:.3f}")  # fmt: skip
+        self._maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
+        return Proposed(proposal, applied=True)
 
 
-def refit_due(verdicts: int, applied: AppMap | None, review: ReviewSettings, now: datetime) -> bool:
-    """Whether ``verdicts`` (on calls with a probability) in the review window call for a refit over ``applied``."""
+def refit_due(verdicts: int, newest: AppMap | None, review: ReviewSettings, now: datetime) -> bool:
+    """Whether ``verdicts`` (on calls with a probability) in the review window call for a refit after ``newest``.
+
+    ``newest``: the application's newest proposal, by a person or not.
+    """
     threshold = review.auto_apply_after
     if threshold is None or verdicts < threshold:
         return False
-    if applied is None or applied.at is None:
+    if newest is None or newest.at is None:
         return True
-    stale = applied.at < now - timedelta(days=review.window_days)
-    return stale or verdicts >= math.ceil(applied.verdicts * REFIT_GROWTH)
+    stale = newest.at < now - timedelta(days=review.window_days)
+    return stale or verdicts >= math.ceil(newest.verdicts * REFIT_GROWTH)

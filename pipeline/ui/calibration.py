@@ -44,7 +44,8 @@ def calibration_blueprint(calibration: AppCalibration, settings: ReviewSettings)
             abort(409, description=str(exc))
         proposal = proposed.proposal
         applied = f" and applied it (review.auto_apply_after = {settings.auto_apply_after})" if proposed.applied else ""
-        flash(f"Proposed map {proposal.version} for {app} from {proposal.verdicts} verdicts{applied}")
+        kept = f"; {proposed.kept}" if proposed.kept else ""
+        flash(f"Proposed map {proposal.version} for {app} from {proposal.verdicts} verdicts{applied}{kept}")
         return redirect(url_for("review.page", app=app), code=303)
 
     @pages.post("/review/apply")

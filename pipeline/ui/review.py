@@ -134,8 +134,11 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
         flash(f"Recorded: {choice} on span {drawn.span_id}")
         refit = queue.calibration.after_verdict(app, datetime.now(UTC))
         if refit is not None:
-            flash(f"Applied map {refit.proposal.version} to {app} without a person: {refit.proposal.verdicts} "
-                  f"verdicts (review.auto_apply_after = {settings.auto_apply_after})")  # fmt: skip
+            proposal = refit.proposal
+            done = "Applied" if refit.applied else "Proposed"
+            kept = f"; {refit.kept}" if refit.kept else ""
+            flash(f"{done} map {proposal.version} for {app} without a person: {proposal.verdicts} verdicts "
+                  f"(review.auto_apply_after = {settings.auto_apply_after}){kept}")  # fmt: skip
         if not settings.blind:
             return redirect(url_for("review.page", app=app), code=303)
         session[_JUDGED] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability, choice]

@@ -1,11 +1,11 @@
 """An application's map proposed where its verdicts are given: automatically, by the button, by the command.
 
 On the demo's calls in embedded ClickHouse: with ``review.auto_apply_after`` set, the verdict
-that brings the review window to that many verdicts (on calls with a probability) proposes and
-applies a map without a person, and later verdicts refit it only once the window holds a quarter
-more than the applied map was fitted on.  The Propose button stores a proposal without applying
-it while too few verdicts are in; ``halluwatch calibrate --app`` proposes the same way and
-``--apply shipped`` reverts.
+that brings the review window to that many verdicts (on calls with a probability) proposes a map
+without a person, applied when it beats the current map out of sample, and later verdicts refit
+it only once the window holds a quarter more than the newest proposal was fitted on.  The
+Propose button stores a proposal without applying it while too few verdicts are in;
+``halluwatch calibrate --app`` proposes the same way and ``--apply shipped`` reverts.
 """
 
 from __future__ import annotations
@@ -61,32 +61,38 @@ def _verdicts_with_probability(client: Client, database: str) -> int:
     return int(rows[0][0])
 
 
-def test_verdicts_apply_a_map_without_a_person_and_refit_it_as_they_grow(demo_database):
+def test_verdicts_propose_maps_without_a_person_and_apply_those_that_beat_the_current_one(demo_database):
     client, database = demo_database
     settings = Settings(clickhouse_database=database, review=ReviewSettings(blind=False, auto_apply_after=AUTO_AFTER))
     ui = UISettings(token=SecretStr(TOKEN), token_user="reviewer")
     web = create_app(TriageStore(client, database), ui, review=ReviewQueue.configured(client, settings)).test_client()
     maps = MapStore(client, database)
 
-    applied_at: list[int] = []  # the verdict counts each automatic map was fitted on
+    proposed_at: list[int] = []  # the verdict counts each automatic proposal was fitted on
+    applied: list[str] = []
     turn = 0
     while (judged := _judge_next(web, "hallucinated" if turn % 2 else "faithful")) is not None:
         turn += 1
         _, flashes = judged
         counted = _verdicts_with_probability(client, database)
-        now = maps.applied().get(APP)
-        due = counted >= AUTO_AFTER and (not applied_at or counted >= math.ceil(applied_at[-1] * REFIT_GROWTH))
-        if due:
-            assert now is not None and now.verdicts == counted and now.by.startswith("auto: "), (counted, now)
-            assert any(f"Applied map {now.version} to {APP} without a person" in f for f in flashes), flashes
-            applied_at.append(counted)
-        else:
+        due = counted >= AUTO_AFTER and (not proposed_at or counted >= math.ceil(proposed_at[-1] * REFIT_GROWTH))
+        newest, now = maps.proposal(APP), maps.applied().get(APP)
+        if not due:
             assert not any("without a person" in f for f in flashes), (counted, flashes)
-            assert (now.verdicts if now else None) == (applied_at[-1] if applied_at else None)
-    assert applied_at[0] == AUTO_AFTER and len(applied_at) >= 2, applied_at
-    # Before enough verdicts no map is applied: the history starts with the automatic one.
-    events = [event for event, _ in reversed(maps.history(APP))]
-    assert events[:2] == ["proposed", "applied"]
+            assert (newest.verdicts if newest else None) == (proposed_at[-1] if proposed_at else None)
+            continue
+        assert newest is not None and newest.verdicts == counted and newest.by == "auto", (counted, newest)
+        proposed_at.append(counted)
+        before, after = newest.report["ece_before"], newest.report["ece_after"]
+        if after < before:  # it beats the current map out of sample: applied
+            assert now is not None and now.version == newest.version and now.by.startswith("auto: "), now
+            assert any(f"Applied map {newest.version} for {APP} without a person" in f for f in flashes), flashes
+            applied.append(newest.version)
+        else:  # the current map stays, and the page says why
+            assert (now.version if now else None) == (applied[-1] if applied else None)
+            assert any(f"Proposed map {newest.version}" in f and "does not beat" in f for f in flashes), flashes
+    assert proposed_at[0] == AUTO_AFTER and len(proposed_at) >= 2, proposed_at
+    assert applied, "some automatic proposal beat the current map on the demo's verdicts"
 
 
 def test_the_propose_button_and_the_command_propose_and_the_command_reverts(

@@ -12,7 +12,7 @@ NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 AUTO = ReviewSettings(auto_apply_after=100, window_days=7)
 
 
-def _applied(verdicts: int, days_ago: float = 1) -> AppMap:
+def _newest(verdicts: int, days_ago: float = 1) -> AppMap:
     return AppMap("hr", "hr-1", verdicts=verdicts, at=NOW - timedelta(days=days_ago))
 
 
@@ -22,14 +22,14 @@ def test_nothing_is_refitted_without_auto_apply_after_or_below_it():
     assert refit_due(100, None, AUTO, NOW)
 
 
-def test_a_refit_waits_for_a_quarter_more_verdicts_than_the_applied_map_was_fitted_on():
-    assert not refit_due(124, _applied(100), AUTO, NOW)
-    assert refit_due(125, _applied(100), AUTO, NOW)
-    assert not refit_due(156, _applied(125), AUTO, NOW)
-    assert refit_due(157, _applied(125), AUTO, NOW)
+def test_a_refit_waits_for_a_quarter_more_verdicts_than_the_newest_proposal_was_fitted_on():
+    assert not refit_due(124, _newest(100), AUTO, NOW)
+    assert refit_due(125, _newest(100), AUTO, NOW)
+    assert not refit_due(156, _newest(125), AUTO, NOW)
+    assert refit_due(157, _newest(125), AUTO, NOW)
 
 
-def test_a_map_older_than_the_window_is_refitted_on_the_verdicts_there_are_now():
-    assert not refit_due(110, _applied(300, days_ago=6), AUTO, NOW)
-    assert refit_due(110, _applied(300, days_ago=8), AUTO, NOW)
-    assert not refit_due(90, _applied(300, days_ago=8), AUTO, NOW)
+def test_a_proposal_older_than_the_window_is_refitted_on_the_verdicts_there_are_now():
+    assert not refit_due(110, _newest(300, days_ago=6), AUTO, NOW)
+    assert refit_due(110, _newest(300, days_ago=8), AUTO, NOW)
+    assert not refit_due(90, _newest(300, days_ago=8), AUTO, NOW)
