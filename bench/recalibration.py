@@ -13,7 +13,9 @@ over ``--seeds`` draws.
 
 ECE on a few hundred records is noisy even for a perfect probability, so ``ece_floor95`` is the
 95th percentile of the ECE that a perfectly calibrated p with the after-values would show on the
-same records (labels drawn from p itself, 200 times).
+same records (labels drawn from p itself, 200 times).  And ``ece_random_sample`` is what the same
+number of verdicts gives at best without strata or a prior: a Platt map fitted on a simple random
+sample of that many records, each weighing the same, measured on the rest.
 
     .venv/bin/python bench/recalibration.py [FILE.jsonl ...] [--verdicts 25,50,100,200] [--seeds 5] [--json OUT]
         [--markdown]  (writes its section of bench/QUALITY.md)
@@ -39,6 +41,7 @@ from detectors.thresholds import load_thresholds
 from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.app_map import JudgedCall, propose
+from pipeline.calibration.fitting import fit_platt
 from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.settings import load_settings
 from pipeline.offline.evaluate import evaluate, hallucination_flags, read_records
@@ -138,6 +141,17 @@ def ece_floor95(records: Sequence[Record], calibration: PlattScaling, seed: int)
     return float(np.percentile(draws, 95))
 
 
+def random_sample_ece(records: Sequence[Record], count: int, seed: int) -> float:
+    """ECE on the other records of a Platt map fitted on ``count`` records drawn at random, each weighing the same."""
+    with_p = [r for r in records if r.probability is not None]
+    order = np.random.default_rng(seed).permutation(len(with_p))
+    p = np.array([r.probability for r in with_p])
+    y = np.array([float(r.hallucinated) for r in with_p])
+    fitted = fit_platt(p[order[:count]], y[order[:count]])
+    rest = order[count:]
+    return expected_calibration_error(list(fitted.apply(p[rest])), list(y[rest].astype(bool)))
+
+
 def run_set(
     name: str, records: list[Record], counts: Sequence[int], seeds: int, routing: RouteTargets,
     shipped: dict[str, float], shrinkage: float,
@@ -155,12 +169,20 @@ def run_set(
             calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags)
                      for r, pi in drawn if r.probability is not None]  # fmt: skip
             proposal = propose(name, calls, population, routing, shipped, shrinkage=shrinkage)
+            applied = (
+                proposal.ece_after is not None
+                and proposal.ece_before is not None
+                and (proposal.ece_after < proposal.ece_before)
+            )
+            calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
             rest = [r for r in records if r.key not in reviewed]
             before = outcome(rest, PlattScaling(), shipped, routing)
-            after = outcome(rest, proposal.calibration, proposal.minimums, routing)
+            after = outcome(rest, calibration, minimums, routing)
             values = {
                 "ece_before": before.ece, "ece_after": after.ece,
-                "ece_floor95": ece_floor95(rest, proposal.calibration, seed),
+                "ece_floor95": ece_floor95(rest, calibration, seed), "applied": float(applied),
+                "ece_proposal": outcome(rest, proposal.calibration, proposal.minimums, routing).ece,
+                "ece_random_sample": random_sample_ece(records, count, seed),
                 "page_faithful_before": before.page_faithful, "page_faithful_after": after.page_faithful,
                 "alerted_faithful_before": before.alerted_faithful, "alerted_faithful_after": after.alerted_faithful,
                 "recall_before": before.recall, "recall_after": after.recall,
@@ -175,7 +197,8 @@ def write_section(path: Path, rows: Sequence[dict[str, object]], seeds: int) -> 
     """Replace (or add) this bench's section at the end of QUALITY.md (bench/quality.py keeps it when it rewrites)."""
     text = path.read_text() if path.exists() else ""
     head = text.split(SECTION)[0].rstrip()
-    columns = ["set", "verdicts", "ece_before", "ece_after", "ece_floor95", "page_faithful_before",
+    columns = ["set", "verdicts", "ece_before", "ece_after", "ece_floor95", "applied", "ece_proposal",
+               "ece_random_sample", "page_faithful_before",
                "page_faithful_after", "alerted_faithful_before", "alerted_faithful_after", "recall_before",
                "recall_after"]  # fmt: skip
     lines = [
@@ -184,8 +207,12 @@ def write_section(path: Path, rows: Sequence[dict[str, object]], seeds: int) -> 
         "`.venv/bin/python bench/recalibration.py --workers 2 --markdown`: each shared set with context as one",
         "application's traffic, scored as `halluwatch eval` scores it; the review queue's sampler draws the",
         "verdicts (the labels answer), the app's map and minimums are fitted after each count, and the records",
-        f"nobody reviewed are scored before (shipped) and after; means over {seeds} seeds. ece_floor95: the 95th",
-        "percentile of the ECE a perfectly calibrated p with the same values shows on the same records.",
+        f"nobody reviewed are scored before (shipped) and after; means over {seeds} seeds. After: the proposal",
+        "where it beats the shipped calibration out of sample on the verdicts (Brier; as `review.auto_apply_after`",
+        "applies), else the shipped one; applied: the share of draws it did; ece_proposal: the proposal's ECE",
+        "either way. ece_floor95: the 95th percentile of the ECE a perfectly calibrated p with the same values",
+        "shows on the same records. ece_random_sample: a Platt map fitted on as many records drawn at random",
+        "(no strata, no prior), on the rest: what that many verdicts give at best.",
         "Shares of faithful records paged and alerted (targets 1 % and 3 %) and recall of alerts.",
         "",
         "| " + " | ".join(columns) + " |",

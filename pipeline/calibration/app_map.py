@@ -10,7 +10,8 @@ its own probability), ``shrinkage`` of them in all: with few verdicts the map st
 shipped calibration, with many it follows the application.
 
 The fit is measured out of sample: each of :data:`FOLDS` folds of the verdicts scored by the
-map fitted on the others, beside the probabilities the calls were scored with before.  Each
+map fitted on the others, beside the probabilities the calls were scored with before (ECE, and
+the Brier score that says whether the proposal is better).  Each
 gated route's minimum is the lowest at which the share of the application's faithful calls it
 alerts on (estimated from the same verdicts, stratified, :mod:`pipeline.rate.estimator`) stays
 under the route's target with its whole 95 % interval; while no minimum does, the verdicts are too
@@ -82,10 +83,19 @@ class Proposal:
     version: str
     calibration: PlattScaling
     verdicts: int
-    ece_before: float | None  # out of sample; None without verdicts with a probability
-    ece_after: float | None
+    measured: OutOfSample | None  # None without verdicts with a probability
     routes: tuple[RouteEstimate, ...]
     routes_before: tuple[RouteEstimate, ...]
+
+    @property
+    def ece_before(self) -> float | None:
+        """ECE out of sample of the map the calls are scored with now."""
+        return self.measured.ece_before if self.measured else None
+
+    @property
+    def ece_after(self) -> float | None:
+        """ECE out of sample of the proposal."""
+        return self.measured.ece_after if self.measured else None
 
     @property
     def minimums(self) -> dict[str, float]:
@@ -98,7 +108,10 @@ class Proposal:
 
     def report(self) -> dict[str, Any]:
         """What the proposal was measured to do (stored with it, shown before it is applied)."""
+        m = self.measured
+        brier = (m.brier_before, m.brier_after) if m else (None, None)
         return {"ece_before": _round(self.ece_before), "ece_after": _round(self.ece_after),
+                "brier_before": _round(brier[0], 6), "brier_after": _round(brier[1], 6),
                 "routes": [r.to_dict() for r in self.routes],
                 "routes_before": [r.to_dict() for r in self.routes_before]}  # fmt: skip
 
@@ -146,12 +159,29 @@ def fold_of(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % FOLDS
 
 
-def out_of_sample_ece(
-    calls: Sequence[JudgedCall], shrinkage: float, current: PlattScaling
-) -> tuple[float | None, float | None]:
-    """Weighted ECE of the current map and of the fitted one, each verdict scored by a fit without its fold."""
+@dataclass(frozen=True, slots=True)
+class OutOfSample:
+    """The current map and the fitted one on the verdicts, each verdict scored by a fit without its fold.
+
+    ECE (weighted, ten bins) is what the page shows; the Brier score (weighted mean squared error
+    of p) decides whether a proposal is better, because ECE on a hundred verdicts is mostly bin noise.
+    """
+
+    ece_before: float
+    ece_after: float
+    brier_before: float
+    brier_after: float
+
+    @property
+    def better(self) -> bool:
+        """Whether the fitted map scores the verdicts better than the current one."""
+        return self.brier_after < self.brier_before
+
+
+def out_of_sample(calls: Sequence[JudgedCall], shrinkage: float, current: PlattScaling) -> OutOfSample | None:
+    """The current map and the fitted one measured out of sample on ``calls``; None without calls."""
     if not calls:
-        return None, None
+        return None
     fitted = np.zeros(len(calls))
     folds = [fold_of(c.key) for c in calls]
     shipped = np.array([c.shipped_probability for c in calls])
@@ -161,8 +191,17 @@ def out_of_sample_ece(
         fitted[inside] = fit.apply(shipped[inside])
     labels = [c.hallucinated for c in calls]
     weights = design_weights(calls)
-    before = expected_calibration_error(list(current.apply(shipped)), labels, weights=weights)
-    return before, expected_calibration_error(list(fitted), labels, weights=weights)
+    now = current.apply(shipped)
+    return OutOfSample(
+        expected_calibration_error(list(now), labels, weights=weights),
+        expected_calibration_error(list(fitted), labels, weights=weights),
+        _brier(now, labels, weights),
+        _brier(fitted, labels, weights),
+    )
+
+
+def _brier(p: np.ndarray[Any, np.dtype[np.float64]], labels: Sequence[bool], weights: Sequence[float]) -> float:
+    return float(np.average((p - np.array(labels, dtype=float)) ** 2, weights=weights))
 
 
 def route_estimates(
@@ -229,12 +268,12 @@ def propose(
 ) -> Proposal:
     """A new map and route minimums for ``app`` from its verdicts, measured against its ``current`` map."""
     calibration = fit_map(calls, shrinkage)
-    before, after = out_of_sample_ece(calls, shrinkage, current)
+    measured = out_of_sample(calls, shrinkage, current)
     routes = route_estimates(calls, population, calibration, routing, shipped_minimums)
     routes_before = route_estimates(calls, population, current, routing, shipped_minimums, choose=False)
     recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls)])
     version = f"{app}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
-    return Proposal(app, version, calibration, len(calls), before, after, routes, routes_before)
+    return Proposal(app, version, calibration, len(calls), measured, routes, routes_before)
 
 
 def _route(agreement: Any, call: JudgedCall, probability: float) -> str | None:
@@ -254,8 +293,8 @@ def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
             "verdicts": estimate.verdicts, "shortfall": estimate.shortfall}  # fmt: skip
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
 
 
 def judged_calls(rows: Sequence[JudgedRow], maps: Mapping[str, PlattScaling]) -> list[JudgedCall]:

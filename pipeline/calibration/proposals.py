@@ -2,8 +2,8 @@
 
 ``halluwatch calibrate --app`` and the review page's Propose button both go through
 :meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, a proposal from that many
-verdicts or more is applied at once if it beats the current map out of sample (its ECE with each
-verdict scored by a fit without it is lower: with a hundred verdicts a refit of a map that was
+verdicts or more is applied at once if it beats the current map out of sample (a lower Brier
+score with each verdict scored by a fit without its fold: a refit of a map that was already
 right moves it by noise), and the review page also proposes by itself after a verdict
 (:meth:`AppCalibration.after_verdict`): first when the window holds that many verdicts, then
 each time it holds a quarter more than the newest proposal was fitted on (100, 125, 157, ...: a
@@ -110,10 +110,10 @@ class AppCalibration:
         threshold = self._review.auto_apply_after
         if threshold is None or proposal.verdicts < threshold:
             return Proposed(proposal, applied=False)
-        before, after = proposal.ece_before, proposal.ece_after
-        if before is not None and after is not None and after >= before:
-            return Proposed(proposal, False, f"not applied: its ECE out of sample, {after:.3f}, does not beat the "
-                                             f"current map's, {before:.3f}")  # fmt: skip
+        measured = proposal.measured
+        if measured is not None and not measured.better:
+            brier = f"Brier {measured.brier_after:.4f}, now {measured.brier_before:.4f}"
+            return Proposed(proposal, False, f"not applied: out of sample it does not beat the current map ({brier})")
         self._maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
         return Proposed(proposal, applied=True)
 

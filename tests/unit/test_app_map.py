@@ -7,7 +7,7 @@ import pytest
 
 from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
-from pipeline.calibration.app_map import JudgedCall, fit_map, judged_calls, out_of_sample_ece, propose
+from pipeline.calibration.app_map import JudgedCall, fit_map, judged_calls, out_of_sample, propose
 from pipeline.config.alerting import AlertingSettings
 from pipeline.rate.store import JudgedRow
 
@@ -42,8 +42,17 @@ def test_each_verdict_counts_by_the_inverse_of_its_strata_inclusion_probability(
 
 
 def test_the_fitted_map_is_better_calibrated_out_of_sample_than_the_shipped_one():
-    before, after = out_of_sample_ece(app_calls(600, seed=1), 100, PlattScaling())
-    assert before is not None and after is not None and after < before / 2
+    measured = out_of_sample(app_calls(600, seed=1), 100, PlattScaling())
+    assert measured is not None and measured.ece_after < measured.ece_before / 2 and measured.better
+
+
+def test_out_of_sample_a_refit_beats_a_wrong_map_and_rarely_a_right_one():
+    def better(shift: float) -> float:
+        measured = [out_of_sample(app_calls(100, seed, shift), 5, PlattScaling()) for seed in range(20)]
+        return sum(m is not None and m.better for m in measured) / len(measured)
+
+    assert better(shift=-2.0) == 1.0
+    assert better(shift=0.0) < 0.5  # the shipped p is right: a refit on 100 verdicts mostly adds noise
 
 
 def test_a_proposal_moves_the_slack_minimum_to_keep_the_apps_false_alarms_under_target():
