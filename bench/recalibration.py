@@ -42,6 +42,7 @@ from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.app_map import JudgedCall, propose
 from pipeline.calibration.fitting import fit_platt
+from pipeline.calibration.proposals import held_back
 from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.settings import load_settings
 from pipeline.offline.evaluate import evaluate, hallucination_flags, read_records
@@ -169,11 +170,7 @@ def run_set(
             calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags)
                      for r, pi in drawn if r.probability is not None]  # fmt: skip
             proposal = propose(name, calls, population, routing, shipped, shrinkage=shrinkage)
-            applied = (
-                proposal.ece_after is not None
-                and proposal.ece_before is not None
-                and (proposal.ece_after < proposal.ece_before)
-            )
+            applied = not held_back(proposal)
             calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
             rest = [r for r in records if r.key not in reviewed]
             before = outcome(rest, PlattScaling(), shipped, routing)
@@ -209,10 +206,11 @@ def write_section(path: Path, rows: Sequence[dict[str, object]], seeds: int) -> 
         "queue's sampler draws the verdicts (the labels answer), the app's map and minimums are fitted after",
         f"each count, and the records nobody reviewed are scored before (shipped) and after; means over {seeds}",
         "seeds. After: the proposal where it beats the shipped calibration out of sample on the verdicts",
-        "(Brier; as `review.auto_apply_after` applies), else the shipped one; applied: the share of draws it",
-        "did; ece_proposal: the proposal's ECE either way. ece_floor95: the 95th percentile of the ECE a",
-        "perfectly calibrated p with the same values shows on the same records. ece_random_sample: a Platt",
-        "map fitted on as many records drawn at random (no strata, no prior), on the rest: what that many",
+        "(Brier), as `review.auto_apply_after` applies, else the shipped one; applied:",
+        "the share of draws it did; ece_proposal: the proposal's ECE either way. ece_floor95: the 95th",
+        "percentile of the ECE a perfectly calibrated p with the same values shows on the same records.",
+        "ece_random_sample: a Platt map fitted on as many records drawn at random (no strata, no prior), on",
+        "the rest: what that many",
         "verdicts give at best.",
         "Shares of faithful records paged and alerted (targets 1 % and 3 %) and recall of alerts.",
         "",

@@ -241,7 +241,7 @@ def route_estimates(
 
 
 def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: float) -> tuple[float, str]:
-    """The lowest candidate whose interval of false alarms stays under ``target``; else the shipped gate, or above.
+    """The lowest candidate whose interval of false alarms stays under ``target``; else the shipped gate or above it.
 
     ``shipped`` is the shipped minimum carried through the new map (the same calls pass it).
     """
@@ -254,7 +254,12 @@ def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: 
         if false_alarms.value is not None and false_alarms.value <= target:
             kept = "the shipped gate kept" if candidate == shipped else "raised past the shipped gate"
             return candidate, f"too few verdicts to know ({kept}): its interval still reaches past the target"
-    return 1.0, "closed: no minimum keeps the target on the verdicts"
+    if measured(shipped)[0].value is None:
+        return shipped, "the shipped gate kept: no faithful verdicts yet"
+    # Even a minimum above every verdict's p leaves the estimate over the target: the false alarms past it
+    # come from rules no probability gates (facts) or from an earlier route, and closing this route's gated
+    # rules would silence them without meeting the target.
+    return shipped, "the shipped gate kept: no minimum keeps the target; the false alarms past it are not the gate's"
 
 
 def propose(

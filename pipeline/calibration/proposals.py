@@ -4,7 +4,7 @@
 :meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, a proposal from that many
 verdicts or more is applied at once if it beats the current map out of sample (a lower Brier
 score with each verdict scored by a fit without its fold: a refit of a map that was already
-right moves it by noise), and the review page also proposes by itself after a verdict
+right moves it by noise; :func:`held_back`).  The review page also proposes by itself after a verdict
 (:meth:`AppCalibration.after_verdict`): first when the window holds that many verdicts, then
 each time it holds a quarter more than the newest proposal was fitted on (100, 125, 157, ...: a
 bounded number of refits as verdicts grow), or when that proposal is older than the window.
@@ -110,12 +110,20 @@ class AppCalibration:
         threshold = self._review.auto_apply_after
         if threshold is None or proposal.verdicts < threshold:
             return Proposed(proposal, applied=False)
-        measured = proposal.measured
-        if measured is not None and not measured.better:
-            brier = f"Brier {measured.brier_after:.4f}, now {measured.brier_before:.4f}"
-            return Proposed(proposal, False, f"not applied: out of sample it does not beat the current map ({brier})")
+        kept = held_back(proposal)
+        if kept:
+            return Proposed(proposal, False, kept)
         self._maps.apply(app, proposal.version, now, f"auto: {proposal.verdicts} verdicts >= review.auto_apply_after")
         return Proposed(proposal, applied=True)
+
+
+def held_back(proposal: Proposal) -> str:
+    """Why ``proposal`` is not applied without a person; empty when it may be."""
+    measured = proposal.measured
+    if measured is not None and not measured.better:
+        brier = f"Brier {measured.brier_after:.4f}, now {measured.brier_before:.4f}"
+        return f"not applied: out of sample it does not beat the current map ({brier})"
+    return ""
 
 
 def refit_due(verdicts: int, newest: AppMap | None, review: ReviewSettings, now: datetime) -> bool:

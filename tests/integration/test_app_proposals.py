@@ -83,7 +83,7 @@ def test_verdicts_propose_maps_without_a_person_and_apply_those_that_beat_the_cu
             continue
         assert newest is not None and newest.verdicts == counted and newest.by == "auto", (counted, newest)
         proposed_at.append(counted)
-        if newest.report["brier_after"] < newest.report["brier_before"]:  # it beats the current map out of sample
+        if newest.report["brier_after"] < newest.report["brier_before"]:  # better out of sample
             assert now is not None and now.version == newest.version and now.by.startswith("auto: "), now
             assert any(f"Applied map {newest.version} for {APP} without a person" in f for f in flashes), flashes
             applied.append(newest.version)

@@ -64,6 +64,18 @@ def test_a_proposal_moves_the_slack_minimum_to_keep_the_apps_false_alarms_under_
     assert proposal.stored().minimums == proposal.minimums and proposal.report()["ece_after"] is not None
 
 
+def test_a_route_whose_false_alarms_no_minimum_gates_keeps_the_shipped_gate_rather_than_closing():
+    # A fact rule (a claimed failed tool) pages on a tenth of the faithful calls, whatever their p.
+    fact = {"tool_outcome": 4, "grounding": 2}
+    calls = [JudgedCall(c.key, c.frame, c.shipped_probability, False, 0.5, fact if i % 10 == 0 else {})
+             for i, c in enumerate(app_calls(300, seed=3))]  # fmt: skip
+    proposal = propose("hr", calls, {"app / p": 3000}, ROUTING, {"page": 0.93, "slack": 0.94})
+    page = next(r for r in proposal.routes if r.route == "page")
+    assert page.false_alarms.value is not None and page.false_alarms.value > page.target
+    shipped_gate = proposal.calibration.apply_one(0.93)  # the shipped minimum through the new map
+    assert page.min_probability == pytest.approx(shipped_gate) and "no minimum keeps the target" in page.note
+
+
 def test_stored_probabilities_go_back_through_the_map_they_came_from():
     applied = PlattScaling(1.2, -0.7)
     row = JudgedRow("t", "s", "app / p", float(applied.apply_one(0.8)), True, 0.25, "hr-1", {})
