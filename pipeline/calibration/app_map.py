@@ -39,6 +39,7 @@ from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
 DEFAULT_SHRINKAGE = 5.0
+MAX_CANDIDATES = 200  # the most minimums a route's choice tries (every verdict's, up to this many)
 FOLDS = 5
 SHIPPED = "shipped"  # the version of "no map of the application's own"
 _EPSILON = 1e-6
@@ -232,12 +233,26 @@ def route_estimates(
         shipped = calibration.apply_one(shipped_minimums[route]) if route in shipped_minimums else 1.0
         minimum, note = shipped, "the shipped gate"
         if choose:
-            candidates = sorted({0.0, shipped, *(float(q) + 1e-9 for q in p)})
+            candidates = sorted({0.0, shipped, *_candidate_minimums(p)})
             minimum, note = _choose(measured, candidates, target, shipped)
         minimums[route] = minimum
         false_alarms, precision = measured(minimum)
         estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note))
     return tuple(estimates)
+
+
+def _candidate_minimums(p: Sequence[float]) -> list[float]:
+    """Minimums just above verdicts' probabilities: each one's, or evenly spaced ones of many (and the highest).
+
+    Each candidate costs a pass over the verdicts, so thousands of them would keep a page's
+    request waiting for seconds; between two of :data:`MAX_CANDIDATES` spaced candidates the
+    chooser takes the higher, which alerts on no more calls.
+    """
+    ordered = sorted(set(p))
+    if len(ordered) > MAX_CANDIDATES:
+        step = len(ordered) / MAX_CANDIDATES
+        ordered = [ordered[int(i * step)] for i in range(MAX_CANDIDATES)] + [ordered[-1]]
+    return [q + 1e-9 for q in ordered]
 
 
 def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: float) -> tuple[float, str]:
