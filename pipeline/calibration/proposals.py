@@ -89,6 +89,8 @@ class AppCalibration:
 
     def after_verdict(self, app: str, now: datetime) -> Proposed | None:
         """Propose and apply a map for ``app`` when its verdicts call for an automatic refit; None when not."""
+        if self._review.auto_apply_after is None:
+            return None  # no automatic maps: not even the count is read
         scope = self.window(app, now)
         rows = self._rates.judged_calls(scope)
         if not refit_due(len(rows), self._maps.proposal(app), self._review, now):
