@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from clickhouse_connect.driver.client import Client
 
@@ -28,6 +28,7 @@ from pipeline.config.settings import Settings
 from pipeline.rate.maps import AppMap, MapStore
 from pipeline.rate.sampler import Strata
 from pipeline.rate.store import JudgedRow, RateStore, Scope
+from pipeline.sinks.labels import Label
 
 REFIT_GROWTH = 1.25  # an automatic refit once the window holds this many times the newest proposal's verdicts
 
@@ -96,6 +97,11 @@ class AppCalibration:
         if not refit_due(len(rows), self._maps.proposal(app), self._review, now):
             return None
         return self._propose(app, scope, rows, now, "auto")
+
+    def after_verdict_on(self, label: Label) -> Proposed | None:
+        """:meth:`after_verdict` for the application of the call ``label`` judges (a Slack digest's verdict)."""
+        app = self._rates.app_of(label.trace_id, label.span_id)
+        return self.after_verdict(app, datetime.now(UTC)) if app else None
 
     def _propose(self, app: str, scope: Scope, rows: Sequence[JudgedRow], now: datetime, by: str) -> Proposed:
         known = {m.version: m.calibration for _, m in self._maps.history(app)}

@@ -146,6 +146,15 @@ class RateStore:
         return [AuditVerdict(frame_name(app, stratum), bool(h), bool(a), frozenset(map(str, routes)))
                 for app, stratum, h, a, routes in rows]  # fmt: skip
 
+    def app_of(self, trace_id: str, span_id: str) -> str | None:
+        """The application policy a call's findings name; None for a call without findings."""
+        rows = self._rows(
+            f"SELECT any(policy) FROM {self._db}.findings WHERE trace_id = {{t:String}} AND span_id = {{s:String}}"  # noqa: S608
+            " HAVING count() > 0",
+            {"t": trace_id, "s": span_id},
+        )
+        return str(rows[0][0]) if rows else None
+
     def apps(self) -> list[str]:
         """The application policies findings name."""
         return [row[0] for row in self._rows(f"SELECT DISTINCT policy FROM {self._db}.findings ORDER BY 1")]  # noqa: S608

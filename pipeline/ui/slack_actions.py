@@ -74,8 +74,17 @@ class ReplayGuard:
             return True
 
 
-def slack_blueprint(store: TriageStore, signing_secret: str, clock: Callable[[], float] = time.time) -> Blueprint:
-    """``POST /slack/interactions`` (endpoint ``slack.interactions``), storing verdicts in ``store``."""
+def slack_blueprint(
+    store: TriageStore,
+    signing_secret: str,
+    clock: Callable[[], float] = time.time,
+    after_audit_verdict: Callable[[Label], object] | None = None,
+) -> Blueprint:
+    """``POST /slack/interactions`` (endpoint ``slack.interactions``), storing verdicts in ``store``.
+
+    ``after_audit_verdict``: called, after the answer, with each verdict on a review digest's drawn
+    call (an automatic refit of the application's map may be due).
+    """
     verifier = SignatureVerifier(signing_secret, _Clock(clock))
     replays = ReplayGuard()
     # Slack wants an answer within 3 s, and the response_url may be slow: the label is stored
@@ -97,6 +106,8 @@ def slack_blueprint(store: TriageStore, signing_secret: str, clock: Callable[[],
             return _text(str(error), 400)
         store.add_label(label, source="slack")
         updates.submit(_replace_message, payload, label)
+        if after_audit_verdict is not None and label.inclusion_probability > 0:
+            updates.submit(after_audit_verdict, label)
         return Response(status=200)
 
     return blueprint

@@ -123,7 +123,9 @@ def create_app(
         app.register_blueprint(review_blueprint(store, review))
         app.register_blueprint(calibration_blueprint(review.calibration, review.settings))
     if settings.slack_signing_secret is not None:
-        app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value()))
+        refit = review.calibration.after_verdict_on if review is not None else None
+        app.register_blueprint(slack_blueprint(store, settings.slack_signing_secret.get_secret_value(),
+                                               after_audit_verdict=refit))  # fmt: skip
     # Always there: without a secret it answers 404 itself, rather than sending PagerDuty to sign in.
     pagerduty_secret = settings.pagerduty_webhook_secret
     app.register_blueprint(

@@ -3,12 +3,14 @@
 The command draws the review queue's next five calls of the demo's default application and
 posts them to a local Slack Web API with a row of verdict buttons each; a signed click on one
 row stores the verdict with the inclusion probability it was drawn with, replaces only that
-row in the message, and counts in the application's estimate.
+row in the message, counts in the application's estimate, and (``review.auto_apply_after``)
+may refit the application's map as a verdict on the review page does.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlencode
@@ -22,11 +24,14 @@ from pydantic import SecretStr
 from pipeline.alerting.render import CONFIRM_ACTION, VERDICT_BLOCK_ID
 from pipeline.cli import main
 from pipeline.config.review import ReviewSettings
+from pipeline.config.settings import Settings
 from pipeline.config.ui import UISettings
+from pipeline.rate.maps import MapStore
 from pipeline.rate.report import rate_report
 from pipeline.rate.sampler import Strata
 from pipeline.rate.store import RateStore, Scope
 from pipeline.ui.queries import TriageStore
+from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
 from tests.integration.test_triage_browser import SLACK_SECRET, _signed, serving
 from tests.servers import SLACK_POST_PATH, AlertingServer
@@ -71,8 +76,12 @@ def test_the_digest_posts_five_drawn_calls_and_a_click_joins_the_audit_sample(
             assert probabilities == pytest.approx(expected, abs=1e-6)
 
         second = drawn[1]
+        assert second["stratum"] != "no probability"  # a call with p, so one verdict can refit the map
         settings = UISettings(token=SecretStr("digest-test-token-0123"), slack_signing_secret=SecretStr(SLACK_SECRET))
-        app = create_app(TriageStore(client, database), settings)
+        # One verdict is enough for an automatic map: the click proposes one, after answering Slack.
+        queue = ReviewQueue.configured(client, Settings(clickhouse_database=database,
+                                                        review=ReviewSettings(auto_apply_after=1)))  # fmt: skip
+        app = create_app(TriageStore(client, database), settings, review=queue)
         click = {
             "type": "block_actions", "user": {"id": "U7", "username": "dana"},
             "response_url": slack.url + "/actions/T1/9/9", "message": {"text": message["text"], "blocks": blocks},
@@ -93,3 +102,8 @@ def test_the_digest_posts_five_drawn_calls_and_a_click_joins_the_audit_sample(
         f"{VERDICT_BLOCK_ID}:{n}" for n in (1, 3, 4, 5)
     ]
     assert rate_report(rates, scope).verdicts == 1
+    maps = MapStore(client, database)
+    deadline = time.monotonic() + 30
+    while (proposal := maps.proposal("default")) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert proposal is not None and proposal.by == "auto" and proposal.verdicts == 1
