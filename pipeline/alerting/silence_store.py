@@ -8,13 +8,14 @@ use ``FINAL``, so two operators expiring the same silence at once both succeed.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
 from pipeline.alerting.silences import Silence
 from pipeline.sinks.labels import to_utc_ms
+from pipeline.sinks.timestamps import as_utc
 
 _COLUMNS = ["silence_id", "matchers", "reason", "created_by", "starts_at", "ends_at"]
 
@@ -64,9 +65,4 @@ class SilenceStore:
 
 def _silence(row: Any) -> Silence:
     silence_id, matchers, reason, created_by, starts_at, ends_at = row
-    return Silence(silence_id, dict(matchers), reason, created_by, _utc(starts_at), _utc(ends_at))
-
-
-def _utc(moment: datetime) -> datetime:
-    """A UTC column's value as an aware datetime (clickhouse-connect may hand it back naive)."""
-    return moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return Silence(silence_id, dict(matchers), reason, created_by, as_utc(starts_at), as_utc(ends_at))

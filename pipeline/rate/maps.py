@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
 
 from detectors.verdict import PlattScaling
+from pipeline.sinks.timestamps import as_utc
 
 SHIPPED = "shipped"
 PROPOSED, APPLIED = "proposed", "applied"
@@ -102,10 +103,9 @@ class MapStore:
 
 def _app_map(row: Any) -> AppMap:
     app, version, _, at, by, slope, intercept, minimums, verdicts, report = row
-    at = at if at.tzinfo else at.replace(tzinfo=UTC)  # embedded chDB hands DateTime64('UTC') back naive
     return AppMap(str(app), str(version), PlattScaling(float(slope), float(intercept)),
                   {str(k): float(v) for k, v in dict(minimums).items()}, int(verdicts),
-                  json.loads(report) if report else {}, at, str(by))  # fmt: skip
+                  json.loads(report) if report else {}, as_utc(at), str(by))  # fmt: skip
 
 
 class AppMaps:

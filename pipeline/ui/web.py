@@ -25,6 +25,7 @@ from werkzeug.exceptions import HTTPException
 from pipeline.alerting.console import delivery_words
 from pipeline.config.ui import UISettings
 from pipeline.sinks.labels import SPAN_ID, TRACE_ID, Label, to_utc_ms
+from pipeline.sinks.timestamps import as_utc
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.calibration import calibration_blueprint
 from pipeline.ui.call_context import call_context
@@ -277,7 +278,7 @@ def _time_arg(name: str) -> datetime | None:
         moment = datetime.fromisoformat(value)
     except ValueError:
         abort(400, description=f"{name}: not a date and time: {value!r}")
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return as_utc(moment)
 
 
 def _int_arg(name: str, default: int) -> int:
