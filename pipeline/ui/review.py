@@ -15,7 +15,7 @@ the detectors' marks first tends to confirm them, and the sample would stop meas
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
@@ -69,8 +69,7 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
         return report, routes, report_lines(report, settings.target_half_width) + false_alarm_lines(routes)
 
     def scope(app: str) -> Scope:
-        now = datetime.now(UTC)
-        return Scope(now - timedelta(days=settings.window_days), now + timedelta(seconds=1), app=app)
+        return queue.calibration.window(app, datetime.now(UTC))
 
     @pages.get("/review")
     def page() -> ResponseReturnValue:
