@@ -18,12 +18,14 @@ number of verdicts gives at best without strata or a prior: a Platt map fitted o
 sample of that many records, each weighing the same, measured on the rest.
 
     .venv/bin/python bench/recalibration.py [FILE.jsonl ...] [--verdicts 25,50,100,200] [--seeds 5] [--json OUT]
-        [--markdown]  (writes its section of bench/QUALITY.md)
+        [--markdown]  (writes its section of bench/QUALITY.md) [--scored DIR]  (keeps each set's scores there
+        and reuses them: comparing two versions of the fitting then scores each set once)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -80,6 +82,19 @@ def scored(path: Path, workers: int, strata: Strata, routing: RouteTargets, mini
         stratum = strata.of(output.p_hallucination, alerted)
         out.append(Record(record.id, output.p_hallucination, flags, bool(record.hallucinated), stratum))
     return out
+
+
+def scored_once(path: Path, keep: Path | None, workers: int, strata: Strata, routing: RouteTargets,
+                minimums: dict[str, float]) -> list[Record]:  # fmt: skip
+    """:func:`scored`, read from ``keep`` when an earlier run left the set's scores there (and left there when not)."""
+    kept = keep / f"{path.stem}.jsonl" if keep else None
+    if kept and kept.exists():
+        return [Record(**json.loads(line)) for line in kept.read_text().splitlines()]
+    records = scored(path, workers, strata, routing, minimums)
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text("".join(json.dumps(dataclasses.asdict(r)) + "\n" for r in records))
+    return records
 
 
 def draw(records: Sequence[Record], count: int, seed: int) -> list[tuple[Record, float]]:
@@ -229,6 +244,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write one JSON object per set and verdict count here")
+    parser.add_argument("--scored", type=Path, metavar="DIR", help="keep each set's scores in DIR; reuse those there")
     parser.add_argument("--markdown", action="store_true", help=f"write the results as the {SECTION!r} of QUALITY.md")
     args = parser.parse_args()
     files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
@@ -239,7 +255,7 @@ def main() -> None:
     strata = Strata.configured(settings.review)
     out = []
     for path in files:
-        records = scored(path, args.workers, strata, routing, shipped)
+        records = scored_once(path, args.scored, args.workers, strata, routing, shipped)
         rows = run_set(path.stem, records, counts, args.seeds, routing, shipped, settings.review.map_shrinkage)
         for row in rows:
             print(json.dumps(row), flush=True)
