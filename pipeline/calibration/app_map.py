@@ -11,18 +11,23 @@ shipped calibration, with many it follows the application.
 
 The fit is measured out of sample: each of :data:`FOLDS` folds of the verdicts scored by the
 map fitted on the others, beside the probabilities the calls were scored with before (ECE, and
-the Brier score that says whether the proposal is better).  Each
-gated route's minimum is the lowest at which the share of the application's faithful calls it
-alerts on (estimated from the same verdicts, stratified, :mod:`pipeline.rate.estimator`) stays
-under the route's target with its whole 95 % interval; while no minimum does, the verdicts are too
-few to know, and the route keeps the shipped gate (the shipped minimum through the new map: the
-same calls pass it), raised where the verdicts' estimate puts that gate over the target.
+the Brier score that says whether the proposal is better).
+
+A route's minimum governs the calls still to come, so its false alarms are estimated for them
+(stratified, :mod:`pipeline.rate.estimator`, with no finite-population correction: judging every
+call of the window is still a sample of the application's traffic).  A route keeps its current
+minimum (never one under the shipped minimum) until the verdicts show another: lower, to the
+lowest minimum whose false alarms stay under the route's target with their whole 95 % interval;
+higher, when the interval at the current minimum lies wholly over the target.  A 1 % target with
+no false alarm among the verdicts needs some 380 faithful verdicts' worth of evidence before the
+minimum may fall; until then the proposal says how many more verdicts could move it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +39,7 @@ from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.fitting import fit_logistic
 from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.alerting import gated_routes
-from pipeline.rate.estimator import Estimate, Judged, estimate_ratio
+from pipeline.rate.estimator import Estimate, Judged, estimate_ratio, growth_to_bound
 from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
@@ -210,10 +215,14 @@ def route_estimates(
     population: Mapping[str, int],
     calibration: PlattScaling,
     routing: RouteTargets,
-    shipped_minimums: Mapping[str, float],
+    held_minimums: Mapping[str, float],
     choose: bool = True,
 ) -> tuple[RouteEstimate, ...]:
-    """Each gated route's minimum (chosen, or the shipped one) and its false alarms and precision from the verdicts."""
+    """Each gated route's minimum (chosen, or the held one) and its false alarms and precision from the verdicts.
+
+    ``held_minimums``: each route's minimum on the shipped probability that it keeps until the
+    verdicts show another (absent: the route is closed).  The estimates are for calls to come.
+    """
     p = list(calibration.apply(np.array([c.shipped_probability for c in calls]))) if calls else []
     minimums = {route: 1.0 + 1e-9 for route in gated_routes(routing.rules)}
     estimates = []
@@ -230,11 +239,11 @@ def route_estimates(
                     for c, r in zip(calls, on, strict=True)]  # fmt: skip
             return _stratified(calls, alarms, population), _stratified(calls, hits, population)
 
-        shipped = calibration.apply_one(shipped_minimums[route]) if route in shipped_minimums else 1.0
-        minimum, note = shipped, "the shipped gate"
+        held = calibration.apply_one(held_minimums[route]) if route in held_minimums else 1.0
+        minimum, note = held, "the current gate"
         if choose:
-            candidates = sorted({0.0, shipped, *_candidate_minimums(p)})
-            minimum, note = _choose(measured, candidates, target, shipped)
+            candidates = sorted({0.0, held, *_candidate_minimums(p)})
+            minimum, note = _choose(measured, candidates, target, held, len(calls))
         minimums[route] = minimum
         false_alarms, precision = measured(minimum)
         estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note))
@@ -255,26 +264,45 @@ def _candidate_minimums(p: Sequence[float]) -> list[float]:
     return [q + 1e-9 for q in ordered]
 
 
-def _choose(measured: Any, candidates: Sequence[float], target: float, shipped: float) -> tuple[float, str]:
-    """The lowest candidate whose interval of false alarms stays under ``target``; else the shipped gate or above it.
+def _choose(measured: Any, candidates: Sequence[float], target: float, held: float, verdicts: int) -> tuple[float, str]:
+    """The route's minimum: lower than ``held`` where the verdicts show the target holds, higher where it breaks.
 
-    ``shipped`` is the shipped minimum carried through the new map (the same calls pass it).
+    ``held`` is the minimum the route keeps otherwise (the current or shipped gate carried through
+    the new map: the same calls pass it).  Lower: the lowest candidate whose false alarms on calls
+    to come stay under ``target`` with their whole 95 % interval.  Higher: when the interval at
+    ``held`` lies wholly over the target, the lowest candidate whose estimate is under it.
     """
-    for candidate in candidates:
+    for candidate in [c for c in candidates if c <= held]:
         false_alarms, _ = measured(candidate)
         if false_alarms.high is not None and false_alarms.high <= target:
-            return candidate, "the verdicts keep the target"
-    for candidate in [c for c in candidates if c >= shipped]:
-        false_alarms, _ = measured(candidate)
-        if false_alarms.value is not None and false_alarms.value <= target:
-            kept = "the shipped gate kept" if candidate == shipped else "raised past the shipped gate"
-            return candidate, f"too few verdicts to know ({kept}): its interval still reaches past the target"
-    if measured(shipped)[0].value is None:
-        return shipped, "the shipped gate kept: no faithful verdicts yet"
-    # Even a minimum above every verdict's p leaves the estimate over the target: the false alarms past it
-    # come from rules no probability gates (facts) or from an earlier route, and closing this route's gated
-    # rules would silence them without meeting the target.
-    return shipped, "the shipped gate kept: no minimum keeps the target; the false alarms past it are not the gate's"
+            return candidate, f"the verdicts show at most {target:.0%} on calls to come (95 %)"
+    at_held, _ = measured(held)
+    if at_held.value is None:
+        return held, f"the current gate kept: {at_held.shortfall}"
+    if at_held.low is not None and at_held.low > target:
+        for candidate in [c for c in candidates if c > held]:
+            false_alarms, _ = measured(candidate)
+            if false_alarms.value is not None and false_alarms.value <= target:
+                return candidate, f"raised: the verdicts show the current gate over {target:.0%} (95 %)"
+        # Even a minimum above every verdict's p leaves the estimate over the target: the false alarms past it
+        # come from rules no probability gates (facts) or from an earlier route, and closing this route's gated
+        # rules would silence them without meeting the target.
+        return held, "the current gate kept: no minimum keeps the target; the false alarms past it are not the gate's"
+    return held, f"the current gate kept: {_what_would_move(at_held, target, verdicts)}"
+
+
+def _what_would_move(false_alarms: Estimate, target: float, verdicts: int) -> str:
+    """Why ``verdicts`` cannot lower the gate, and how many more, drawn as the queue draws them, could."""
+    shown = f"{_count(verdicts, 'verdict')} cannot show a false-alarm rate under {target:.0%} on calls to come"
+    growth = growth_to_bound(false_alarms, target)
+    if growth is None:
+        return f"{shown}: the verdicts put it at {false_alarms.value:.1%} at this gate"
+    more = max(1, math.ceil(verdicts * (growth - 1)))
+    return f"{shown}; about {more} more, most needed in stratum {false_alarms.widest}, could let it move"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def propose(
@@ -283,17 +311,29 @@ def propose(
     population: Mapping[str, int],
     routing: RouteTargets,
     shipped_minimums: Mapping[str, float],
-    current: PlattScaling = _IDENTITY,
+    current: AppMap | None = None,
     shrinkage: float = DEFAULT_SHRINKAGE,
 ) -> Proposal:
-    """A new map and route minimums for ``app`` from its verdicts, measured against its ``current`` map."""
+    """A new map and route minimums for ``app`` from its verdicts, measured against its ``current`` map.
+
+    A route keeps its current minimum, never one under the shipped minimum, until its verdicts show another.
+    """
+    now = current.calibration if current else _IDENTITY
+    current_minimums = _on_shipped(current) if current else {}
+    held = {route: max(minimum, current_minimums.get(route, minimum)) for route, minimum in shipped_minimums.items()}
     calibration = fit_map(calls, shrinkage)
-    measured = out_of_sample(calls, shrinkage, current)
-    routes = route_estimates(calls, population, calibration, routing, shipped_minimums)
-    routes_before = route_estimates(calls, population, current, routing, shipped_minimums, choose=False)
+    measured = out_of_sample(calls, shrinkage, now)
+    routes = route_estimates(calls, population, calibration, routing, held)
+    routes_before = route_estimates(calls, population, now, routing, {**shipped_minimums, **current_minimums}, False)
     recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls)])
     version = f"{app}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
     return Proposal(app, version, calibration, len(calls), measured, routes, routes_before)
+
+
+def _on_shipped(applied: AppMap) -> dict[str, float]:
+    """An applied map's route minimums on the shipped probability (the scale proposals fit on)."""
+    undo = applied.calibration.inverse()
+    return {route: undo.apply_one(minimum) for route, minimum in applied.minimums.items()}
 
 
 def _route(agreement: Any, call: JudgedCall, probability: float) -> str | None:
@@ -305,7 +345,7 @@ def _stratified(calls: Sequence[JudgedCall], parts: Sequence[Judged], population
     judged: dict[str, list[Judged]] = {}
     for call, part in zip(calls, parts, strict=True):
         judged.setdefault(call.frame, []).append(part)
-    return estimate_ratio({frame: size for frame, size in population.items() if frame in judged}, judged)
+    return estimate_ratio({frame: size for frame, size in population.items() if frame in judged}, judged, future=True)
 
 
 def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
@@ -343,7 +383,7 @@ def describe(proposal: Proposal) -> list[str]:
         now = before.get(route.route)
         lines.append(
             f"  route {route.route:<8} p >= {route.min_probability:.3f}: false alarms {_interval(route.false_alarms)} "
-            f"of faithful calls (target {route.target:.0%}; now {_interval(now.false_alarms) if now else '-'} "
+            f"of faithful calls to come (target {route.target:.0%}; now {_interval(now.false_alarms) if now else '-'} "
             f"at {now.min_probability if now else 1.0:.3f}), precision {_interval(route.precision)}; {route.note}"
         )
     return lines

@@ -20,7 +20,6 @@ from datetime import UTC, datetime, timedelta
 from clickhouse_connect.driver.client import Client
 
 from detectors.thresholds import load_thresholds
-from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.app_map import Proposal, judged_calls, propose
 from pipeline.config.review import ReviewSettings
@@ -110,10 +109,8 @@ class AppCalibration:
             raise NoVerdicts(f"no review verdicts on {app}'s calls of the last {self._review.window_days} days: "
                              f"judge some at /review?app={app} first")  # fmt: skip
         current = self._maps.applied().get(app)
-        proposal = propose(
-            app, calls, self._rates.counts(scope).population, self._routing, self._shipped_minimums,
-            current.calibration if current else PlattScaling(), self._review.map_shrinkage,
-        )  # fmt: skip
+        proposal = propose(app, calls, self._rates.counts(scope).population, self._routing, self._shipped_minimums,
+                           current, self._review.map_shrinkage)  # fmt: skip
         self._maps.propose(proposal.stored(), now, by)
         threshold = self._review.auto_apply_after
         if threshold is None or proposal.verdicts < threshold:

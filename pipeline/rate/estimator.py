@@ -9,6 +9,11 @@ ch. 5-6), with the linearized variance and each stratum's finite-population corr
 interval is Wilson's score interval (Wilson, JASA 22, 1927) at the design's effective sample size
 ``R(1-R) / variance`` (Korn and Graubard, Survey Methodology 24, 1998): unlike the normal interval
 it stays inside [0, 1] and does not collapse for rates near 0, where most applications sit.
+
+What the rate page reports is a share of the window's calls: judged whole, a stratum is known
+exactly.  A route's minimum governs the calls still to come, so its false alarms are estimated
+for them (``future``): the window's calls are a sample of the application's traffic, with no
+finite-population correction and no census, however many of them are judged.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class Estimate:
     bring the interval's half-width to the target (0: it is there already), at most every call not
     judged yet.  ``short``: the strata still short of the two verdicts a variance needs, and by how
     many; ``census``: every call is judged, so the value is exact (no interval to narrow).
+    ``effective_size``: what the verdicts are worth as a simple random sample (None without an
+    interval); ``widest``: the stratum whose verdicts leave the most sampling error.
     """
 
     value: float | None
@@ -48,6 +55,8 @@ class Estimate:
     shortfall: str = ""
     short: tuple[tuple[str, int], ...] = ()
     census: bool = False
+    effective_size: float | None = None
+    widest: str = ""
 
     @property
     def bounds(self) -> tuple[float, float, float] | None:
@@ -68,12 +77,15 @@ def estimate_ratio(
     *,
     target_half_width: float = 0.02,
     planning_value: float | None = None,
+    future: bool = False,
 ) -> Estimate:
     """The ratio over ``population`` (calls per stratum) from the calls judged in each stratum.
 
     A stratum holding calls needs two verdicts (or all its calls judged) for a variance; until
     each has them the estimate is withheld and ``shortfall`` names the strata.  ``planning_value``
     (the model-based rate, say) sizes ``more_for_target`` while the verdicts show no spread yet.
+    ``future``: the ratio on calls like these still to come (``population`` gives the strata's
+    shares only).
     """
     total = sum(population.values())
     strata = [name for name, size in population.items() if size > 0]
@@ -98,10 +110,14 @@ def estimate_ratio(
     if units == 0:
         return Estimate(None, None, None, 0, 0, NO_DENOMINATOR)
     ratio = sum(weight * call.y for weight, call in weights) / x_total
-    if all(len(judged[name]) >= population[name] for name in strata):
+    if not future and all(len(judged[name]) >= population[name] for name in strata):
         return Estimate(ratio, ratio, ratio, units, 0, census=True)  # every call judged: nothing left to estimate
-    variance = sum(shares[name] ** 2 * _residual_variance(judged[name], ratio, population[name]) for name in strata)
-    variance /= x_total**2
+    unjudged = math.inf if future else total - judged_now
+    terms = {
+        name: shares[name] ** 2 * _residual_variance(judged[name], ratio, math.inf if future else population[name])
+        for name in strata
+    }
+    variance = sum(terms.values()) / x_total**2
     # The design's effective sample size; with no spread to read it from (a share of 0 or 1), Kish's
     # effective size of the weights (Kish, Survey Sampling, 1965).
     kish = x_total**2 / sum((weight * call.x) ** 2 for weight, call in weights)
@@ -110,7 +126,8 @@ def estimate_ratio(
     planning = ratio if 0 < ratio < 1 else planning_value
     needed = math.ceil(judged_now * _effective_size_for(target_half_width, planning) / size)
     # Never more than the calls left: judging them all leaves nothing to estimate.
-    return Estimate(ratio, low, high, units, min(max(0, needed - judged_now), total - judged_now))
+    more = int(min(max(0, needed - judged_now), unjudged))
+    return Estimate(ratio, low, high, units, more, effective_size=size, widest=max(terms, key=terms.__getitem__))
 
 
 def wilson_interval(value: float, size: float) -> tuple[float, float]:
@@ -125,7 +142,7 @@ def _stratum_means(calls: Sequence[Judged]) -> tuple[float, float]:
     return sum(call.y for call in calls) / len(calls), sum(call.x for call in calls) / len(calls)
 
 
-def _residual_variance(calls: Sequence[Judged], ratio: float, size: int) -> float:
+def _residual_variance(calls: Sequence[Judged], ratio: float, size: float) -> float:
     """The variance of one stratum's mean of the ratio's residuals ``y - R x`` (``size``: its population).
 
     One more call joins the judged ones, half with ``y = x`` and half with ``y = 0`` at the stratum's
@@ -147,3 +164,23 @@ def _effective_size_for(half_width: float, planning_value: float | None) -> int:
     """The binomial sample size whose normal 95 % interval is ``half_width`` at ``planning_value`` (0.5 unknown)."""
     value = 0.5 if planning_value is None else min(max(planning_value, 0.01), 0.99)
     return math.ceil(value * (1 - value) * (_Z / half_width) ** 2)
+
+
+def growth_to_bound(estimate: Estimate, bound: float) -> float | None:
+    """How many times its verdicts the estimate needs, its value unchanged, for its interval to end at ``bound``.
+
+    1 when it does already; None when no number would (no estimate, or its value is at ``bound`` or past it).
+    """
+    if estimate.value is None or estimate.high is None or estimate.effective_size is None:
+        return None
+    if estimate.high <= bound:
+        return 1.0
+    if estimate.value >= bound:
+        return None
+    low, high = estimate.effective_size, 2 * estimate.effective_size
+    while wilson_interval(estimate.value, high)[1] > bound:
+        low, high = high, 2 * high
+    for _ in range(40):  # bisection to well under one verdict
+        middle = (low + high) / 2
+        low, high = (low, middle) if wilson_interval(estimate.value, middle)[1] <= bound else (middle, high)
+    return high / estimate.effective_size

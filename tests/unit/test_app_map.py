@@ -9,10 +9,13 @@ from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.app_map import JudgedCall, fit_map, judged_calls, out_of_sample, propose
 from pipeline.config.alerting import AlertingSettings
+from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
 ROUTING = RouteTargets.from_settings(AlertingSettings())
 PAIR = {"grounding": 2, "contradiction": 2}  # the two-detectors rule: slack
+SEVERE = {"contradiction": 4, "unsupported_spans": 2}  # the severe-contradiction rule: page
+SHIPPED = {"page": 0.93, "slack": 0.94}
 
 
 def app_calls(n: int, seed: int = 0, shift: float = -2.0) -> list[JudgedCall]:
@@ -81,3 +84,39 @@ def test_stored_probabilities_go_back_through_the_map_they_came_from():
     row = JudgedRow("t", "s", "app / p", float(applied.apply_one(0.8)), True, 0.25, "hr-1", {})
     (call,) = judged_calls([row], {"hr-1": applied})
     assert call.shipped_probability == pytest.approx(0.8) and call.key == "t:s"
+
+
+def census(n: int) -> list[JudgedCall]:
+    """Every one of an app's ``n`` calls judged: hallucinated exactly when p > 0.5, flagged severely from p 0.4."""
+    p = np.linspace(0.01, 0.99, n)
+    return [JudgedCall(f"c{i}", "app / p", float(q), bool(q > 0.5), 1.0, SEVERE if q > 0.4 else {})
+            for i, q in enumerate(p)]  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [12, 100])
+def test_a_census_too_small_to_show_the_target_on_calls_to_come_keeps_the_shipped_minimums(n: int):
+    # Every call of the window judged: the window's false alarms are known exactly, the next calls' are not.
+    proposal = propose("app", census(n), {"app / p": n}, ROUTING, SHIPPED)
+    for route in proposal.routes:
+        shipped_gate = proposal.calibration.apply_one(SHIPPED[route.route])
+        assert route.min_probability == pytest.approx(shipped_gate)
+        assert route.false_alarms.high is not None and route.false_alarms.high > route.target
+        assert f"{n} verdicts cannot show" in route.note and "more, most needed in stratum app / p" in route.note
+
+
+def test_a_census_of_a_thousand_shows_the_page_target_and_lowers_its_minimum():
+    proposal = propose("app", census(1000), {"app / p": 1000}, ROUTING, SHIPPED)
+    page = next(r for r in proposal.routes if r.route == "page")
+    assert page.min_probability < proposal.calibration.apply_one(SHIPPED["page"])
+    assert page.false_alarms.high is not None and page.false_alarms.high <= 0.01
+    assert "on calls to come (95 %)" in page.note
+
+
+def test_without_verdicts_that_show_another_a_route_keeps_the_applied_maps_minimum():
+    applied = AppMap("app", "app-1", PlattScaling(1.0, 0.5), {"page": 0.99, "slack": 0.95})
+    proposal = propose("app", census(100), {"app / p": 100}, ROUTING, SHIPPED, applied)
+    page = next(r for r in proposal.routes if r.route == "page")
+    on_shipped = applied.calibration.inverse().apply_one(0.99)
+    assert page.min_probability == pytest.approx(proposal.calibration.apply_one(on_shipped))
+    before = next(r for r in proposal.routes_before if r.route == "page")
+    assert before.min_probability == pytest.approx(0.99)  # "now" is the applied map's own minimum
