@@ -602,7 +602,11 @@ def _migrated_client(settings: Settings) -> Client:
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--trace", "trace_id", help="Erase this trace.")
+@click.option(
+    "--trace",
+    "trace_id",
+    help="Erase this trace: its whole id, or its first 8 or more characters if they name one stored trace.",
+)
 @click.option("--key", "key_value", metavar="KEY=VALUE",
               help="Erase the traces of calls whose attribute KEY (in retention.erasable_keys) is VALUE.")  # fmt: skip
 @click.option("--before", type=click.DateTime(), help="Only calls that started before this (UTC).")
@@ -612,12 +616,14 @@ def erase(
 ) -> None:
     """Remove a trace, or a user's or session's traces, from every table; print what went, write an audit row.
 
-    Safe to repeat: a second run finds nothing and removes nothing.  Kafka topics and events
-    already exported keep their copies until their own retention (docs/operations.md).
+    The traces matched are printed before anything is removed; a selector that matches none, or
+    a trace prefix that names several, exits 1 having removed nothing.  Kafka topics, events
+    already exported and HTML reports already written keep their copies (docs/operations.md).
     """
     from pipeline.sinks.ddl import Layout
-    from pipeline.sinks.erasure import TRACE_SELECTOR, ErasureRefused, Selector
+    from pipeline.sinks.erasure import TRACE_SELECTOR, ErasureRefused, Selector, matched_traces
     from pipeline.sinks.erasure import erase as erase_traces
+    from pipeline.tools.erasure_reach import unreached_lines
 
     if (trace_id is None) == (key_value is None):
         raise click.UsageError("give exactly one of --trace ID and --key KEY=VALUE")
@@ -626,22 +632,37 @@ def erase(
         raise click.UsageError(f"--key takes KEY=VALUE, not {key_value!r}")
     settings = _settings(config_path)
     selector = Selector(key, value, before.replace(tzinfo=UTC) if before else None)
+    layout = Layout(settings.clickhouse_database, settings.clickhouse_cluster)
     client = _migrated_client(settings)
     try:
-        erasure = erase_traces(
-            client,
-            Layout(settings.clickhouse_database, settings.clickhouse_cluster),
-            selector,
-            settings.retention.erasable_keys,
-            by or getpass.getuser(),
-        )
+        traces = matched_traces(client, layout.database, selector, settings.retention.erasable_keys)
+        click.echo(f"{selector} matched {_traces_words(traces)}")
+        erasure = erase_traces(client, layout, selector, traces, by or getpass.getuser())
     except ErasureRefused as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         client.close()
-    click.echo(f"erasure {erasure.erasure_id}: {selector} matched {erasure.traces} trace(s)")
+    if not traces:
+        raise click.ClickException(
+            f"{selector} matched 0 stored traces: nothing removed (audit row {erasure.erasure_id})"
+        )
+    click.echo(f"erasure {erasure.erasure_id} removed:")
     for table, rows in erasure.removed.items():
-        click.echo(f"  {table:<13} {rows} row(s) removed")
+        click.echo(f"  {table:<13} {rows} row(s)")
+    for line in unreached_lines(settings.data_dir):
+        click.echo(line)
+    if erasure.left:
+        left = ", ".join(f"{table} {rows}" for table, rows in erasure.left.items())
+        raise click.ClickException(
+            f"rows of the matched traces are still there after the deletion ({left}): run it again"
+        )
+
+
+def _traces_words(traces: list[str]) -> str:
+    """``1 trace: <id>``, ``3 traces`` or ``0 stored traces``: one trace is shown whole, it may have been a prefix."""
+    if not traces:
+        return "0 stored traces"
+    return f"1 trace: {traces[0]}" if len(traces) == 1 else f"{len(traces)} traces"
 
 
 @main.group(cls=_Commands)
@@ -732,10 +753,11 @@ def report(
     The same queries as the Grafana dashboard (dashboards/clickhouse/*.sql), charts as
     inline SVG, no scripts or external files: open it in any browser or attach it.
     """
+    from pipeline.tools.erasure_reach import default_report
     from pipeline.tools.report import report_window, write_report
 
     settings = _settings(config_path)
-    path = output_path or settings.data_dir / "report.html"
+    path = output_path or default_report(settings.data_dir)
     writable_dir(path.parent, "report")
     window = report_window(hours, services, apps=apps)
     write_report(_migrated_client(settings), settings.clickhouse_database, window, path)
@@ -875,6 +897,7 @@ def rate(
     """
     from dataclasses import replace
 
+    from pipeline.config.alert_routes import AlertRoutes
     from pipeline.rate.compare import comparison_sentence
     from pipeline.rate.false_alarms import false_alarm_lines, rate_with_false_alarms
     from pipeline.rate.report import rate_report, report_lines
@@ -897,7 +920,8 @@ def rate(
             click.echo(line)
         return
     store = RateStore(client, settings.clickhouse_database, Strata.configured(review))
-    report, routes = rate_with_false_alarms(store, scope, settings.alerting, review.target_half_width)
+    alert_routes = AlertRoutes.configured(settings.alerting, settings.policies)
+    report, routes = rate_with_false_alarms(store, scope, alert_routes, review.target_half_width)
     for line in report_lines(report, review.target_half_width) + false_alarm_lines(routes):
         click.echo(line)
     if not comparing:
