@@ -121,11 +121,10 @@ def migrate(config_path: Path | None) -> None:
     """Create the ClickHouse database and tables (idempotent; applies pending DDL only)."""
     from pipeline.config.connections import redacted_dsn
     from pipeline.sinks.clickhouse import migrate as apply_migrations
-    from pipeline.sinks.clickhouse import open_clickhouse
 
     settings = _settings(config_path)
     applied = apply_migrations(
-        open_clickhouse(settings), settings.clickhouse_database, settings.retention, settings.clickhouse_cluster
+        _open_client(settings), settings.clickhouse_database, settings.retention, settings.clickhouse_cluster
     )
     where = f"{redacted_dsn(settings.resolved_clickhouse_dsn)} database {settings.clickhouse_database}"
     click.echo(f"applied {', '.join(applied)} to {where}" if applied else f"{where} is up to date")
@@ -210,7 +209,6 @@ def baseline(
     from detectors.baselines import BaselineError
     from detectors.confidence import DETECTOR as CONFIDENCE
     from pipeline.offline.baseline import run_baseline
-    from pipeline.sinks.clickhouse import open_clickhouse
 
     if (input_path is None) == (not from_clickhouse):
         raise click.UsageError("give exactly one of --input PATH or --from-clickhouse")
@@ -222,7 +220,7 @@ def baseline(
         summary = run_baseline(
             output_path,
             input_path=input_path,
-            client=open_clickhouse(settings) if from_clickhouse else None,
+            client=_open_client(settings) if from_clickhouse else None,
             database=settings.clickhouse_database,
             since=since,
             top_k=confidence.top_k,
@@ -530,9 +528,8 @@ def _labelled_scores(
     """
     if input_path is None:
         from pipeline.offline.human_labels import labelled_scores_from_clickhouse
-        from pipeline.sinks.clickhouse import open_clickhouse
 
-        client = open_clickhouse(settings)
+        client = _open_client(settings)
         return labelled_scores_from_clickhouse(client, settings.clickhouse_database, since)
     from tqdm import tqdm
 
@@ -591,18 +588,44 @@ def label_import(config_path: Path | None, path: Path, labeller: str) -> None:
     click.echo(f"imported {count} labels from {path}; {labels.unlabelled} lines not labelled yet were skipped")
 
 
-def _migrated_client(settings: Settings) -> Client:
-    from pipeline.sinks.clickhouse import migrate as apply_migrations
-    from pipeline.sinks.clickhouse import open_clickhouse
+def _open_client(settings: Settings, instead: str = "") -> Client:
+    """A client for the configured ClickHouse; an embedded one another process holds: who, and what to do instead."""
+    from pipeline.sinks.clickhouse import EmbeddedInUse, open_clickhouse
 
-    client = open_clickhouse(settings)
+    try:
+        return open_clickhouse(settings)
+    except EmbeddedInUse as exc:
+        raise click.ClickException(_held_store(exc, settings, instead)) from exc
+
+
+def _held_store(in_use: EmbeddedInUse, settings: Settings, instead: str = "") -> str:
+    """One line: which process holds the embedded store, and what works instead (``instead``, or stopping it)."""
+    from pipeline.ui.serve import pages_address
+
+    if not instead:
+        pages = pages_address(settings.data_dir)
+        instead = "stop it, run this again, then start it again" + (
+            f"; or read its triage pages at {pages}" if pages else ""
+        )
+    return (f"{in_use.where} is {in_use.reason}: chDB admits one process per directory; {instead}; "
+            "or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many")  # fmt: skip
+
+
+def _migrated_client(settings: Settings, instead: str = "") -> Client:
+    from pipeline.sinks.clickhouse import migrate as apply_migrations
+
+    client = _open_client(settings, instead)
     apply_migrations(client, settings.clickhouse_database, settings.retention, settings.clickhouse_cluster)
     return client
 
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--trace", "trace_id", help="Erase this trace.")
+@click.option(
+    "--trace",
+    "trace_id",
+    help="Erase this trace: its whole id, or its first 8 or more characters if they name one stored trace.",
+)
 @click.option("--key", "key_value", metavar="KEY=VALUE",
               help="Erase the traces of calls whose attribute KEY (in retention.erasable_keys) is VALUE.")  # fmt: skip
 @click.option("--before", type=click.DateTime(), help="Only calls that started before this (UTC).")
@@ -612,12 +635,14 @@ def erase(
 ) -> None:
     """Remove a trace, or a user's or session's traces, from every table; print what went, write an audit row.
 
-    Safe to repeat: a second run finds nothing and removes nothing.  Kafka topics and events
-    already exported keep their copies until their own retention (docs/operations.md).
+    The traces matched are printed before anything is removed; a selector that matches none, or
+    a trace prefix that names several, exits 1 having removed nothing.  Kafka topics, events
+    already exported and HTML reports already written keep their copies (docs/operations.md).
     """
     from pipeline.sinks.ddl import Layout
-    from pipeline.sinks.erasure import TRACE_SELECTOR, ErasureRefused, Selector
+    from pipeline.sinks.erasure import TRACE_SELECTOR, ErasureRefused, Selector, matched_traces
     from pipeline.sinks.erasure import erase as erase_traces
+    from pipeline.tools.erasure_reach import unreached_lines
 
     if (trace_id is None) == (key_value is None):
         raise click.UsageError("give exactly one of --trace ID and --key KEY=VALUE")
@@ -626,22 +651,37 @@ def erase(
         raise click.UsageError(f"--key takes KEY=VALUE, not {key_value!r}")
     settings = _settings(config_path)
     selector = Selector(key, value, before.replace(tzinfo=UTC) if before else None)
+    layout = Layout(settings.clickhouse_database, settings.clickhouse_cluster)
     client = _migrated_client(settings)
     try:
-        erasure = erase_traces(
-            client,
-            Layout(settings.clickhouse_database, settings.clickhouse_cluster),
-            selector,
-            settings.retention.erasable_keys,
-            by or getpass.getuser(),
-        )
+        traces = matched_traces(client, layout.database, selector, settings.retention.erasable_keys)
+        click.echo(f"{selector} matched {_traces_words(traces)}")
+        erasure = erase_traces(client, layout, selector, traces, by or getpass.getuser())
     except ErasureRefused as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         client.close()
-    click.echo(f"erasure {erasure.erasure_id}: {selector} matched {erasure.traces} trace(s)")
+    if not traces:
+        raise click.ClickException(
+            f"{selector} matched 0 stored traces: nothing removed (audit row {erasure.erasure_id})"
+        )
+    click.echo(f"erasure {erasure.erasure_id} removed:")
     for table, rows in erasure.removed.items():
-        click.echo(f"  {table:<13} {rows} row(s) removed")
+        click.echo(f"  {table:<13} {rows} row(s)")
+    for line in unreached_lines(settings.data_dir):
+        click.echo(line)
+    if erasure.left:
+        left = ", ".join(f"{table} {rows}" for table, rows in erasure.left.items())
+        raise click.ClickException(
+            f"rows of the matched traces are still there after the deletion ({left}): run it again"
+        )
+
+
+def _traces_words(traces: list[str]) -> str:
+    """``1 trace: <id>``, ``3 traces`` or ``0 stored traces``: one trace is shown whole, it may have been a prefix."""
+    if not traces:
+        return "0 stored traces"
+    return f"1 trace: {traces[0]}" if len(traces) == 1 else f"{len(traces)} traces"
 
 
 @main.group(cls=_Commands)
@@ -704,16 +744,9 @@ def silence_expire(config_path: Path | None, silence_id: str) -> None:
 
 def _silence_store(settings: Settings) -> SilenceStore:
     from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.sinks.clickhouse import EmbeddedInUse
 
-    try:
-        client = _migrated_client(settings)
-    except EmbeddedInUse as exc:
-        raise click.ClickException(
-            f"{exc.where} is {exc.reason}, probably a running worker: with embedded ClickHouse, "
-            "set silences while the worker is stopped (they apply when it starts), or use a ClickHouse server"
-        ) from exc
-    return SilenceStore(client, settings.clickhouse_database)
+    instead = "set silences while it is stopped (a worker applies them when it starts)"
+    return SilenceStore(_migrated_client(settings, instead), settings.clickhouse_database)
 
 
 @main.command()
@@ -732,10 +765,11 @@ def report(
     The same queries as the Grafana dashboard (dashboards/clickhouse/*.sql), charts as
     inline SVG, no scripts or external files: open it in any browser or attach it.
     """
+    from pipeline.tools.erasure_reach import default_report
     from pipeline.tools.report import report_window, write_report
 
     settings = _settings(config_path)
-    path = output_path or settings.data_dir / "report.html"
+    path = output_path or default_report(settings.data_dir)
     writable_dir(path.parent, "report")
     window = report_window(hours, services, apps=apps)
     write_report(_migrated_client(settings), settings.clickhouse_database, window, path)
@@ -875,6 +909,7 @@ def rate(
     """
     from dataclasses import replace
 
+    from pipeline.config.alert_routes import AlertRoutes
     from pipeline.rate.compare import comparison_sentence
     from pipeline.rate.false_alarms import false_alarm_lines, rate_with_false_alarms
     from pipeline.rate.report import rate_report, report_lines
@@ -897,7 +932,8 @@ def rate(
             click.echo(line)
         return
     store = RateStore(client, settings.clickhouse_database, Strata.configured(review))
-    report, routes = rate_with_false_alarms(store, scope, settings.alerting, review.target_half_width)
+    alert_routes = AlertRoutes.configured(settings.alerting, settings.policies)
+    report, routes = rate_with_false_alarms(store, scope, alert_routes, review.target_half_width)
     for line in report_lines(report, review.target_half_width) + false_alarm_lines(routes):
         click.echo(line)
     if not comparing:
@@ -927,21 +963,27 @@ def rate(
 
 def _rate_through_pages(settings: Settings, in_use: EmbeddedInUse, scope: Scope, comparing: bool) -> list[str]:
     """The report read through the triage pages of the process holding the embedded store, or what to do."""
-    from pipeline.rate.through_pages import PagesUnreachable, report_lines_through
+    from pipeline.rate.through_pages import PagesRefused, PagesUnreachable, report_lines_through
     from pipeline.ui.serve import running_pages
 
-    stop_it = (f"{in_use.where} is {in_use.reason}: stop that process (halluwatch ui or a worker) and run "
-               "this again")  # fmt: skip
     if comparing:
-        raise click.ClickException(f"{stop_it}; a comparison (--baseline-*) is not read through the pages")
-    configured = settings.ui.token.get_secret_value() if settings.ui.token else ""
-    pages = running_pages(settings.data_dir, configured)
+        raise click.ClickException(_held_store(in_use, settings, "a comparison (--baseline-*) is not read through "
+                                               "its pages: stop it, run this again, then start it again"))  # fmt: skip
+    pages = running_pages(settings.data_dir, settings.ui)
     if pages is None:
-        raise click.ClickException(f"{stop_it}, or set HALLUWATCH_UI__TOKEN to the token its pages accept")
+        instead = ("its pages left no address or token here (DATA_DIR/ui_address, ui_token): set HALLUWATCH_UI__TOKEN "
+                   "to the token they accept, or stop it and run this again")  # fmt: skip
+        raise click.ClickException(_held_store(in_use, settings, instead))
     try:
         return report_lines_through(*pages, scope)
+    except PagesRefused as exc:
+        sign_in = (f"they believe {settings.ui.identity_header} only from ui.trusted_proxies, which must include "
+                   "this machine's address" if settings.ui.identity_header and not settings.ui.token
+                   else "the token sent is not theirs")  # fmt: skip
+        instead = f"{exc}: {sign_in}; set HALLUWATCH_UI__TOKEN to a token both use, or stop it and run this again"
+        raise click.ClickException(_held_store(in_use, settings, instead)) from exc
     except PagesUnreachable as exc:
-        raise click.ClickException(f"{stop_it} ({exc})") from exc
+        raise click.ClickException(_held_store(in_use, settings, f"{exc}; stop it and run this again")) from exc
 
 
 @main.command(name="review-digest")
@@ -962,14 +1004,13 @@ def review_digest(config_path: Path | None, app: str, channel: str, count: int) 
     from pipeline.rate.queue import draw
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
-    from pipeline.sinks.clickhouse import open_clickhouse
 
     settings = _settings(config_path)
     token = settings.alerting.slack_bot_token
     if token is None:
         raise click.ClickException("alerting.slack_bot_token is not set (HALLUWATCH_ALERTING__SLACK_BOT_TOKEN)")
     review = settings.review
-    store = RateStore(open_clickhouse(settings), settings.clickhouse_database, Strata.configured(review))
+    store = RateStore(_open_client(settings), settings.clickhouse_database, Strata.configured(review))
     now = datetime.now(UTC)
     calls = draw(store, Scope(now - timedelta(days=review.window_days), now, app=app), "", review.seed, count)
     if not calls:
@@ -1004,16 +1045,16 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     from waitress import serve
 
     from pipeline.sinks.clickhouse import EmbeddedInUse
-    from pipeline.ui.serve import keep_address, keep_token, sign_in_url, triage_app
+    from pipeline.ui.serve import keep_address, keep_token, pages_address, sign_in_url, triage_app
 
     settings = _settings(config_path)
     try:
         app, access = triage_app(settings)
     except EmbeddedInUse as exc:
-        raise click.ClickException(
-            f"{exc.where} is {exc.reason}, probably a running worker: open the pages on "
-            "that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it first"
-        ) from exc
+        pages = pages_address(settings.data_dir)
+        instead = f"open the pages it serves at {pages}" if pages else (
+            "a worker serves the pages on its metrics port (HALLUWATCH_METRICS_PORT); or stop it first")  # fmt: skip
+        raise click.ClickException(_held_store(exc, settings, instead)) from exc
     base_url = f"http://{host}:{port}"
     # Commands that cannot open the embedded store while this process holds it (rate) read through the pages.
     keep_token(access, settings.data_dir)

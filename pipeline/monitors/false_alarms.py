@@ -53,6 +53,8 @@ def _decide(
     monitor: str, config: MonitorConfig, key: GroupKey, route: RouteFalseAlarms, latest: Incident | None, now: datetime
 ) -> Decision | None:
     value = route.false_alarms.value
+    if route.target is None:  # a route no longer configured promises nothing to hold it to
+        return None
     words = summary(key[0], route)
     if latest is not None and latest.status is IncidentStatus.OPEN:
         if value is None:  # the verdicts left the window: nothing tells it got better

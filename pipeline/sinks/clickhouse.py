@@ -29,7 +29,7 @@ from pipeline import metrics
 from pipeline.config.connections import redacted_dsn
 from pipeline.config.data_dirs import writable_dir
 from pipeline.sinks.ddl import Layout
-from pipeline.sinks.embedded_lock import holder
+from pipeline.sinks.embedded_lock import holder, holder_words
 from pipeline.sinks.retention import apply_retention
 from pipeline.sinks.rows import TABLE_COLUMNS
 from schemas import migrations
@@ -56,10 +56,13 @@ class ClickHouseUnreachable(RuntimeError):
 
 
 class EmbeddedInUse(ClickHouseUnreachable):
-    """An embedded ClickHouse directory another process has open (chDB admits one): a running worker, most likely."""
+    """An embedded ClickHouse directory another process has open (chDB admits one): a worker or ``halluwatch ui``.
 
-    def __init__(self, where: str, pid: int) -> None:
-        super().__init__(where, f"in use by {f'process {pid}' if pid else 'another process'}")
+    ``holder`` names it for people (:func:`~pipeline.sinks.embedded_lock.holder_words`).
+    """
+
+    def __init__(self, where: str, pid: int, holder: str = "") -> None:
+        super().__init__(where, f"in use by {holder or (f'process {pid}' if pid else 'another process')}")
         self.pid = pid
 
 
@@ -85,7 +88,7 @@ def open_clickhouse(settings: Settings) -> Client:
         directory = writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
         pid = holder(directory)
         if pid is not None:  # asked before chDB, which would print its own failure on stderr
-            raise EmbeddedInUse(f"ClickHouse at {redacted_dsn(dsn)}", pid)
+            raise EmbeddedInUse(f"ClickHouse at {redacted_dsn(dsn)}", pid, holder_words(directory, pid))
     try:
         with _driver_warnings_muted():
             return connect(dsn, **settings.clickhouse_tls.client_options(dsn))

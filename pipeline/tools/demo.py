@@ -30,6 +30,7 @@ from pipeline.config.settings import DATA_DIR_SETTINGS, Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
 from pipeline.tools.demo_broker import BROKER_LOG, TansuBroker
+from pipeline.tools.erasure_reach import default_report
 from pipeline.tools.example_traces import (
     EXAMPLE_OUTPUT_SCHEMAS,
     example_log_event_telemetry,
@@ -171,7 +172,7 @@ async def _replay_and_summarize(
 def _write_report(settings: Settings) -> Path:
     """The HTML report of the demo's ClickHouse (the example traces all started in the last minutes)."""
     client = connect(settings.resolved_clickhouse_dsn)
-    path = settings.data_dir / "report.html"
+    path = default_report(settings.data_dir)
     return write_report(client, settings.clickhouse_database, report_window(hours=24), path)
 
 

@@ -38,7 +38,7 @@ class Access:
         # Neither a proxy nor a token configured: a fresh token per process, never an open door.
         self.generated = not configured and not settings.identity_header
         self.token = configured or (secrets.token_urlsafe(24) if self.generated else "")
-        self.token_user = settings.token_user or _os_user()
+        self.token_user = settings.token_user or os_user()
 
     def identify(self, request: Request) -> Identity | None:
         """Who ``request`` acts for, or None when it brings no identity."""
@@ -65,7 +65,8 @@ class Access:
         return self.token_user
 
 
-def _os_user() -> str:
+def os_user() -> str:
+    """The operating-system user's name, for labels and for commands that sign in as themselves."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)

@@ -23,7 +23,7 @@ from flask import Blueprint, abort, flash, g, jsonify, redirect, render_template
 from flask.typing import ResponseReturnValue
 
 from pipeline.calibration.proposals import AppCalibration
-from pipeline.config.alerting import AlertingSettings
+from pipeline.config.alert_routes import AlertRoutes
 from pipeline.config.review import ReviewSettings
 from pipeline.config.settings import Settings
 from pipeline.rate.false_alarms import RouteFalseAlarms, false_alarm_lines, rate_with_false_alarms
@@ -48,25 +48,26 @@ class ReviewQueue:
 
     rates: RateStore
     settings: ReviewSettings
-    alerting: AlertingSettings
+    routes: AlertRoutes
     calibration: AppCalibration
 
     @classmethod
     def configured(cls, client: Client, settings: Settings) -> ReviewQueue:
         """The queue of ``settings`` on ``client``'s ClickHouse."""
         rates = RateStore(client, settings.clickhouse_database, Strata.configured(settings.review))
-        return cls(rates, settings.review, settings.alerting, AppCalibration.configured(client, settings))
+        routes = AlertRoutes.configured(settings.alerting, settings.policies)
+        return cls(rates, settings.review, routes, AppCalibration.configured(client, settings))
 
 
 def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
     """The review page and its verdict and skip forms; a verdict may refit the app's map (``auto_apply_after``)."""
     pages = Blueprint("review", __name__)
-    rates, settings, alerting = queue.rates, queue.settings, queue.alerting
+    rates, settings, routes = queue.rates, queue.settings, queue.routes
 
     def report_and_routes(window: Scope) -> tuple[RateReport, list[RouteFalseAlarms], list[str]]:
         """The rate report, each alert route's false alarms, and both as `halluwatch rate` prints them."""
-        report, routes = rate_with_false_alarms(rates, window, alerting, settings.target_half_width)
-        return report, routes, report_lines(report, settings.target_half_width) + false_alarm_lines(routes)
+        report, measured = rate_with_false_alarms(rates, window, routes, settings.target_half_width)
+        return report, measured, report_lines(report, settings.target_half_width) + false_alarm_lines(measured)
 
     def scope(app: str) -> Scope:
         return queue.calibration.window(app, datetime.now(UTC))

@@ -16,8 +16,9 @@ from flask import Flask
 
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
+from pipeline.config.ui import UISettings
 from pipeline.sinks.clickhouse import open_clickhouse
-from pipeline.ui.access import Access
+from pipeline.ui.access import Access, os_user
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
@@ -52,11 +53,14 @@ def sign_in_url(base_url: str, access: Access) -> str:
 
 
 def keep_token(access: Access, data_dir: Path) -> Path | None:
-    """Write a made-up token to ``data_dir/ui_token`` (owner-only) for whoever runs the process; None if none."""
-    if not access.generated:
-        return None
+    """Write a made-up token to ``data_dir/ui_token`` (owner-only) for whoever runs the process; None if none.
+
+    With none made up, an earlier run's file goes: commands must not sign in with a token no longer accepted.
+    """
     path = writable_dir(data_dir, "worker state") / TOKEN_FILE
     path.unlink(missing_ok=True)
+    if not access.generated:
+        return None
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
         out.write(access.token + "\n")
@@ -70,10 +74,31 @@ def keep_address(base_url: str, data_dir: Path) -> Path:
     return path
 
 
-def running_pages(data_dir: Path, configured_token: str) -> tuple[str, str] | None:
-    """The address of the pages a process holding ``data_dir``'s store left, and a token they accept; or None."""
-    address, token_file = data_dir / ADDRESS_FILE, data_dir / TOKEN_FILE
-    if not address.is_file():
+def pages_address(data_dir: Path) -> str | None:
+    """The address the pages of the process holding ``data_dir``'s store left (:func:`keep_address`), or None."""
+    path = data_dir / ADDRESS_FILE
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def running_pages(data_dir: Path, ui: UISettings) -> tuple[str, dict[str, str]] | None:
+    """The address of the running pages and the headers that sign a command in there; None: no pages, or no way in.
+
+    A configured token first; behind an authenticating proxy, the identity header as the proxy would
+    send it, naming the operating-system user (the pages believe it only from ``ui.trusted_proxies``);
+    else the token the pages made up and left in ``data_dir``.
+    """
+    address = pages_address(data_dir)
+    if address is None:
         return None
-    token = configured_token or (token_file.read_text(encoding="utf-8").strip() if token_file.is_file() else "")
-    return (address.read_text(encoding="utf-8").strip(), token) if token else None
+    token_file = data_dir / TOKEN_FILE
+    if ui.token:
+        return address, _bearer(ui.token.get_secret_value())
+    if ui.identity_header:
+        return address, {ui.identity_header: ui.token_user or os_user()}
+    if token_file.is_file():
+        return address, _bearer(token_file.read_text(encoding="utf-8").strip())
+    return None
+
+
+def _bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -14,6 +14,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -118,7 +119,7 @@ def create_app(
     app.add_url_rule("/trace/<trace_id>/undo", "undo", _undo(store), methods=["POST"])
     # Browsers ask for /favicon.ico whatever the pages link: the same small SVG answers it.
     app.add_url_rule("/favicon.ico", "favicon", lambda: app.send_static_file("favicon.svg"))
-    app.add_url_rule("/login", "login", _login(access), methods=["GET", "POST"])
+    app.add_url_rule("/login", "login", _login(access, settings.identity_header), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if review is not None:
         app.register_blueprint(review_blueprint(store, review))
@@ -207,15 +208,19 @@ def _undo(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
     return undo
 
 
-def _login(access: Access) -> Callable[[], ResponseReturnValue]:
+def _login(access: Access, proxy_header: str) -> Callable[[], ResponseReturnValue]:
+    """Sign in with the token; behind a proxy with no token configured, the page says the proxy signs people in."""
+
     def login() -> ResponseReturnValue:
         target = _local(request.values.get("next", "")) or url_for("calls")
+        page = partial(render_template, "login.html", target=target, proxy_header=proxy_header,
+                       token=bool(access.token))  # fmt: skip
         if request.method == "POST":
             if access.accepts(request.form.get("token", "")):
                 access.sign_in()
                 return redirect(target, code=303)
-            return render_template("login.html", target=target, refused=True), 401
-        return render_template("login.html", target=target, refused=False)
+            return page(refused=True), 401
+        return page(refused=False)
 
     return login
 

@@ -28,6 +28,7 @@ from pipeline.alerting.destinations import Destination
 from pipeline.alerting.silence_store import SilenceStore
 from pipeline.alerting.silences import Silence
 from pipeline.alerting.stage import AlertRouter
+from pipeline.config.alert_routes import AlertRoutes
 from pipeline.config.data_dirs import writable_dir
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
@@ -259,9 +260,10 @@ class PipelineWorker:
     def _false_alarms(self, now: datetime) -> list[tuple[str, RouteFalseAlarms]]:
         """Each application's routes' false alarms from its review verdicts of the review window (blocking)."""
         s, rates = self.settings, self._rates
+        routes = AlertRoutes.configured(s.alerting, s.policies)
         since = now - timedelta(days=s.review.window_days)
         return [(app, route) for app in rates.apps()
-                for route in route_false_alarms(rates, Scope(since, now, app=app), s.alerting)]  # fmt: skip
+                for route in route_false_alarms(rates, Scope(since, now, app=app), routes)]  # fmt: skip
 
     async def _refresh_maps(self) -> None:
         """Re-read the applied maps of p_hallucination (a map applied reaches the next calls without a restart)."""

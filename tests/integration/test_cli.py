@@ -45,12 +45,12 @@ def test_migrate_is_idempotent_from_the_command_line(tmp_path: Path):
     assert "applied retention content 7 days, rows 180 days (was content 30 days, rows 180 days)" in changed.stdout
 
 
-def test_erase_reports_per_table_and_refuses_keys_that_are_not_erasable(tmp_path: Path):
+def test_erase_that_matches_nothing_fails_and_keys_that_are_not_erasable_are_refused(tmp_path: Path):
     env = {"HALLUWATCH_DATA_DIR": str(tmp_path)}
     erased = halluwatch("erase", "--key", "user.id=u-1", "--by", "dpo", **env)
-    assert erased.returncode == 0, erased.stderr
-    assert "user.id=u-1 matched 0 trace(s)" in erased.stdout
-    assert "llm_calls     0 row(s) removed" in erased.stdout and "review_skips  0 row(s) removed" in erased.stdout
+    assert erased.returncode == 1
+    assert erased.stdout == "user.id=u-1 matched 0 stored traces\n"
+    assert erased.stderr.startswith("Error: user.id=u-1 matched 0 stored traces: nothing removed (audit row ")
     refused = halluwatch("erase", "--key", "service.name=shop", **env)
     assert refused.returncode == 1
     assert refused.stderr.strip() == (

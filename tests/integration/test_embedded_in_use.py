@@ -45,8 +45,9 @@ def held(tmp_path: Path) -> Iterator[tuple[Path, int]]:
 @pytest.mark.parametrize(
     ("command", "advice"),
     [
-        (["ui", "--port", "0"], "open the pages on that worker's metrics port (HALLUWATCH_METRICS_PORT), or stop it"),
-        (["silence", "list"], "set silences while the worker is stopped (they apply when it starts)"),
+        (["ui", "--port", "0"], "a worker serves the pages on its metrics port (HALLUWATCH_METRICS_PORT); or stop it"),
+        (["silence", "list"], "set silences while it is stopped (a worker applies them when it starts)"),
+        (["conventions"], "stop it, run this again, then start it again; or point HALLUWATCH_CLICKHOUSE_DSN at a"),
     ],
 )
 def test_a_directory_a_worker_holds_gets_the_advice_in_one_line(held: tuple[Path, int], command, advice):
@@ -56,8 +57,9 @@ def test_a_directory_a_worker_holds_gets_the_advice_in_one_line(held: tuple[Path
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()  # not chDB's "Code: 76 ... Cannot lock file" before it
     where = f"chdb://{(data / 'clickhouse').resolve()}"
-    assert line.startswith(f"Error: ClickHouse at {where} is in use by process {pid}, probably a running worker: ")
-    assert advice in line
+    # The holder's command line, one line however many its -c script has.
+    assert line.startswith(f"Error: ClickHouse at {where} is in use by process {pid} ({sys.executable} -c import sys")
+    assert "): chDB admits one process per directory; " in line and advice in line
 
 
 def test_the_lock_tells_another_process_from_this_one(held: tuple[Path, int], clickhouse, chdb_path: Path):

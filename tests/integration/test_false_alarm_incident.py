@@ -20,6 +20,7 @@ from pipeline.alerting.alert import DeliveryStatus
 from pipeline.alerting.alert_row import alert_row
 from pipeline.alerting.dispatch import Dispatcher
 from pipeline.alerting.routes import build_destinations
+from pipeline.config.alert_routes import AlertRoutes
 from pipeline.config.content_policy import STORE_ALL
 from pipeline.config.monitors import MonitorConfig
 from pipeline.monitors.evaluate import Action, Incident
@@ -77,8 +78,9 @@ def test_verdicts_showing_pages_above_target_open_a_recalibrate_incident(databas
     _store_traffic(client, name)
     config = alerting(server)  # the page route's target: 3 %
     rates = RateStore(client, name, Strata((0.1, 0.5, 0.9)))
+    routes = AlertRoutes.configured(config, {})
     scope = Scope(NOW - timedelta(days=7), NOW + timedelta(seconds=1), app="default")
-    page = next(r for r in route_false_alarms(rates, scope, config) if r.route == "page")
+    page = next(r for r in route_false_alarms(rates, scope, routes) if r.route == "page")
     # 30 faithful calls paged, of the 30 + 160 faithful calls the verdicts stand for.
     assert page.false_alarms.value == pytest.approx(30 / 190) and page.over_target
     assert page.precision.value == pytest.approx(10 / 40)
@@ -89,7 +91,7 @@ def test_verdicts_showing_pages_above_target_open_a_recalibrate_incident(databas
         store.insert(incidents)
 
     def measured(now: datetime):
-        return [("default", r) for r in route_false_alarms(rates, scope, config)]
+        return [("default", r) for r in route_false_alarms(rates, scope, routes)]
 
     monitors = {"false-alarms": MonitorConfig(route="page", kind="false_alarms")}
     destinations = build_destinations(config)

@@ -7,18 +7,21 @@ TTLs of seconds, with calls that started a minute ago, made effective at once by
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 from clickhouse_connect.driver.client import Client
 
 from detectors.base import DetectorResult, DetectorStatus
 from detectors.llm_call import LLMCall, Message, ToolSpan, Usage
+from pipeline.cli import main
 from pipeline.config.content_policy import STORE_ALL
 from pipeline.config.retention import RetentionSettings
 from pipeline.ingest.trace_facts import ToolExecution
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
 from pipeline.sinks.ddl import Layout
-from pipeline.sinks.erasure import ERASED_TABLES, ErasureRefused, Selector, erase
+from pipeline.sinks.erasure import ERASED_TABLES, Erasure, ErasureRefused, Selector, erase, matched_traces
 from pipeline.sinks.labels import Label, insert_labels
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row, tool_run_rows
 
@@ -73,6 +76,11 @@ def _store(client: Client, database: str, calls: list[LLMCall]) -> None:
     insert_labels(client, database, labels, source="test")
     client.insert(f"{database}.review_skips", [[c.trace_id, c.span_id, "other", now] for c in calls],
                   column_names=["trace_id", "span_id", "reviewer", "skipped_at"])  # fmt: skip
+
+
+def _erase(client: Client, database: str, selector: Selector) -> Erasure:
+    """``halluwatch erase``'s two steps: the traces the selector matches, then their rows."""
+    return erase(client, Layout(database), selector, matched_traces(client, database, selector, ERASABLE), "dpo")
 
 
 def _merged(client: Client, database: str) -> None:
@@ -133,16 +141,15 @@ def test_erasing_one_user_leaves_no_byte_of_theirs_and_the_others_whole(clickhou
     old = _call("0a" * 16, "alice", "alice prompt from last year", "alice old answer", MINUTE_AGO - timedelta(days=1))
     bob = [_call(f"b{i}" * 16, "bob", f"bob prompt {i}", f"bob answer {i}") for i in range(1, 3)]
     _store(client, database, [*alice, old, *bob])
-    layout = Layout(database)
 
     with pytest.raises(ErasureRefused, match=r"deployment\.environment is not erasable"):
-        erase(client, layout, Selector("deployment.environment", "prod"), ERASABLE, "dpo")
+        matched_traces(client, database, Selector("deployment.environment", "prod"), ERASABLE)
     before_old = Selector("user.id", "alice", MINUTE_AGO - timedelta(hours=1))
-    assert erase(client, layout, before_old, ERASABLE, "dpo").traces == 1
+    assert _erase(client, database, before_old).traces == 1
     assert _tables_holding(client, database, "alice old answer") == {}
     assert _tables_holding(client, database, "alice answer 1") != {}, "--before kept the newer calls"
 
-    first = erase(client, layout, Selector("user.id", "alice"), ERASABLE, "dpo")
+    first = _erase(client, database, Selector("user.id", "alice"))
     assert first.traces == 3
     assert first.removed == {"llm_calls": 3, "findings": 3, "alerts": 3, "tool_runs": 3, "labels": 3, "review_skips": 3}
     _merged(client, database)
@@ -158,9 +165,9 @@ def test_erasing_one_user_leaves_no_byte_of_theirs_and_the_others_whole(clickhou
         "tool_runs": 1,
     }
 
-    again = erase(client, layout, Selector("user.id", "alice"), ERASABLE, "dpo")
+    again = _erase(client, database, Selector("user.id", "alice"))
     assert (again.traces, set(again.removed.values())) == (0, {0})
-    trace_erasure = erase(client, layout, Selector("trace_id", bob[0].trace_id), ERASABLE, "dpo")
+    trace_erasure = _erase(client, database, Selector("trace_id", bob[0].trace_id))
     assert trace_erasure.removed["llm_calls"] == 1
     audit = client.query(
         f"SELECT erased_by, selector, traces, removed['findings'] FROM {database}.erasures ORDER BY erased_at"
@@ -180,6 +187,86 @@ def test_session_ids_are_erasable_too_and_erasure_survives_content_expiry(clickh
     calls = [_call("c1" * 16, "carol", "carol prompt", "carol answer"), _call("d1" * 16, "dave", "p", "a")]
     _store(client, database, calls)
     _merged(client, database)
-    erased = erase(client, Layout(database), Selector("session.id", "session-of-carol"), ERASABLE, "dpo")
+    erased = _erase(client, database, Selector("session.id", "session-of-carol"))
     assert (erased.traces, erased.removed["llm_calls"]) == (1, 1)
     assert _count(client, database, "llm_calls") == 1
+
+
+def test_a_trace_is_matched_whole_or_by_a_prefix_naming_one_and_the_counts_are_what_went(
+    clickhouse: tuple[Client, str],
+) -> None:
+    """A prefix naming several traces or none removes nothing; a trace only the labels still hold is found."""
+    client, database = clickhouse
+    migrate(client, database, LONG)
+    twins = [_call("525bad21" + f"{i:x}" * 24, f"user-{i}", f"prompt {i}", f"answer {i}") for i in (1, 2)]
+    lone = _call("77aa" * 8, "carol", "carol prompt", "carol answer")
+    _store(client, database, [*twins, lone])
+    _store(client, database, [lone])  # stored twice, not merged yet: the counts are of rows as FINAL reads them
+
+    with pytest.raises(ErasureRefused, match=f"trace prefix 525bad21 names 2 stored traces: {twins[0].trace_id}, "):
+        matched_traces(client, database, Selector("trace_id", "525bad21"), ERASABLE)
+    assert matched_traces(client, database, Selector("trace_id", "NOT-A-TRACE"), ERASABLE) == []
+    assert matched_traces(client, database, Selector("trace_id", "77aa"), ERASABLE) == [], "4 characters: no prefix"
+    assert matched_traces(client, database, Selector("trace_id", "525bad21" + "2" * 10), ERASABLE) == [
+        twins[1].trace_id
+    ]
+
+    by_prefix = _erase(client, database, Selector("trace_id", "77aa77aa"))
+    assert (by_prefix.traces, dict(by_prefix.removed), dict(by_prefix.left)) == (
+        1, {table: 1 for table in ERASED_TABLES}, {}
+    )  # fmt: skip
+    assert _tables_holding(client, database, "carol") == {}
+    for table in ERASED_TABLES:
+        assert _count(client, database, table, f"trace_id = '{lone.trace_id}'") == 0, table
+        assert _count(client, database, table) == 2, table
+
+    # Rows outlive their call (a verdict kept after the call's rows expired): the trace is still found.
+    client.command(f"ALTER TABLE {database}.llm_calls DELETE WHERE trace_id = '{twins[0].trace_id}'",
+                   settings={"mutations_sync": 1})  # fmt: skip
+    only_rows = _erase(client, database, Selector("trace_id", twins[0].trace_id))
+    assert only_rows.traces == 1 and only_rows.removed["llm_calls"] == 0 and only_rows.removed["labels"] == 1
+    assert _erase(client, database, Selector("trace_id", twins[0].trace_id)).traces == 0
+
+
+def test_erase_command_shows_the_trace_before_removing_and_fails_on_no_match_or_several(
+    clickhouse: tuple[Client, str], chdb_path: Path, tmp_path: Path
+) -> None:
+    client, database = clickhouse
+    migrate(client, database, LONG)
+    twins = [_call("525bad21" + f"{i:x}" * 24, f"user-{i}", f"prompt {i}", f"answer {i}") for i in (1, 2)]
+    lone = _call("77aa" * 8, "carol", "carol prompt", "carol answer")
+    _store(client, database, [*twins, lone])
+    report = tmp_path / "data" / "report.html"
+    report.parent.mkdir()
+    report.write_text(f"<p>{lone.trace_id}: carol answer</p>", encoding="utf-8")  # as `halluwatch report` left it
+    env = {"HALLUWATCH_CLICKHOUSE_DSN": f"chdb://{chdb_path}", "HALLUWATCH_CLICKHOUSE_DATABASE": database,
+           "HALLUWATCH_DATA_DIR": str(report.parent)}  # fmt: skip
+
+    def halluwatch_erase(*args: str) -> Result:
+        return CliRunner(env=env).invoke(main, ["erase", *args, "--by", "dpo"])
+
+    several = halluwatch_erase("--trace", "525bad21")
+    assert several.exit_code == 1
+    assert f"names 2 stored traces: {twins[0].trace_id}, {twins[1].trace_id}; give the whole id" in several.output
+    assert "nothing was removed" in several.output and "removed:" not in several.output
+    for option, value, selector in (("--trace", "NOT-A-TRACE", "trace_id=NOT-A-TRACE"),
+                                    ("--key", "user.id=nobody", "user.id=nobody")):  # fmt: skip
+        none = halluwatch_erase(option, value)
+        assert none.exit_code == 1, selector
+        assert f"Error: {selector} matched 0 stored traces: nothing removed" in none.output
+    assert all(_count(client, database, table) == 3 for table in ERASED_TABLES), "nothing went"
+
+    erased = halluwatch_erase("--trace", "77aa77aa")
+    assert erased.exit_code == 0, erased.output
+    lines = erased.output.splitlines()
+    assert lines[0] == f"trace_id=77aa77aa matched 1 trace: {lone.trace_id}"
+    assert lines[1].startswith("erasure ") and lines[1].endswith(" removed:")
+    assert lines[2:8] == [f"  {table:<13} 1 row(s)" for table in ERASED_TABLES]
+    assert f"  {report.resolve()}: an HTML report written " in erased.output
+    assert "it may quote the erased calls: delete it, or write it again with `halluwatch report`" in erased.output
+    assert _tables_holding(client, database, "carol") == {}
+    assert all(_count(client, database, table) == 2 for table in ERASED_TABLES)
+
+    by_user = halluwatch_erase("--key", "user.id=user-1")
+    assert by_user.exit_code == 0, by_user.output
+    assert by_user.output.startswith(f"user.id=user-1 matched 1 trace: {twins[0].trace_id}\n")

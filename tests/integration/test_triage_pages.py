@@ -36,7 +36,7 @@ BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 def _client(database: tuple[Client, str], page_size: int = 50, **ui: object) -> FlaskClient:
     client, name = database
-    settings = UISettings(token=SecretStr(TOKEN), token_user="alice", page_size=page_size, **ui)
+    settings = UISettings(**{"token": SecretStr(TOKEN), "token_user": "alice", "page_size": page_size, **ui})
     app = create_app(TriageStore(client, name), settings)
     return app.test_client()
 
@@ -200,6 +200,17 @@ def test_proxy_identity_is_believed_only_from_a_trusted_address(demo_database):
     assert "bob@example.com" in _html(from_proxy)
     spoofed = web.get("/", headers=named, environ_base={"REMOTE_ADDR": "192.0.2.7"})
     assert spoofed.status_code == 302 and spoofed.location.startswith("/login")
+
+
+def test_behind_a_proxy_the_sign_in_page_asks_for_no_token_that_was_never_made(demo_database):
+    page = _html(_client(demo_database, identity_header="X-Forwarded-Email", token=None).get("/login"))
+    proxied = " ".join(page.split())
+    assert "Sign-in goes through the authenticating proxy" in proxied and "<code>X-Forwarded-Email</code>" in proxied
+    assert "there is none to enter here" in proxied and 'name="token"' not in proxied and "Paste" not in proxied
+    both = " ".join(_html(_client(demo_database, identity_header="X-Forwarded-Email").get("/login")).split())
+    assert "or enter the UI token below" in both and 'name="token"' in both
+    plain = _html(_client(demo_database).get("/login"))
+    assert "proxy" not in plain and 'name="token"' in plain
 
 
 def test_hashed_content_is_explained_not_shown_and_text_is_escaped(clickhouse):

@@ -26,6 +26,6 @@ def test_a_bad_scope_and_unreachable_pages_are_named():
         scope_from_query({"since": "2026-11-01T00:00:00+00:00", "until": "2026-11-02T00:00:00+00:00"}, ["novalue"])
     scope = Scope(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
     with pytest.raises(PagesUnreachable, match="did not answer"):
-        report_lines_through("http://127.0.0.1:9", "token", scope)
+        report_lines_through("http://127.0.0.1:9", {"Authorization": "Bearer token"}, scope)
     with pytest.raises(PagesUnreachable, match="not an http"):
-        report_lines_through("file:///etc", "token", scope)
+        report_lines_through("file:///etc", {}, scope)
