@@ -18,6 +18,7 @@ from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import Settings
 from pipeline.sinks.clickhouse import open_clickhouse
 from pipeline.ui.access import Access
+from pipeline.ui.call_terms import Contracts
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
@@ -43,7 +44,8 @@ def triage_app(settings: Settings) -> tuple[Flask, Access]:
             "run `halluwatch migrate` (or start a worker, which migrates) with write credentials"
         )
     access = Access(settings.ui)
-    return create_app(store, settings.ui, access, ReviewQueue.configured(store.client, settings)), access
+    review = ReviewQueue.configured(store.client, settings)
+    return create_app(store, settings.ui, access, review, Contracts.configured(settings.detectors)), access
 
 
 def sign_in_url(base_url: str, access: Access) -> str:
