@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from clickhouse_connect.driver.client import Client
+from flask import Flask
 from flask.testing import FlaskClient
 from pydantic import SecretStr
 
@@ -32,7 +33,7 @@ TOKEN = "terms-test-token-0123456"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def _web(database: tuple[Client, str], data_dir: Path) -> FlaskClient:
+def _web(database: tuple[Client, str], data_dir: Path) -> Flask:
     client, name = database
     settings = demo_settings(data_dir, "127.0.0.1:9")
     settings = settings.model_copy(update={"clickhouse_database": name, "review": ReviewSettings(blind=True)})
