@@ -79,7 +79,7 @@ def no_evidence_lines(evidence: Mapping[str, Any]) -> list[str]:
 class Description:
     """What a detector checks and what it cannot judge, as the triage pages say it beside its finding.
 
-    ``ok``: what its clean result means, said instead of its summary, where "found nothing to flag"
+    ``ok``: what its clean result means, said instead of its summary, where "did not flag the call"
     and the summary would mislead or repeat themselves (a gate's); None: those.
     """
 

@@ -3,9 +3,10 @@
 The row's ``prompt``, ``answer`` and ``grounding`` are what the detectors read; a person judging
 the call needs more: the instructions apart from the question, the sources one by one with
 their ids, every tool call with its arguments and the definition the model had for that tool,
-the tool results it was given.  ``transcript`` holds them as one JSON object (:func:`transcript_json`),
-its texts as the table's content mode allows: ``hash`` and ``drop`` keep none of it (a digest
-of a tool's arguments tells a reviewer nothing), so the pages say the text was withheld.
+the names of the tools it was offered, the tool results it was given.  ``transcript`` holds
+them as one JSON object (:func:`transcript_json`), its texts as the table's content mode
+allows: ``hash`` and ``drop`` keep none of it (a digest of a tool's arguments tells a
+reviewer nothing), so the pages say the text was withheld.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def transcript_json(call: LLMCall, content: ContentPolicy) -> str:
         # shown as instructions and question: not repeated among the sources.
         "sources": [{"id": s.id, "text": text(s.text)} for s in call.sources if s.id != PROMPT_SOURCE_ID],
         # Only the definitions of the tools called: the pages show each call beside its definition, and an
-        # agent offered fifty tools would otherwise store fifty schemas with every call.
+        # agent offered fifty tools would otherwise store fifty schemas with every call.  The names of all
+        # tools offered are kept, for a call that names a tool the model was not offered.
+        "offered": [tool.name for tool in call.tool_definitions],
         "tools": [
             {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
             for tool in call.tool_definitions

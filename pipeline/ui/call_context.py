@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from detectors.registry import FACT_DETECTORS
+from pipeline.ui.call_terms import NO_CONTRACTS, Contracts
 from pipeline.ui.evidence import EvidenceView, evidence_view
 from pipeline.ui.explain import sentence
 from pipeline.ui.highlight import marks, segments
@@ -32,16 +33,22 @@ class FindingRow:
     evidence: EvidenceView
 
 
-def call_context(call: CallView, labels: Sequence[LabelView], tool_runs: Sequence[ToolRunView] = ()) -> dict[str, Any]:
+def call_context(
+    call: CallView,
+    labels: Sequence[LabelView],
+    tool_runs: Sequence[ToolRunView] = (),
+    contracts: Contracts = NO_CONTRACTS,
+) -> dict[str, Any]:
     """What the templates render of ``call``, with the verdicts standing on it among ``labels``.
 
-    ``tool_runs``: the trace's tool execution spans, where the results of the call's tool calls are.
+    ``tool_runs``: the trace's tool execution spans, where the results of the call's tool calls are;
+    ``contracts``: the settings its end user and output schema are read by.
     """
     answer_marks = marks(call.answer, call.findings)
     rows = [FindingRow(f, sentence(f), evidence_view(f.evidence)) for f in call.findings]
     return {
         "call": call,
-        "story": call_story(call, tool_runs),
+        "story": call_story(call, tool_runs, contracts.of(call)),
         "findings": rows,
         "flagging": [row for row in rows if row.finding.flagged],
         "quiet": [row for row in rows if not row.finding.flagged],

@@ -26,7 +26,8 @@ def sentence(finding: FindingView) -> str:
     elif finding.status == "ok" and described.ok is not None:
         return f"Checked {described.checks}; {described.ok}; cannot judge {described.blind_to}."
     elif finding.status == "ok":
-        outcome = "found nothing to flag"
+        # Not "found nothing": a score below the threshold may still come with what was found ("2 unsupported spans").
+        outcome = "did not flag the call: its score stayed below its threshold"
     else:
         outcome = _OUTCOMES.get(finding.status, finding.status)
     found = f"{outcome} ({finding.summary})" if finding.summary else outcome

@@ -11,8 +11,8 @@ page reads its few rows with ``FINAL`` (exact, and cheap with the trace-id skip 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -103,6 +103,8 @@ class CallView:
     p_hallucination: float | None = None
     flagged: bool = False  # as a call: its probability reached its policy's list threshold, or a fact
     transcript: str = ""  # what it was given and did, as JSON (pipeline/sinks/transcript.py); "" when not stored
+    span_name: str = ""
+    attributes: Mapping[str, str] = field(default_factory=dict)  # its span attributes, as its content mode stores them
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +259,7 @@ class TriageStore:
             for span, *values in self._rows(
                 f"""
                 SELECT span_id, service, operation, model, start_time, content_mode, sources_from,
-                       prompt, grounding, answer, p_hallucination, flagged, transcript
+                       prompt, grounding, answer, p_hallucination, flagged, transcript, span_name, attributes
                 FROM {self._db}.llm_calls FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY start_time, span_id
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -420,10 +422,11 @@ def _flagged_call(
 
 
 def _stored_call(trace_id: str, span_id: str, values: Sequence[Any], findings: Sequence[FindingView]) -> CallView:
-    service, operation, model, started, content_mode, sources_from, prompt, grounding, answer, p, flagged, said = values
+    (service, operation, model, started, content_mode, sources_from, prompt, grounding, answer, p, flagged, said,
+     span_name, attributes) = values  # fmt: skip
     return CallView(
         trace_id, span_id, service, operation, model, started, content_mode, sources_from, prompt, grounding, answer,
-        tuple(findings), None if p is None else float(p), bool(flagged), said,
+        tuple(findings), None if p is None else float(p), bool(flagged), said, span_name, dict(attributes),
     )  # fmt: skip
 
 

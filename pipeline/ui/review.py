@@ -34,6 +34,7 @@ from pipeline.rate.store import Drawn, RateStore, Scope
 from pipeline.rate.through_pages import RATE_PATH, scope_from_query
 from pipeline.sinks.labels import Label, to_utc_ms
 from pipeline.ui.call_context import call_context
+from pipeline.ui.call_terms import NO_CONTRACTS, Contracts
 from pipeline.ui.queries import TriageStore
 
 VERDICTS = {"hallucinated": True, "faithful": False}
@@ -59,7 +60,7 @@ class ReviewQueue:
         return cls(rates, settings.review, routes, AppCalibration.configured(client, settings))
 
 
-def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
+def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contracts = NO_CONTRACTS) -> Blueprint:
     """The review page and its verdict and skip forms; a verdict may refit the app's map (``auto_apply_after``)."""
     pages = Blueprint("review", __name__)
     rates, settings, routes = queue.rates, queue.settings, queue.routes
@@ -100,7 +101,7 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue) -> Blueprint:
     def _context(trace_id: str, span_id: str) -> dict[str, Any] | None:
         view = triage.trace(trace_id)
         call = next((c for c in view.calls if c.span_id == span_id), None)
-        return call_context(call, (), view.tool_runs) if call is not None else None
+        return call_context(call, (), view.tool_runs, contracts) if call is not None else None
 
     def _page(template: str, app: str, **values: Any) -> str:
         report, routes, lines = report_and_routes(scope(app))

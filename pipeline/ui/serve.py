@@ -19,6 +19,7 @@ from pipeline.config.settings import Settings
 from pipeline.config.ui import UISettings
 from pipeline.sinks.clickhouse import open_clickhouse
 from pipeline.ui.access import Access, os_user
+from pipeline.ui.call_terms import Contracts
 from pipeline.ui.queries import TriageStore
 from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
@@ -44,7 +45,8 @@ def triage_app(settings: Settings) -> tuple[Flask, Access]:
             "run `halluwatch migrate` (or start a worker, which migrates) with write credentials"
         )
     access = Access(settings.ui)
-    return create_app(store, settings.ui, access, ReviewQueue.configured(store.client, settings)), access
+    review = ReviewQueue.configured(store.client, settings)
+    return create_app(store, settings.ui, access, review, Contracts.configured(settings.detectors)), access
 
 
 def sign_in_url(base_url: str, access: Access) -> str:

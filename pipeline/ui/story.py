@@ -1,10 +1,13 @@
 """What the model did on one call, in the order it happened, for a person to judge it.
 
 The instructions and the question, the sources as numbered passages (so a citation [2] finds
-source 2), the tool calls and results the request already carried, then what the model did:
-its answer, and each tool call it made with its arguments, the definition it had for that
-tool and what the tool's run returned.  The run of a call the model made comes after the call,
-in a tool execution span of the trace (the ``tool_runs`` table), found by the call's id.
+source 2; sources an app pasted into the question as ``[1] …`` lines are numbered the same),
+the end user the call acts for and the output schema its answer must meet
+(:mod:`pipeline.ui.call_terms`), the tool calls and results the request already carried, then
+what the model did: its answer, and each tool call it made with its arguments, the definition
+it had for that tool (or the tools it was offered instead) and what the tool's run returned.
+The run of a call the model made comes after the call, in a tool execution span of the trace
+(the ``tool_runs`` table), found by the call's id.
 
 Built from the call's stored transcript (:mod:`pipeline.sinks.transcript`); a row from before
 transcripts were stored shows its prompt, context and answer as they are.
@@ -13,23 +16,31 @@ transcripts were stored shows its prompt, context and answer as they are.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.ui.call_terms import NO_TERMS, CallTerms
 from pipeline.ui.queries import CallView, ToolRunView
 
 _MIN_PASTED_CHARS = 20  # a shorter source text found in the question may be there by chance
 FOLD_CHARS = 600  # a value longer than this shows its first words; the rest is one click away
+# A line of the question that starts a numbered passage, as apps paste their sources: "[1] The tower ...".
+_NUMBERED_LINE = re.compile(r"^\[(\d{1,3})\][ \t]+(?=\S)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    """One source as the model was given it: its number in the prompt's order, its id, its text."""
+    """One source as the model was given it: its number in the prompt's order, its id, its text.
+
+    ``in_question``: the app pasted it into the question (numbered there) rather than sending it as a source.
+    """
 
     number: int
     id: str
     text: str
+    in_question: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +61,11 @@ class ToolUse:
 
 @dataclass(frozen=True, slots=True)
 class CallStory:
-    """The call as a person judges it: what it was given, then what the model did."""
+    """The call as a person judges it: what it was given, then what the model did.
+
+    ``offered``: the names of the tools the call's span defines, in its order; None when the
+    transcript predates their record.
+    """
 
     instructions: str
     question: str
@@ -58,6 +73,8 @@ class CallStory:
     earlier_tool_uses: tuple[ToolUse, ...]  # tool calls and results the request carried
     answer: str
     tool_uses: tuple[ToolUse, ...]  # the tool calls the model made in this call
+    offered: tuple[str, ...] | None = None
+    terms: CallTerms = NO_TERMS
 
     @property
     def judged(self) -> str:
@@ -67,20 +84,24 @@ class CallStory:
         return "tool calls" if self.tool_uses else "nothing"
 
 
-def call_story(call: CallView, tool_runs: Sequence[ToolRunView] = ()) -> CallStory:
-    """``call`` as it happened; ``tool_runs``: the trace's tool execution spans, for its tool calls' results."""
+def call_story(call: CallView, tool_runs: Sequence[ToolRunView] = (), terms: CallTerms = NO_TERMS) -> CallStory:
+    """``call`` as it happened; ``tool_runs``: the trace's tool execution spans, for its tool calls' results.
+
+    ``terms``: what the call was held to beyond what it carries (its end user, its output schema).
+    """
     try:
         transcript = json.loads(call.transcript) if call.transcript else None
     except ValueError:
         transcript = None
     if not isinstance(transcript, dict):
-        return _without_transcript(call)
+        return _without_transcript(call, terms)
     definitions = {tool["name"]: tool for tool in transcript.get("tools", ()) if isinstance(tool, Mapping)}
+    messages = transcript.get("messages", [])
+    question = _last_user_text(messages)
     sources = tuple(
         Passage(number, str(source.get("id") or ""), str(source.get("text") or ""))
         for number, source in enumerate(transcript.get("sources", ()), 1)
-    )
-    messages = transcript.get("messages", [])
+    ) or _passages_in(question)
     results = {
         m["tool_call_id"]: m.get("text", "") for m in messages if m.get("role") == "tool" and m.get("tool_call_id")
     }
@@ -100,7 +121,7 @@ def call_story(call: CallView, tool_runs: Sequence[ToolRunView] = ()) -> CallSto
         for message in outputs
         for tool_call in message.get("tool_calls", ())
     )
-    question = _last_user_text(messages)
+    offered = transcript.get("offered")
     return CallStory(
         instructions=transcript.get("instructions") or _system_text(messages),
         question=_sources_referenced(question, sources),
@@ -108,6 +129,8 @@ def call_story(call: CallView, tool_runs: Sequence[ToolRunView] = ()) -> CallSto
         earlier_tool_uses=earlier,
         answer=str(outputs[0].get("text") or "") if outputs else "",
         tool_uses=made,
+        offered=tuple(str(name) for name in offered) if isinstance(offered, list) else None,
+        terms=terms,
     )
 
 
@@ -135,9 +158,26 @@ def fold(text: str, limit: int = FOLD_CHARS) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-def _without_transcript(call: CallView) -> CallStory:
-    passages = (Passage(1, "", call.grounding),) if call.grounding and call.sources_from != "prompt" else ()
-    return CallStory("", call.prompt, passages, (), call.answer, ())
+def _without_transcript(call: CallView, terms: CallTerms) -> CallStory:
+    if call.sources_from == "prompt":
+        passages = _passages_in(call.prompt)
+    else:
+        passages = (Passage(1, "", call.grounding),) if call.grounding else ()
+    return CallStory("", _sources_referenced(call.prompt, passages), passages, (), call.answer, (), terms=terms)
+
+
+def _passages_in(question: str) -> tuple[Passage, ...]:
+    """The sources an app pasted into ``question`` as lines ``[1] …``, ``[2] …``, numbered as there.
+
+    A passage runs to the next numbered line or to the first blank line.  Numbers that do not
+    count up from 1 are something else (a citation quoted at the start of a line): none is taken.
+    """
+    starts = list(_NUMBERED_LINE.finditer(question))
+    if not starts or [int(start[1]) for start in starts] != list(range(1, len(starts) + 1)):
+        return ()
+    ends = [start.start() for start in starts[1:]] + [len(question)]
+    texts = (question[start.end() : end].split("\n\n", 1)[0].strip() for start, end in zip(starts, ends, strict=True))
+    return tuple(Passage(number, "", text, in_question=True) for number, text in enumerate(texts, 1))
 
 
 def _use(tool_call: Mapping[str, Any], definitions: Mapping[str, Any], outcome: tuple[bool, str, bool]) -> ToolUse:

@@ -30,6 +30,7 @@ from pipeline.sinks.timestamps import as_utc
 from pipeline.ui.access import Access, Identity
 from pipeline.ui.calibration import calibration_blueprint
 from pipeline.ui.call_context import call_context
+from pipeline.ui.call_terms import NO_CONTRACTS, Contracts
 from pipeline.ui.defences import with_security_headers, without_bidi_controls
 from pipeline.ui.pagerduty_webhook import pagerduty_blueprint
 from pipeline.ui.queries import ORDERS, ListFilters, TriageStore
@@ -52,11 +53,13 @@ def create_app(
     settings: UISettings,
     access: Access | None = None,
     review: ReviewQueue | None = None,
+    contracts: Contracts = NO_CONTRACTS,
 ) -> Flask:
     """The triage application over ``store``; ``access`` defaults to one built from ``settings``.
 
     ``review``: the review queue's stores and settings (its page and the calibration section are there
-    only with them).
+    only with them).  ``contracts``: the detectors' settings that say which end user and output schema
+    a call's page shows (none: neither shows).
     """
     app = Flask(__name__)
     app.wsgi_app = with_security_headers(app.wsgi_app)  # type: ignore[method-assign,assignment]  # WSGI middleware
@@ -114,7 +117,7 @@ def create_app(
         return _message_page(error.code or 500, error.name, error.description or "")
 
     app.add_url_rule("/", "calls", _calls_page(store, settings.page_size))
-    app.add_url_rule("/trace/<trace_id>", "trace", _trace_page(store))
+    app.add_url_rule("/trace/<trace_id>", "trace", _trace_page(store, contracts))
     app.add_url_rule("/trace/<trace_id>/verdict", "verdict", _verdict(store), methods=["POST"])
     app.add_url_rule("/trace/<trace_id>/undo", "undo", _undo(store), methods=["POST"])
     # Browsers ask for /favicon.ico whatever the pages link: the same small SVG answers it.
@@ -122,7 +125,7 @@ def create_app(
     app.add_url_rule("/login", "login", _login(access, settings.identity_header), methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", _logout, methods=["POST"])
     if review is not None:
-        app.register_blueprint(review_blueprint(store, review))
+        app.register_blueprint(review_blueprint(store, review, contracts))
         app.register_blueprint(calibration_blueprint(review.calibration, review.settings))
     if settings.slack_signing_secret is not None:
         refit = review.calibration.after_verdict_on if review is not None else None
@@ -154,13 +157,13 @@ def _calls_page(store: TriageStore, page_size: int) -> Callable[[], ResponseRetu
     return calls
 
 
-def _trace_page(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
+def _trace_page(store: TriageStore, contracts: Contracts) -> Callable[[str], ResponseReturnValue]:
     def trace(trace_id: str) -> ResponseReturnValue:
         trace_id = _checked(trace_id, TRACE_ID, "trace id")
         view = store.trace(trace_id)
         if not view.found:
             abort(404, description=f"ClickHouse holds nothing of trace {trace_id}.")
-        calls = [call_context(call, view.labels, view.tool_runs) for call in view.calls]
+        calls = [call_context(call, view.labels, view.tool_runs, contracts) for call in view.calls]
         return render_template("trace.html", trace=view, calls=calls, whole_call=WHOLE_CALL)
 
     return trace

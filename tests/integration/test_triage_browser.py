@@ -112,6 +112,13 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             assert highlight not in ("rgba(0, 0, 0, 0)", "transparent")  # visibly highlighted
             assert "1887" in page.locator("table.marks").inner_text()  # the source text beside it
             _screenshot(page, "triage-trace.png")
+            # The answer with its marks on the first screen, before what the model was given and the detectors;
+            # on every flagged call's page what the model did (its answer, or its tool calls) starts there too.
+            assert page.locator(".answer").first.bounding_box()["y"] < 900
+            for flagged in store.flagged_calls(ListFilters(), 100):
+                page.goto(f"{base_url}/trace/{flagged.trace_id}")
+                assert page.locator(".model-did").first.bounding_box()["y"] < 900, flagged.service
+            page.goto(f"{base_url}/trace/{alerted.trace_id}")
             # Top-down: the probability and why, the answer, the alert, then the detectors; raw evidence a key away.
             heights = [page.locator(selector).first.bounding_box()["y"]
                        for selector in ("p.why", ".answer", "table.alerts", "table.findings")]  # fmt: skip

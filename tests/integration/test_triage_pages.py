@@ -312,7 +312,7 @@ def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
     assert why < html.index('class="answer"') < html.index("severe-contradiction") < html.index('class="findings"')
     assert re.search(r'p_hallucination <strong class="p">0\.9\d\d</strong> · flagged', html)
     assert "Flagged by its probability: p_hallucination 0.9" in unescape(html)
-    quiet = re.search(r'<details class="quiet"><summary>(\d+) detectors found nothing or did not apply</summary>', html)
+    quiet = re.search(r'<details class="quiet"><summary>(\d+) detectors did not flag this call</summary>', html)
     assert quiet and html.index('class="findings"') < quiet.start()
     # Detectors that did not run show no score, and no severity is left unexplained.
     skipped = re.search(
@@ -326,7 +326,9 @@ def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
         return unescape(row[1])
 
     assert sentence("grounding").startswith("Checked whether each answer sentence is about")
-    assert "found nothing to flag (every sentence supported" in sentence("grounding")
+    assert "did not flag the call: its score stayed below its threshold (every sentence supported" in sentence(
+        "grounding"
+    )
     assert "cannot judge values: it compares meaning" in sentence("grounding")  # why it passes what contradiction flags
     assert "decides whether the content detectors apply; let the content detectors run" in sentence("sentinel")
     assert sentence("contradiction").startswith("Checked the numbers, dates") and "; flagged (answer says 1950" in (

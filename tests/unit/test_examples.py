@@ -3,9 +3,11 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import replace
+from importlib import resources
 
 import jsonschema
 import pytest
+import yaml
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from detectors.tool_outcome import ToolOutcomeConfig
@@ -245,6 +247,33 @@ def test_data_file_mistakes_fail_naming_their_place(row, key, kind, error):
 def test_tool_parameters_are_valid_draft_2020_12():
     for tool in TOOL_DEFINITIONS.values():
         jsonschema.Draft202012Validator.check_schema(tool.parameters)
+
+
+def _nulls(value: object, where: str) -> list[str]:
+    """Where ``value`` holds a null: in these files, the tail of a flow map split at an unquoted comma."""
+    if isinstance(value, dict):
+        items = [(f"{where}.{key}", item) for key, item in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        return []
+    return [path for path, item in items if item is None] + [n for path, item in items for n in _nulls(item, path)]
+
+
+def test_no_example_data_file_holds_a_null_from_a_comma_in_a_flow_map():
+    files = [f for f in resources.files("pipeline.tools.example_traces").iterdir() if f.name.endswith(".yaml")]
+    assert len(files) >= 5
+    for file in files:
+        assert _nulls(yaml.safe_load(file.read_text("utf-8")), file.name) == []
+
+
+def test_every_description_in_the_tool_schemas_is_the_whole_sentence():
+    time = TOOL_DEFINITIONS["book_table"].parameters["properties"]["time"]
+    assert time == {"type": "string", "description": "Local time, HH:MM."}
+    for tool in TOOL_DEFINITIONS.values():
+        for name, schema in tool.parameters["properties"].items():
+            assert set(schema) <= {"type", "description", "enum", "minimum", "maximum"}, (tool.name, name)
+            assert isinstance(schema.get("description", ""), str)
 
 
 def test_output_schemas_are_valid_draft_2020_12():

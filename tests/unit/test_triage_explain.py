@@ -21,7 +21,11 @@ def test_each_row_says_what_was_checked_found_and_cannot_be_judged():
     assert "; did not run (no tool calls); " in sentence(_finding("tool_outcome", "skipped", summary="no tool calls"))
     assert "; failed; " in sentence(_finding("grounding", "error"))
     assert "let the content detectors run" in sentence(_finding("sentinel"))
-    assert sentence(_finding("someone_elses")).startswith("Checked what its documentation says; found nothing")
+    assert sentence(_finding("someone_elses")).startswith("Checked what its documentation says; did not flag")
+    # Below its threshold with something found: the page says the call was not flagged, never "found nothing".
+    below = sentence(_finding("unsupported_spans", summary='2 unsupported span(s): "30 hours", "5-year"'))
+    assert "found nothing" not in below
+    assert '; did not flag the call: its score stayed below its threshold (2 unsupported span(s): "30 hours"' in below
 
 
 def test_evidence_becomes_named_values_and_tables_without_offsets():
