@@ -232,7 +232,7 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
         "llm_calls.transcript",
         "findings.evidence",
         "alerts.resolved_by",
-        "labels.blind",
+        "labels.elsewhere",
         "review_skips.reviewer",
         "tool_runs.result",
     ]
@@ -354,7 +354,7 @@ def _signed_in(web: FlaskClient, trace: str) -> dict[str, str]:
     """Sign ``web`` in with the token; the verdict form's fields of ``trace``'s page, CSRF token included."""
     web.get(f"/trace/{trace}?token={TOKEN}")
     html = _html(web.get(f"/trace/{trace}"))
-    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    span = re.search(r'id="call-([0-9a-f]{16})"', html)[1]
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html)[1]
     return {"span_id": span, "detector": "contradiction", "verdict": "confirmed", "note": "", "csrf_token": csrf}
 
@@ -381,7 +381,8 @@ def test_a_viewer_reads_but_cannot_post_verdicts(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     viewer = _client(demo_database, reviewers=["bob"])  # the token's holder is alice
     form = _signed_in(viewer, trace)
-    assert viewer.get(f"/trace/{trace}").status_code == 200
+    page = _html(viewer.get(f"/trace/{trace}"))
+    assert '<form class="verdict"' not in page and "alice may read these pages, not judge" in page  # no 403 buttons
     refused = viewer.post(f"/trace/{trace}/verdict", data=form)
     assert refused.status_code == 403 and "ui.reviewers" in refused.get_data(as_text=True)
     assert viewer.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 403  # scripts too
