@@ -396,8 +396,14 @@ class TriageStore:
             return {}
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, countIf(label), countIf(NOT label) FROM {self._db}.labels FINAL
-            WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id
+            SELECT trace_id, span_id, countIf(verdict), countIf(NOT verdict)
+            FROM
+            (
+                -- each person once: their newest verdict, given in the review queue or elsewhere
+                SELECT trace_id, span_id, labeller, argMax(label, labelled_at) AS verdict FROM {self._db}.labels FINAL
+                WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id, labeller
+            )
+            GROUP BY trace_id, span_id
             """,  # noqa: S608 - identifiers validated, values bound
             {"traces": list(trace_ids)},
         )

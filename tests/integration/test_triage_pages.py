@@ -9,7 +9,8 @@ credentials.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from html import unescape
 
 import pytest
@@ -22,6 +23,7 @@ from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.ui import UISettings
 from pipeline.offline.human_labels import labelled_scores_from_clickhouse
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.labels import Label, insert_labels
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from pipeline.ui.defences import BIDI_CONTROLS, SECURITY_HEADERS
 from pipeline.ui.queries import ListFilters, TriageStore
@@ -291,6 +293,14 @@ def test_the_list_finds_a_trace_by_its_id_or_prefix_and_shows_probabilities_and_
     assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
     judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
     assert '<span class="tag alert">1 hallucination</span>' in judged and "none yet" not in judged
+    # alice's review-queue verdict on the call stands beside it; the list counts her once, by her newest.
+    client, name = demo_database
+    drawn = Label(trace, span, True, "alice", datetime.now(UTC) - timedelta(hours=1), stratum="alerted",
+                  inclusion_probability=0.5)  # fmt: skip
+    insert_labels(client, name, [drawn, replace(drawn, labeller="bob", hallucinated=False)], "review")
+    judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
+    assert '<span class="tag alert">1 hallucination</span>' in judged
+    assert '<span class="tag ok">1 false alarm</span>' in judged
 
 
 def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
