@@ -1022,7 +1022,7 @@ def review_digest(config_path: Path | None, app: str, channel: str, count: int) 
         client.chat_postMessage(channel=channel, text=text, blocks=blocks)
     except SlackApiError as error:
         raise click.ClickException(f"Slack refused the digest for {channel}: {error.response.get('error')}") from error
-    click.echo(f"posted {len(calls)} calls to review for {app} to {channel}")
+    click.echo(f"posted {text} to {channel}")
 
 
 @main.command()

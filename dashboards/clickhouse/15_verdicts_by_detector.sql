@@ -1,6 +1,6 @@
 -- title: Human verdicts by detector
 -- chart: table
--- description: What people said of the calls each detector flagged (triage pages, Slack buttons, imported label files), by when they said it: each call's verdict is its labellers' majority, a tie going to the newest. Confirmed hallucinations, false alarms, and the share confirmed: the detector's precision as people judged it. `halluwatch calibrate --from-clickhouse` fits thresholds to the same verdicts.
+-- description: What people said of the calls each detector flagged (triage pages, Slack buttons, imported label files), by when they said it: each call's verdict is its labellers' majority (each person once, with their newest verdict, from the review queue or elsewhere), a tie going to the newest. Confirmed hallucinations, false alarms, and the share confirmed: the detector's precision as people judged it. `halluwatch calibrate --from-clickhouse` fits thresholds to the same verdicts.
 SELECT
     flagged.detector AS detector,
     countIf(verdicts.hallucinated) AS confirmed,
@@ -9,10 +9,15 @@ SELECT
 FROM
 (
     SELECT trace_id, span_id,
-           countIf(label) AS yes, countIf(NOT label) AS no,
-           if(yes = no, argMax(label, (labelled_at, labeller)), yes > no) AS hallucinated
-    FROM halluwatch.labels FINAL
-    WHERE $__timeFilter(labelled_at) AND NOT withdrawn
+           countIf(verdict) AS yes, countIf(NOT verdict) AS no,
+           if(yes = no, argMax(verdict, (given_at, labeller)), yes > no) AS hallucinated
+    FROM
+    (
+        SELECT trace_id, span_id, labeller, argMax(label, labelled_at) AS verdict, max(labelled_at) AS given_at
+        FROM halluwatch.labels FINAL
+        WHERE $__timeFilter(labelled_at) AND NOT withdrawn
+        GROUP BY trace_id, span_id, labeller
+    )
     GROUP BY trace_id, span_id
 ) AS verdicts
 INNER JOIN

@@ -171,8 +171,9 @@ def labelled_scores_from_clickhouse(
 ) -> list[LabelledScores]:
     """Labelled spans with their detectors' findings, from labels given at or after ``since``.
 
-    Where several people labelled a span, the majority decides and a tie goes to the
-    newest label.  Labelled spans with no findings (not processed, or processed before the
+    Each person counts once, with their newest verdict (a review-queue verdict and a second look
+    on the trace page are two rows of theirs); where several people labelled a span, the majority
+    decides and a tie goes to the newest label.  Labelled spans with no findings (not processed, or processed before the
     findings' retention ran out) are skipped, and their number logged.
     """
     query = f"""
@@ -181,10 +182,16 @@ def labelled_scores_from_clickhouse(
         FROM
         (
             SELECT trace_id, span_id,
-                   countIf(label) AS yes, countIf(NOT label) AS no,
-                   if(yes = no, argMax(label, (labelled_at, labeller)), yes > no) AS hallucinated
-            FROM {database}.labels FINAL
-            WHERE labelled_at >= {{since:DateTime64(3, 'UTC')}} AND NOT withdrawn
+                   countIf(verdict) AS yes, countIf(NOT verdict) AS no,
+                   if(yes = no, argMax(verdict, (given_at, labeller)), yes > no) AS hallucinated
+            FROM
+            (
+                -- one verdict per person: their newest, given in the review queue or elsewhere
+                SELECT trace_id, span_id, labeller, argMax(label, labelled_at) AS verdict, max(labelled_at) AS given_at
+                FROM {database}.labels FINAL
+                WHERE labelled_at >= {{since:DateTime64(3, 'UTC')}} AND NOT withdrawn
+                GROUP BY trace_id, span_id, labeller
+            )
             GROUP BY trace_id, span_id
         ) AS labelled
         LEFT JOIN

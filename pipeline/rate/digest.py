@@ -14,11 +14,12 @@ from typing import Any
 
 from pipeline.alerting.render import CONFIRM_ACTION, FALSE_ALARM_ACTION, VERDICT_BLOCK_ID, button, escape_mrkdwn
 from pipeline.rate.store import Drawn
+from pipeline.words import counted
 
 
 def digest_message(app: str, calls: Sequence[Drawn], ui_base_url: str) -> tuple[str, list[dict[str, Any]]]:
     """The message's fallback text and blocks: one section and one row of buttons per call."""
-    text = f"{len(calls)} calls to review for {app}"
+    text = f"{counted(len(calls), 'call')} to review for {app}"
     base = ui_base_url.rstrip("/")
     blocks: list[dict[str, Any]] = [{"type": "header", "text": {"type": "plain_text", "text": text}}]
     if base:

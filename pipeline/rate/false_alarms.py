@@ -37,12 +37,16 @@ class RouteFalseAlarms:
         low = self.false_alarms.low
         return self.target is not None and low is not None and low > self.target
 
-    def words(self) -> str:
-        """``page: 2.4 % false alarms, 95 % CI 1.3-4.1 %, target 1 %; precision 0.62``, or what is missing."""
+    def words(self, name_strata: bool = True) -> str:
+        """``page: 2.4 % false alarms, 95 % CI 1.3-4.1 %, target 1 %; precision 0.62``, or what is missing.
+
+        ``name_strata`` False leaves out which strata are short of verdicts (beside a blind call).
+        """
         fa = self.false_alarms
         target = f"target {percent(self.target)}" if self.target is not None else "no target: not in alerting.routes"
         if fa.value is None or fa.low is None or fa.high is None:
-            return f"{self.route}: false alarms unknown, {fa.shortfall} ({target})"
+            missing = fa.shortfall if name_strata or not fa.short else "too few verdicts yet"
+            return f"{self.route}: false alarms unknown, {missing} ({target})"
         precision = f"{self.precision.value:.2f}" if self.precision.value is not None else "unknown (no alert judged)"
         verdict = " ABOVE TARGET" if self.over_target else ""
         return (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pipeline.rate.estimator import NO_DENOMINATOR, Estimate, Judged, estimate_ratio
 from pipeline.rate.sampler import ALERTED, NO_PROBABILITY
 from pipeline.rate.store import AuditVerdict, RateStore, Scope, ScopeCounts
+from pipeline.words import counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +72,14 @@ STRATA_WORDS = (
 )
 
 
-def estimate_words(estimate: Estimate, target_half_width: float, drawable: Mapping[str, int] | None = None) -> str:
+def estimate_words(
+    estimate: Estimate, target_half_width: float, drawable: Mapping[str, int] | None = None, name_strata: bool = True
+) -> str:
     """``8.1 % ± 3.2 (95 % CI 5.0-11.3 %)``, or what it still needs; with the verdicts that would narrow it.
 
     ``drawable``: per stratum, the calls the queue can still serve (nobody judged or skipped them):
-    no line asks for more verdicts than those.
+    no line asks for more verdicts than those.  ``name_strata`` False says how many verdicts it
+    needs but not where: beside a blind call, a stratum's name would say what was drawn next.
     """
     target = f"±{100 * target_half_width:g} points"
     left = sum(drawable.values()) if drawable is not None else None
@@ -83,16 +87,20 @@ def estimate_words(estimate: Estimate, target_half_width: float, drawable: Mappi
     if estimate.bounds is None:
         if not estimate.short:
             return estimate.shortfall
+        if not name_strata:
+            return (
+                f"needs {counted(sum(count for _, count in estimate.short), 'more verdict')} before it has an interval"
+            )
         several_apps = len({frame.partition(" / ")[0] for frame, _ in estimate.short}) > 1
         needs = [_needs(frame, count, drawable, several_apps) for frame, count in estimate.short]
         return "needs " + (f"{', '.join(needs[:-1])} and {needs[-1]}" if len(needs) > 1 else needs[0])
     value, low, high = estimate.bounds
     if estimate.census:
-        return f"{percent(value)}, every call judged ({estimate.verdicts} verdicts): exact, no interval"
+        return f"{percent(value)}, every call judged ({counted(estimate.verdicts, 'verdict')}): exact, no interval"
     words = (f"{percent(value)} ± {50 * (high - low):.1f} (95 % CI {_interval(low, high)}), "
-             f"from {estimate.verdicts} verdicts")  # fmt: skip
+             f"from {counted(estimate.verdicts, 'verdict')}")  # fmt: skip
     if more:
-        return f"{words}; {more} more verdicts would give {target}"
+        return f"{words}; {counted(more, 'more verdict')} would give {target}"
     if estimate.more_for_target:
         return f"{words}; no call left to narrow it: every other one was skipped"
     return f"{words}; within {target}"
@@ -102,20 +110,20 @@ def report_lines(report: RateReport, target_half_width: float) -> list[str]:
     """The report as ``halluwatch rate`` prints it."""
     counts = report.counts
     scope = report.scope
-    lines = [f"{scope.describe()}, {scope.window()}: {counts.calls} calls"]
+    lines = [f"{scope.describe()}, {scope.window()}: {counted(counts.calls, 'call')}"]
     if counts.calls:
         share = percent(counts.unverified_calls / counts.calls)
         reasons = "; ".join(f"{reason}: {count}" for reason, count in counts.unverified.items())
         lines.append(f"  unverified (the detectors could not check them; not counted below): "
                      f"{counts.unverified_calls} ({share}){': ' + reasons if reasons else ''}")  # fmt: skip
-    model = (f"{percent(counts.mean_probability)} (mean p_hallucination of {counts.with_probability} calls)"
+    model = (f"{percent(counts.mean_probability)} (mean p_hallucination of {counted(counts.with_probability, 'call')})"
              if counts.mean_probability is not None else "no call has a probability")  # fmt: skip
     lines.append(f"  model-based rate: {model}")
     lines.append(f"  verdict-corrected rate: {estimate_words(report.rate, target_half_width, counts.drawable)}")
     lines.append(f"  alert rule precision: {_ratio_words(report.precision, 'no alerted call judged yet')}")
     lines.append(f"  alert rule recall: {_ratio_words(report.recall, 'no hallucination judged yet')}")
     if counts.skipped:
-        lines.append(f"  {counts.skipped} calls skipped in the review queue and not judged since")
+        lines.append(f"  {counted(counts.skipped, 'call')} skipped in the review queue and not judged since")
     if report.rate.short:
         lines.append(STRATA_WORDS)
     return lines
@@ -125,7 +133,7 @@ def _needs(frame: str, count: int, drawable: Mapping[str, int] | None, name_app:
     """``2 more verdicts among alerted calls``, and whether the queue can still serve them."""
     app, _, stratum = frame.partition(" / ")
     among = f"among {app}'s {_stratum_words(stratum)}" if name_app else f"among {_stratum_words(stratum)}"
-    words = f"{count} more verdict{'s' if count != 1 else ''} {among}"
+    words = f"{counted(count, 'more verdict')} {among}"
     left = drawable.get(frame) if drawable is not None else None
     if left is None or left >= count:
         return words
@@ -152,4 +160,4 @@ def _ratio_words(estimate: Estimate, none_judged: str) -> str:
         # The rate's line names the strata short of verdicts.
         return none_judged if estimate.shortfall == NO_DENOMINATOR else "too few verdicts"
     value, low, high = estimate.bounds
-    return f"{percent(value)} (95 % CI {_interval(low, high)}), from {estimate.verdicts} verdicts"
+    return f"{percent(value)} (95 % CI {_interval(low, high)}), from {counted(estimate.verdicts, 'verdict')}"

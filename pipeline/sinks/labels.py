@@ -11,7 +11,7 @@ from clickhouse_connect.driver.client import Client
 
 LABEL_COLUMNS = [
     "trace_id", "span_id", "label", "detector", "labeller", "labelled_at", "note", "source", "withdrawn",
-    "inclusion_probability", "stratum", "blind",
+    "inclusion_probability", "stratum", "blind", "elsewhere",
 ]  # fmt: skip
 # Lower-case hex, as the worker writes ids (label files may use either case: lower them first).
 TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -25,11 +25,13 @@ class Label:
     """One person's verdict on one LLM span: hallucinated or not.
 
     ``detector`` names the finding the person judged from (empty: the call as a whole); the
-    verdict is about the call either way, and a person's newest verdict on a call replaces
-    their earlier one.  ``withdrawn``: the person took this verdict back (an undo); the call
-    counts as not labelled by them.  ``inclusion_probability`` and ``stratum``: for a verdict given
-    in the review queue, how its call was drawn into the audit sample (0 and "" otherwise).
-    ``blind``: given in the review queue before its page showed what the detectors found.
+    verdict is about the call either way.  ``inclusion_probability`` and ``stratum``: for a verdict
+    on a call drawn into the audit sample (the review queue, a review digest), how it was drawn (0
+    and "" otherwise: the verdict was given :attr:`elsewhere`).  A person's newest verdict of each
+    kind replaces their earlier one of that kind: a verdict given elsewhere never replaces the
+    audit sample's.  ``withdrawn``: the person took this verdict back (an undo); the call counts as
+    not labelled by them, in that kind.  ``blind``: given in the review queue before its page showed
+    what the detectors found.
     """
 
     trace_id: str
@@ -44,6 +46,11 @@ class Label:
     stratum: str = ""
     blind: bool = False
 
+    @property
+    def elsewhere(self) -> bool:
+        """Given outside the audit sample (a trace page, an alert's Slack buttons, a label file): not drawn."""
+        return not self.stratum
+
 
 def to_utc_ms(moment: datetime) -> datetime:
     """``moment`` in UTC at the column's millisecond precision, so a label reads back equal."""
@@ -52,38 +59,16 @@ def to_utc_ms(moment: datetime) -> datetime:
 
 
 def insert_labels(client: Client, database: str, labels: Sequence[Label], source: str) -> int:
-    """Store ``labels`` (``source`` says where from: ``import:FILE``, ``ui``, ``slack``); returns the count.
+    """Store ``labels`` (``source`` says where from: ``import:FILE``, ``ui``, ``review``, ``slack``); the count.
 
-    Idempotent: the table keeps one row per span and labeller, the newest ``labelled_at``.
-    A verdict given outside the review queue on a call its labeller judged there keeps how the
-    call was drawn: replacing that row with an undrawn one would take the call out of the audit
-    sample, and not at random (people go back to the calls an alert flagged).
+    Idempotent: the table keeps one row per span, labeller and kind (in the audit sample or
+    :attr:`Label.elsewhere`), the newest ``labelled_at``.
     """
-    draws = _audit_draws(client, database, [label for label in labels if not label.stratum])
-    rows = []
-    for label in labels:
-        probability, stratum = draws.get(_row_key(label), (label.inclusion_probability, label.stratum))
-        rows.append(
-            [getattr(label, name) for name in _FIELDS] + [source, label.withdrawn, probability, stratum, label.blind]
-        )
+    rows = [
+        [getattr(label, name) for name in _FIELDS]
+        + [source, label.withdrawn, label.inclusion_probability, label.stratum, label.blind, label.elsewhere]
+        for label in labels
+    ]
     if rows:
         client.insert(f"{database}.labels", rows, column_names=LABEL_COLUMNS)
     return len(rows)
-
-
-def _row_key(label: Label) -> tuple[str, str, str]:
-    return label.trace_id, label.span_id, label.labeller
-
-
-def _audit_draws(
-    client: Client, database: str, labels: Sequence[Label]
-) -> dict[tuple[str, str, str], tuple[float, str]]:
-    """How each of ``labels``' calls was drawn into the audit sample, for those its labeller judged there."""
-    if not labels:
-        return {}
-    query = f"""
-        SELECT trace_id, span_id, labeller, inclusion_probability, stratum FROM {database}.labels FINAL
-        WHERE (trace_id, span_id, labeller) IN {{keys:Array(Tuple(String, String, String))}} AND stratum != ''
-    """  # noqa: S608 - the database name is a checked setting, values bound
-    result = client.query(query, parameters={"keys": [_row_key(label) for label in labels]})
-    return {(t, s, who): (float(p), str(stratum)) for t, s, who, p, stratum in result.result_rows}

@@ -23,7 +23,7 @@ from pipeline.sinks.labels import Label, insert_labels
 
 # A column of each table the pages read that only its latest migration adds.
 _NEEDED = {
-    "llm_calls": "transcript", "findings": "evidence", "alerts": "resolved_by", "labels": "blind",
+    "llm_calls": "transcript", "findings": "evidence", "alerts": "resolved_by", "labels": "elsewhere",
     "review_skips": "reviewer", "tool_runs": "result",
 }  # fmt: skip
 ORDERS = ("newest", "probability")
@@ -144,7 +144,7 @@ class AlertView:
 
 @dataclass(frozen=True, slots=True)
 class LabelView:
-    """One person's current verdict on one call, or the verdict they withdrew."""
+    """One person's current verdict of one kind on one call, or the verdict they withdrew."""
 
     span_id: str
     hallucinated: bool
@@ -154,6 +154,7 @@ class LabelView:
     note: str
     source: str
     withdrawn: bool = False
+    elsewhere: bool = True  # given outside the audit sample (false: the review queue's or a digest's verdict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +286,7 @@ class TriageStore:
             LabelView(span, bool(label), *rest)
             for span, label, *rest in self._rows(
                 f"""
-                SELECT span_id, label, detector, labeller, labelled_at, note, source, withdrawn
+                SELECT span_id, label, detector, labeller, labelled_at, note, source, withdrawn, elsewhere
                 FROM {self._db}.labels FINAL WHERE trace_id = {{trace:String}}
                 ORDER BY labelled_at DESC
                 """,  # noqa: S608 - identifiers validated, values bound
@@ -314,20 +315,31 @@ class TriageStore:
         present = {(table, column) for table, column in rows}
         return [f"{table}.{column}" for table, column in _NEEDED.items() if (table, column) not in present]
 
-    def current_label(self, trace_id: str, span_id: str, labeller: str) -> Label | None:
-        """``labeller``'s standing verdict on one call; None when they gave none or withdrew it."""
+    def current_label(self, trace_id: str, span_id: str, labeller: str, *, elsewhere: bool) -> Label | None:
+        """``labeller``'s standing verdict of one kind on one call (``elsewhere``, or the audit sample's).
+
+        None when they gave none of that kind or withdrew it.
+        """
         rows = self._rows(
             f"""
-            SELECT label, labelled_at, note, detector FROM {self._db}.labels FINAL
+            SELECT label, labelled_at, note, detector, inclusion_probability, stratum, blind
+            FROM {self._db}.labels FINAL
             WHERE trace_id = {{trace:String}} AND span_id = {{span:String}} AND labeller = {{labeller:String}}
-              AND NOT withdrawn
+              AND elsewhere = {{elsewhere:Bool}} AND NOT withdrawn
             """,  # noqa: S608 - identifiers validated, values bound
-            {"trace": trace_id, "span": span_id, "labeller": labeller},
+            {"trace": trace_id, "span": span_id, "labeller": labeller, "elsewhere": elsewhere},
         )
-        return next((Label(trace_id, span_id, bool(label), labeller, *rest) for label, *rest in rows), None)
+        return next(
+            (
+                Label(trace_id, span_id, bool(label), labeller, at, note, detector,
+                      inclusion_probability=float(p), stratum=stratum, blind=bool(blind))
+                for label, at, note, detector, p, stratum, blind in rows
+            ),
+            None,
+        )  # fmt: skip
 
     def add_label(self, label: Label, source: str) -> None:
-        """Store one verdict (``source``: ``ui`` or ``slack``)."""
+        """Store one verdict (``source``: ``ui``, ``review`` or ``slack``)."""
         insert_labels(self._client, self._db, [label], source)
 
     def record_incident_change(self, change: IncidentChange) -> Recorded:
@@ -386,8 +398,14 @@ class TriageStore:
             return {}
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, countIf(label), countIf(NOT label) FROM {self._db}.labels FINAL
-            WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id
+            SELECT trace_id, span_id, countIf(verdict), countIf(NOT verdict)
+            FROM
+            (
+                -- each person once: their newest verdict, given in the review queue or elsewhere
+                SELECT trace_id, span_id, labeller, argMax(label, labelled_at) AS verdict FROM {self._db}.labels FINAL
+                WHERE trace_id IN {{traces:Array(String)}} AND NOT withdrawn GROUP BY trace_id, span_id, labeller
+            )
+            GROUP BY trace_id, span_id
             """,  # noqa: S608 - identifiers validated, values bound
             {"traces": list(trace_ids)},
         )

@@ -10,11 +10,16 @@ detectors found (no marks, no p_hallucination, no detector names, not the stratu
 says the probability or the alert) until the verdict is in; ``/review/judged`` then shows the
 call with its findings, so a reviewer learns the detectors by comparing.  A reviewer who sees
 the detectors' marks first tends to confirm them, and the sample would stop measuring them.
+Beside a blind call, the estimate names no stratum either.
+
+``POST /review/undo`` withdraws the person's last verdict here (and only that: a verdict they
+gave the call on its trace page is another row, :attr:`~pipeline.sinks.labels.Label.elsewhere`);
+the call is drawable again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,11 +41,12 @@ from pipeline.sinks.labels import Label, to_utc_ms
 from pipeline.ui.call_context import call_context
 from pipeline.ui.call_terms import NO_CONTRACTS, Contracts
 from pipeline.ui.queries import TriageStore
+from pipeline.words import counted
 
 VERDICTS = {"hallucinated": True, "faithful": False}
 MAX_NOTE_CHARS = 2000
 _DRAW = "review_draw"  # the session key holding the call the page served
-_JUDGED = "review_judged"  # the session key holding the call just judged blind, and the verdict
+_JUDGED = "review_judged"  # the session key holding the person's last verdict here: its call, draw and verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +89,24 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contrac
             abort(404, description=f"no calls of application {app!r}; known: {', '.join(apps) or 'none'}")
         window = scope(app)
         drawn = draw_next(rates, window, g.identity.user, settings.seed)
-        if drawn is not None:
-            session[_DRAW] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability]
-        context = _context(drawn.trace_id, drawn.span_id) if drawn is not None else None
-        return _page("review.html", app, drawn=drawn, ctx=context, blind=settings.blind)
+        if drawn is None:
+            return _page("review.html", app, drawn=None, nothing_left=_nothing_left(window))
+        session[_DRAW] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability]
+        context = _context(drawn.trace_id, drawn.span_id)
+        # Beside a blind call, the estimate says how many verdicts it needs, not in which strata.
+        return _page("review.html", app, drawn=drawn, ctx=context, blind=settings.blind, name_strata=not settings.blind)
+
+    def _nothing_left(window: Scope) -> str:
+        """Why the queue serves this person nothing: what the window holds, judged by anyone, skipped by them."""
+        population, judged, _ = rates.queue_state(window, g.identity.user)
+        calls, with_verdict = sum(population.values()), sum(judged.values())
+        if not calls:
+            return "the window holds no call that the detectors could check"
+        skipped = calls - with_verdict  # none left to serve: every call without a verdict is one this person skipped
+        words = (
+            f"the window holds {counted(calls, 'call')} that the detectors could check: {with_verdict} with a verdict"
+        )
+        return words + (f", {skipped} skipped by you" if skipped else "")
 
     @pages.get("/review/judged")
     def judged() -> ResponseReturnValue:
@@ -98,16 +118,33 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contrac
         drawn = Drawn(trace_id, span_id, stratum, float(probability))
         return _page("judged.html", app, drawn=drawn, ctx=_context(trace_id, span_id), choice=choice)
 
+    @pages.post("/review/undo")
+    def undo() -> ResponseReturnValue:
+        """Withdraw the person's last verdict here (a newer, withdrawn row); its call goes back to the queue."""
+        app = request.form.get("app", "")
+        kept = session.get(_JUDGED)
+        if not kept or [request.form.get("trace_id"), request.form.get("span_id")] != kept[:2]:
+            abort(409, description="Undo here withdraws your last verdict on the review page only, and this is not it.")
+        trace_id, span_id, *_, choice = kept
+        standing = triage.current_label(trace_id, span_id, g.identity.user, elsewhere=False)
+        if standing is None:
+            abort(409, description=f"{g.identity.user} has no review verdict on span {span_id} to undo.")
+        triage.add_label(replace(standing, labelled_at=to_utc_ms(datetime.now(UTC)), withdrawn=True), source="review")
+        session.pop(_JUDGED)
+        flash(f"Withdrawn: your verdict ({choice}) on span {span_id}; the call is back in the queue")
+        return redirect(url_for("review.page", app=app), code=303)
+
     def _context(trace_id: str, span_id: str) -> dict[str, Any] | None:
         view = triage.trace(trace_id)
         call = next((c for c in view.calls if c.span_id == span_id), None)
         return call_context(call, (), view.tool_runs, contracts) if call is not None else None
 
-    def _page(template: str, app: str, **values: Any) -> str:
+    def _page(template: str, app: str, name_strata: bool = True, **values: Any) -> str:
         report, routes, lines = report_and_routes(scope(app))
+        words = estimate_words(report.rate, settings.target_half_width, report.counts.drawable, name_strata)
         return render_template(
-            template, apps=rates.apps(), app=app, report=report, routes=routes, lines=lines,
-            rate_words=estimate_words(report.rate, settings.target_half_width, report.counts.drawable), **values,
+            template, apps=rates.apps(), app=app, report=report, routes=routes, lines=lines, rate_words=words,
+            name_strata=name_strata, last=session.get(_JUDGED), **values,
         )  # fmt: skip
 
     @pages.get(RATE_PATH)
@@ -138,11 +175,11 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contrac
             proposal = refit.proposal
             done = "Applied" if refit.applied else "Proposed"
             kept = f"; {refit.kept}" if refit.kept else ""
-            flash(f"{done} map {proposal.version} for {app} without a person: {proposal.verdicts} verdicts "
+            flash(f"{done} map {proposal.version} for {app} without a person: {counted(proposal.verdicts, 'verdict')} "
                   f"(review.auto_apply_after = {settings.auto_apply_after}){kept}")  # fmt: skip
+        session[_JUDGED] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability, choice]
         if not settings.blind:
             return redirect(url_for("review.page", app=app), code=303)
-        session[_JUDGED] = [drawn.trace_id, drawn.span_id, drawn.stratum, drawn.inclusion_probability, choice]
         return redirect(url_for("review.judged", app=app), code=303)
 
     @pages.post("/review/skip")

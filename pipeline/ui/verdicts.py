@@ -18,6 +18,11 @@ def standing_by_row(labels: Iterable[LabelView], span_id: str) -> dict[str, list
     return rows
 
 
-def verdict_words(hallucinated: bool) -> str:
-    """A verdict as the page and its messages say it."""
-    return "confirmed hallucination" if hallucinated else "false alarm"
+def verdict_words(hallucinated: bool, flagged: bool = True) -> str:
+    """A verdict as the page and its messages say it: on a flagged call, whether the flag was right.
+
+    A call nobody flagged cannot be a false alarm: its verdicts read "hallucinated" or "faithful".
+    """
+    if flagged:
+        return "confirmed hallucination" if hallucinated else "false alarm"
+    return "hallucinated" if hallucinated else "faithful"

@@ -38,8 +38,10 @@ from pipeline.ui.review import ReviewQueue, review_blueprint
 from pipeline.ui.slack_actions import slack_blueprint
 from pipeline.ui.story import fold
 from pipeline.ui.verdicts import WHOLE_CALL, verdict_words
+from pipeline.words import counted
 
-VERDICTS = {"confirmed": True, "false_alarm": False}
+# The trace page's buttons: on a flagged call, whether the flag was right; on another, what the call is.
+VERDICTS = {"confirmed": True, "false_alarm": False, "hallucinated": True, "faithful": False}
 _TRACE_PREFIX = re.compile(r"[0-9a-f]{8,32}")
 MAX_NOTE_CHARS = 2000
 SESSION_DAYS = 7
@@ -83,8 +85,13 @@ def create_app(
         "verdict_words": verdict_words,
         "delivery_words": delivery_words,
         "fold": fold,
+        "counted": counted,
     }
-    app.jinja_env.globals |= {"page_url": _page_url, "review_enabled": review is not None}
+    app.jinja_env.globals |= {
+        "page_url": _page_url,
+        "review_enabled": review is not None,
+        "may_judge": lambda: settings.may_judge(g.identity.user),
+    }
 
     @app.before_request
     def _identify() -> ResponseReturnValue | None:
@@ -187,7 +194,7 @@ def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
             detector=request.form.get("detector", "").strip(),
         )
         store.add_label(label, source="ui")
-        what = verdict_words(label.hallucinated)
+        what = verdict_words(label.hallucinated, flagged=choice in ("confirmed", "false_alarm"))
         flash(f"Recorded: {what} on span {span_id}" + (f" ({label.detector})" if label.detector else ""))
         return redirect(url_for("trace", trace_id=trace_id, _anchor=f"call-{span_id}"), code=303)
 
@@ -195,17 +202,21 @@ def _verdict(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
 
 
 def _undo(store: TriageStore) -> Callable[[str], ResponseReturnValue]:
-    """Withdraw the person's own standing verdict on a call: a newer label row that supersedes it."""
+    """Withdraw the person's own standing verdict given on trace pages: a newer label row that supersedes it.
+
+    Their review-queue verdict on the call, if any, stands: it is withdrawn on the review page only.
+    """
 
     def undo(trace_id: str) -> ResponseReturnValue:
         trace_id = _checked(trace_id, TRACE_ID, "trace id")
         span_id = _checked(request.form.get("span_id", ""), SPAN_ID, "span id")
         identity: Identity = g.identity
-        standing = store.current_label(trace_id, span_id, identity.user)
+        standing = store.current_label(trace_id, span_id, identity.user, elsewhere=True)
         if standing is None:
             abort(409, description=f"{identity.user} has no verdict on span {span_id} to undo.")
         store.add_label(replace(standing, labelled_at=to_utc_ms(datetime.now(UTC)), withdrawn=True), source="ui")
-        flash(f"Withdrawn: your {verdict_words(standing.hallucinated)} on span {span_id}")
+        # A verdict on a finding was given on a flag; one on the whole call says what the call is.
+        flash(f"Withdrawn: your {verdict_words(standing.hallucinated, bool(standing.detector))} on span {span_id}")
         return redirect(url_for("trace", trace_id=trace_id, _anchor=f"call-{span_id}"), code=303)
 
     return undo

@@ -47,7 +47,8 @@ def _judge_next(web: FlaskClient, verdict: Callable[[str, str], str]) -> tuple[s
     None when no call is left to judge.
     """
     page = web.get(f"/review?app={APP}", headers=BEARER).get_data(as_text=True)
-    drawn = re.search(r'name="trace_id" value="([0-9a-f]+)".*?name="span_id" value="([0-9a-f]+)"', page, re.S)
+    form = r'class="review-verdict".*?name="trace_id" value="([0-9a-f]+)".*?name="span_id" value="([0-9a-f]+)"'
+    drawn = re.search(form, page, re.S)
     if drawn is None:
         return None
     trace_id, span_id = drawn.groups()

@@ -224,6 +224,12 @@ def test_verdicts_panel_counts_the_majority_verdict_per_call_of_each_detector(da
     insert_labels(client, database, [
         Label(hr.trace_id, hr.span_id, True, "alice", now), Label(order.trace_id, order.span_id, False, "alice", now),
         Label(hr.trace_id, hr.span_id, False, "bob", now, withdrawn=True),  # undone: would tie, and win the tie
+        # Each person once: alice's older review verdict counted beside her newer one would tie it 2-2, and
+        # carol (as new as alice, later by name) would win the tie.
+        Label(hr.trace_id, hr.span_id, False, "alice", now - timedelta(minutes=3), stratum="alerted",
+              inclusion_probability=0.5),
+        Label(hr.trace_id, hr.span_id, True, "dave", now - timedelta(minutes=2)),
+        Label(hr.trace_id, hr.span_id, False, "carol", now),
     ], "test")  # fmt: skip
     (by_app,) = [p for p in clickhouse_panels() if p.name == "verdicts_by_app"]
     rows = {row["app"]: row for row in _rows(client, expand(by_app.query, _window(), database))}

@@ -190,23 +190,34 @@ def test_newest_label_per_labeller_then_majority(clickhouse, caplog):
     ]
 
 
-def test_a_verdict_given_again_outside_the_review_queue_keeps_how_its_call_was_drawn(clickhouse):
-    """Else the call would leave the audit sample, and not at random: people go back to flagged calls."""
+def test_a_verdict_given_outside_the_review_queue_stands_beside_the_review_verdict(clickhouse):
+    """Neither replaces the other: the audit sample keeps its verdict, and each kind is withdrawn alone."""
     client, database = clickhouse
     migrate(client, database)
     drawn = Label(
         TRACE, span(1), True, "alice", NOW - timedelta(minutes=5), inclusion_probability=0.25, stratum="alerted"
     )
     insert_labels(client, database, [drawn], "review")
-    insert_labels(
-        client, database,
-        [
-            replace(drawn, hallucinated=False, labelled_at=NOW, inclusion_probability=0.0, stratum=""),  # trace page
-            Label(TRACE, span(1), True, "bob", NOW),  # another person: never drawn
-        ],
-        "ui",
-    )  # fmt: skip
-    rows = client.query(
-        f"SELECT labeller, label, source, inclusion_probability, stratum FROM {database}.labels FINAL ORDER BY labeller"
-    ).result_rows
-    assert rows == [("alice", False, "ui", 0.25, "alerted"), ("bob", True, "ui", 0.0, "")]
+    trace_page = replace(drawn, hallucinated=False, labelled_at=NOW, inclusion_probability=0.0, stratum="")
+    insert_labels(client, database, [trace_page, Label(TRACE, span(1), True, "bob", NOW)], "ui")
+
+    def rows():
+        return client.query(
+            f"SELECT labeller, label, source, inclusion_probability, stratum, elsewhere, withdrawn "
+            f"FROM {database}.labels FINAL ORDER BY labeller, elsewhere"
+        ).result_rows
+
+    assert rows() == [
+        ("alice", True, "review", 0.25, "alerted", False, False),
+        ("alice", False, "ui", 0.0, "", True, False),
+        ("bob", True, "ui", 0.0, "", True, False),
+    ]
+    insert_labels(client, database, [replace(trace_page, labelled_at=NOW + timedelta(seconds=1), withdrawn=True)], "ui")
+    assert [row[-1] for row in rows()] == [False, True, False]
+    # Calibration counts alice once: her newest standing verdict (the review's, the other withdrawn).
+    store(client, database, 1, [("grounding", 0.6)])
+    assert [s.hallucinated for s in labelled_scores_from_clickhouse(client, database)] == [True]
+    # Her second look stands again: alice (faithful, newest) and bob tie, and the newest decides; counted
+    # twice, her review verdict and bob's would outvote it.
+    insert_labels(client, database, [replace(trace_page, labelled_at=NOW + timedelta(seconds=2))], "ui")
+    assert [s.hallucinated for s in labelled_scores_from_clickhouse(client, database)] == [False]

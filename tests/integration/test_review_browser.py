@@ -147,6 +147,16 @@ def test_blind_review_of_every_application_shows_what_the_model_did_and_the_find
                         assert use.locator("dd.arguments pre").first.inner_text().strip()
                         result = use.locator("dd.result").inner_text().strip()
                         assert result and "no result in this trace" not in result, before
+                    # The question, the sources' line and the answer with its buttons fit a 1280x900 screen.
+                    buttons = page.locator("form.review-verdict").bounding_box()
+                    assert buttons is not None and buttons["y"] + buttons["height"] <= 900, (
+                        name,
+                        buttons,
+                        before[:200],
+                    )
+                    assert page.locator("section.estimate").bounding_box()["y"] > buttons["y"]  # type: ignore[index]
+                    estimate = page.inner_text("section.estimate")  # names no stratum: the next call's would show
+                    assert "stratum" not in estimate and "alerted" not in estimate and "p_hallucination" not in estimate
                     question = page.locator("pre.question").first.inner_text()
                     (example,) = [e for e in examples if e.question.strip() in " ".join(question.split())]
                     if not judged:
@@ -156,6 +166,8 @@ def test_blind_review_of_every_application_shows_what_the_model_did_and_the_find
                     page.wait_for_selector("section.found")
                     assert "p_hallucination" in page.inner_text("section.found")
                     assert page.locator("strong.stratum").count() == 1
+                    assert "inclusion probability" in page.inner_text("p.drawn")
+                    assert page.locator("form.review-undo button").is_visible()
                     if not judged:
                         _screenshot(page, "review-judged.png")
                     judged[name] = judged.get(name, 0) + 1

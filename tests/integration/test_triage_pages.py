@@ -9,7 +9,8 @@ credentials.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from html import unescape
 
 import pytest
@@ -22,6 +23,7 @@ from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.ui import UISettings
 from pipeline.offline.human_labels import labelled_scores_from_clickhouse
 from pipeline.sinks.clickhouse import ClickHouseSink, migrate
+from pipeline.sinks.labels import Label, insert_labels
 from pipeline.sinks.rows import finding_record, finding_row, llm_call_row
 from pipeline.ui.defences import BIDI_CONTROLS, SECURITY_HEADERS
 from pipeline.ui.queries import ListFilters, TriageStore
@@ -243,7 +245,7 @@ def test_an_unmigrated_database_is_named_with_what_it_lacks(clickhouse):
         "llm_calls.transcript",
         "findings.evidence",
         "alerts.resolved_by",
-        "labels.blind",
+        "labels.elsewhere",
         "review_skips.reviewer",
         "tool_runs.result",
     ]
@@ -302,6 +304,14 @@ def test_the_list_finds_a_trace_by_its_id_or_prefix_and_shows_probabilities_and_
     assert web.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 303
     judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
     assert '<span class="tag alert">1 hallucination</span>' in judged and "none yet" not in judged
+    # alice's review-queue verdict on the call stands beside it; the list counts her once, by her newest.
+    client, name = demo_database
+    drawn = Label(trace, span, True, "alice", datetime.now(UTC) - timedelta(hours=1), stratum="alerted",
+                  inclusion_probability=0.5)  # fmt: skip
+    insert_labels(client, name, [drawn, replace(drawn, labeller="bob", hallucinated=False)], "review")
+    judged = _html(web.get("/", query_string={"trace": trace}, headers=BEARER))
+    assert '<span class="tag alert">1 hallucination</span>' in judged
+    assert '<span class="tag ok">1 false alarm</span>' in judged
 
 
 def test_the_trace_page_reads_top_down_for_a_decision(demo_database):
@@ -367,7 +377,7 @@ def _signed_in(web: FlaskClient, trace: str) -> dict[str, str]:
     """Sign ``web`` in with the token; the verdict form's fields of ``trace``'s page, CSRF token included."""
     web.get(f"/trace/{trace}?token={TOKEN}")
     html = _html(web.get(f"/trace/{trace}"))
-    span = re.search(r'name="span_id" value="([0-9a-f]{16})"', html)[1]
+    span = re.search(r'id="call-([0-9a-f]{16})"', html)[1]
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html)[1]
     return {"span_id": span, "detector": "contradiction", "verdict": "confirmed", "note": "", "csrf_token": csrf}
 
@@ -394,7 +404,8 @@ def test_a_viewer_reads_but_cannot_post_verdicts(demo_database):
     trace = _trace_of(demo_database, "travel-guide")
     viewer = _client(demo_database, reviewers=["bob"])  # the token's holder is alice
     form = _signed_in(viewer, trace)
-    assert viewer.get(f"/trace/{trace}").status_code == 200
+    page = _html(viewer.get(f"/trace/{trace}"))
+    assert '<form class="verdict"' not in page and "alice may read these pages, not judge" in page  # no 403 buttons
     refused = viewer.post(f"/trace/{trace}/verdict", data=form)
     assert refused.status_code == 403 and "ui.reviewers" in refused.get_data(as_text=True)
     assert viewer.post(f"/trace/{trace}/verdict", data=form, headers=BEARER).status_code == 403  # scripts too
