@@ -44,6 +44,7 @@ from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
 
 DEFAULT_SHRINKAGE = 5.0
+COULD_MOVE = "could let it move"
 MAX_CANDIDATES = 200  # the most minimums a route's choice tries (every verdict's, up to this many)
 FOLDS = 5
 SHIPPED = "shipped"  # the version of "no map of the application's own"
@@ -72,13 +73,14 @@ class RouteEstimate:
     target: float
     false_alarms: Estimate  # faithful calls alerted on the route (or one before it), of the faithful
     precision: Estimate  # hallucinated calls among those alerted on the route
-    note: str = ""  # why the minimum is what it is, when the verdicts could not decide it
+    note: str = ""  # why the minimum is what it is
+    needed_in: str = ""  # where the verdicts that could move a kept minimum are most needed: a stratum
 
     def to_dict(self) -> dict[str, Any]:
         """The proposal report's form."""
         return {"route": self.route, "min_probability": round(self.min_probability, 4), "target": self.target,
                 "false_alarms": _estimate_dict(self.false_alarms), "precision": _estimate_dict(self.precision),
-                "note": self.note}  # fmt: skip
+                "note": self.note, "needed_in": self.needed_in}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,7 +248,8 @@ def route_estimates(
             minimum, note = _choose(measured, candidates, target, held, len(calls))
         minimums[route] = minimum
         false_alarms, precision = measured(minimum)
-        estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note))
+        needed_in = false_alarms.widest if note.endswith(COULD_MOVE) else ""
+        estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note, needed_in))
     return tuple(estimates)
 
 
@@ -278,7 +281,7 @@ def _choose(measured: Any, candidates: Sequence[float], target: float, held: flo
             return candidate, f"the verdicts show at most {target:.0%} on calls to come (95 %)"
     at_held, _ = measured(held)
     if at_held.value is None:
-        return held, f"the current gate kept: {at_held.shortfall}"
+        return held, "the current gate kept: too few verdicts yet (each stratum with calls needs two)"
     if at_held.low is not None and at_held.low > target:
         for candidate in [c for c in candidates if c > held]:
             false_alarms, _ = measured(candidate)
@@ -298,7 +301,7 @@ def _what_would_move(false_alarms: Estimate, target: float, verdicts: int) -> st
     if growth is None:
         return f"{shown}: the verdicts put it at {false_alarms.value:.1%} at this gate"
     more = max(1, math.ceil(verdicts * (growth - 1)))
-    return f"{shown}; about {more} more, most needed in stratum {false_alarms.widest}, could let it move"
+    return f"{shown}; about {more} more, drawn as the queue draws them, {COULD_MOVE}"
 
 
 def _count(n: int, noun: str) -> str:
@@ -350,7 +353,7 @@ def _stratified(calls: Sequence[JudgedCall], parts: Sequence[Judged], population
 
 def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
     return {"value": _round(estimate.value), "low": _round(estimate.low), "high": _round(estimate.high),
-            "verdicts": estimate.verdicts, "shortfall": estimate.shortfall}  # fmt: skip
+            "verdicts": estimate.verdicts, "shortfall": estimate.shortfall, "short": bool(estimate.short)}  # fmt: skip
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -385,6 +388,7 @@ def describe(proposal: Proposal) -> list[str]:
             f"  route {route.route:<8} p >= {route.min_probability:.3f}: false alarms {_interval(route.false_alarms)} "
             f"of faithful calls to come (target {route.target:.0%}; now {_interval(now.false_alarms) if now else '-'} "
             f"at {now.min_probability if now else 1.0:.3f}), precision {_interval(route.precision)}; {route.note}"
+            + (f" (most needed in stratum {route.needed_in})" if route.needed_in else "")
         )
     return lines
 
