@@ -65,8 +65,11 @@ def decided_route(
     judgment: Judgment = Judgment.UNKNOWN,
     policy: str = DEFAULT_POLICY,
 ) -> str | None:
-    """The route a call's alert takes once ``judgment`` is in (None: no alert)."""
-    if judgment == Judgment.HALLUCINATED:
+    """The route a call's alert takes once ``judgment`` is in (None: no alert).
+
+    A judge with no weight is no signal either: its "hallucinated" would otherwise make an alert of any single flag.
+    """
+    if judgment == Judgment.HALLUCINATED and weight.weighs:
         flags = {**flags, JUDGE: JUDGE_SEVERITY}
     rule = agreement.first_match(flags, weight.apply(probability, judgment), policy)
     return agreement.route_of(rule, policy) if rule else None

@@ -48,6 +48,8 @@ def test_a_hallucinated_answer_is_one_more_agreeing_signal_and_still_needs_the_r
     assert decided_route(AGREEMENT, ONE, 0.7, GOOD, Judgment.HALLUCINATED) == "slack"
     # At p 0.5 it lifts p only to 0.85: agreement alone is not enough.
     assert decided_route(AGREEMENT, ONE, 0.5, GOOD, Judgment.HALLUCINATED) is None
+    # A judge with no weight is no signal: a single flag at a high p stays a single flag.
+    assert decided_route(AGREEMENT, ONE, 0.95, JudgeWeight.none(), Judgment.HALLUCINATED) is None
     # A flag of the judge alone is one signal.
     assert AGREEMENT.first_match({JUDGE: 2}, 0.99) is None
 
