@@ -42,7 +42,7 @@ from tqdm import tqdm
 from detectors.thresholds import load_thresholds
 from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
-from pipeline.calibration.app_map import JudgedCall, propose
+from pipeline.calibration.app_map import JudgedCall, Proposal, propose
 from pipeline.calibration.fitting import fit_platt
 from pipeline.calibration.proposals import held_back
 from pipeline.calibration.reliability import expected_calibration_error
@@ -168,6 +168,16 @@ def random_sample_ece(records: Sequence[Record], count: int, seed: int) -> float
     return expected_calibration_error(list(fitted.apply(p[rest])), list(y[rest].astype(bool)))
 
 
+def refit(
+    name: str, drawn: Sequence[tuple[Record, float]], population: dict[str, int], routing: RouteTargets,
+    shipped: dict[str, float], shrinkage: float,
+) -> Proposal:  # fmt: skip
+    """The application's proposed map and minimums from the drawn records' labels (``held_back``: not applied)."""
+    calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags)
+             for r, pi in drawn if r.probability is not None]  # fmt: skip
+    return propose(name, calls, population, routing, shipped, shrinkage=shrinkage)
+
+
 def run_set(
     name: str, records: list[Record], counts: Sequence[int], seeds: int, routing: RouteTargets,
     shipped: dict[str, float], shrinkage: float,
@@ -182,9 +192,7 @@ def run_set(
         for seed in range(seeds):
             drawn = draw(records, count, seed)
             reviewed = {r.key for r, _ in drawn}
-            calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags)
-                     for r, pi in drawn if r.probability is not None]  # fmt: skip
-            proposal = propose(name, calls, population, routing, shipped, shrinkage=shrinkage)
+            proposal = refit(name, drawn, population, routing, shipped, shrinkage)
             applied = not held_back(proposal)
             calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
             rest = [r for r in records if r.key not in reviewed]

@@ -17,8 +17,12 @@ from detectors.registry import FACT_DETECTORS
 
 # A rule's ``min_probability`` that means "the value calibrated for the rule's route".
 ROUTE_PROBABILITY: Final = "route"
-# The detectors whose evidence p_hallucination stands for: weighed by the verdict, and guesses.
-_WEIGHED = frozenset(VERDICT_DETECTORS) - FACT_DETECTORS
+# The finding name of the application's own model judging an escalated call (pipeline/escalation): its
+# answer counts as one more agreeing signal and enters p_hallucination through its weight.
+JUDGE: Final = "judge"
+# The detectors whose evidence p_hallucination stands for: weighed by the verdict (or, the judge, added to
+# it), and guesses.
+_WEIGHED = (frozenset(VERDICT_DETECTORS) - FACT_DETECTORS) | {JUDGE}
 
 
 class AlertRule(BaseModel):

@@ -1,0 +1,211 @@
+"""What escalating uncertain calls to a judge of stated accuracy does to the alerts, within a budget, per route.
+
+Each labelled file is one application's traffic, scored as `halluwatch eval` scores it
+(bench/recalibration.py's scoring; ``--scored DIR`` reads the scores an earlier run kept there).
+Records are split by source document (``halluwatch train``'s split): the review queue's sampler
+draws ``--verdicts`` of them from the documents the verdict-model side kept, as
+bench/recalibration.py draws them, and their labels answer for the reviewer; the application's
+map and route minimums are refitted from them and the judge's weight from the judge's answers on
+the same calls (every call drawn for review is judged too).  Everything is then measured on the
+held-out documents, which no verdict and no fit saw.
+
+The judge is simulated: on each record it answers the record's label with probability
+``--judge-accuracy`` and the other label otherwise.  The budget is ``--judge-share`` of the
+calls, given per minute of traffic (``--window`` calls a minute, in a random order) through
+:class:`pipeline.escalation.budget.JudgeBudget`; each minute the band's most valuable calls go
+to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
+"Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
+
+The probabilities come from the shipped verdict model, which was fitted on every document of
+RAGTruth, SummEdits, BEGIN, FaithDial and WiCE (FaithBench and HaluEval were never trained on):
+for those sets they are in sample.  bench/QUALITY.md measures what that flatters, cross-fitted by
+document: on RAGTruth AUROC 0.827 in sample against 0.822 out of fold, recall of alerts 0.287
+against 0.279.  Each row says which it is (``verdict_in_sample``).
+
+    .venv/bin/python bench/escalation.py [FILE.jsonl ...] [--scored DIR] [--judge-accuracy 0.85]
+        [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from recalibration import DATA, WITH_CONTEXT, Record, draw, refit, scored_once
+
+from detectors.thresholds import load_thresholds
+from detectors.verdict import PlattScaling
+from pipeline.agreement.rules import AgreementRule
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.proposals import held_back
+from pipeline.config.settings import load_settings
+from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
+from pipeline.escalation.budget import BudgetLimits, JudgeBudget, LocalCounter
+from pipeline.escalation.judge_weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
+from pipeline.offline.evaluate import read_records
+from pipeline.offline.train import VERDICT_SETS, held_out
+from pipeline.rate.sampler import Strata
+
+ROUTES = ("page", "slack")
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """What the application runs with after its verdicts: the map, the routes' rules, the judge's weight."""
+
+    calibration: PlattScaling
+    agreement: AgreementRule
+    weight: JudgeWeight
+    judged_verdicts: int
+
+
+def simulated_judgments(records: Sequence[Record], accuracy: float, seed: int) -> dict[str, Judgment]:
+    """The judge's answer on every record: its label with probability ``accuracy``, the other otherwise."""
+    right = np.random.default_rng([seed, 1]).random(len(records)) < accuracy
+    return {r.key: Judgment.HALLUCINATED if r.hallucinated == bool(ok) else Judgment.FAITHFUL
+            for r, ok in zip(records, right, strict=True)}  # fmt: skip
+
+
+def fitted(
+    name: str, fitting: Sequence[Record], verdicts: int, seed: int, judgments: dict[str, Judgment],
+    routing: RouteTargets, shipped: dict[str, float], shrinkage: float,
+) -> Fitted:  # fmt: skip
+    """The map, minimums and judge weight after ``verdicts`` drawn by the review queue's sampler (0: shipped)."""
+    if not verdicts:
+        return Fitted(PlattScaling(), routing.agreement(shipped), SHIPPED_PRIOR, 0)
+    population: dict[str, int] = {}
+    for r in fitting:
+        population[r.stratum] = population.get(r.stratum, 0) + 1
+    drawn = draw(fitting, verdicts, seed)
+    proposal = refit(name, drawn, population, routing, shipped, shrinkage)
+    applied = not held_back(proposal)
+    calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
+    weight = fit_weight([JudgedVerdict(judgments[r.key], r.hallucinated) for r, _ in drawn])
+    return Fitted(calibration, routing.agreement(minimums), weight, len(drawn))
+
+
+def escalated(
+    name: str, candidates: Sequence[Escalation | None], share: float, window: int, order: Sequence[int]
+) -> set[int]:
+    """The records the judge answers: each minute's most valuable band calls, as many as its budget grants."""
+    clock = [0.0]
+    budget = JudgeBudget({name: BudgetLimits(calls_per_minute=share * window)}, LocalCounter(), lambda: clock[0])
+    chosen: set[int] = set()
+    for first in range(0, len(order), window):
+        minute = [(i, e) for i in order[first : first + window] if (e := candidates[i]) is not None]
+        granted = budget.grant(name, len(minute), tokens_each=0)
+        chosen |= {i for i, _ in most_valuable(minute, granted)}
+        clock[0] += 60.0
+    return chosen
+
+
+def rates(records: Sequence[Record], routes: Sequence[str | None]) -> dict[str, float]:
+    """Recall and faithful share alerted, on any route and on each route alone."""
+    faithful = [route for route, r in zip(routes, records, strict=True) if not r.hallucinated]
+    hallucinated = [route for route, r in zip(routes, records, strict=True) if r.hallucinated]
+    out = {"recall": _share(hallucinated, None), "alerted_faithful": _share(faithful, None)}
+    for route in ROUTES:
+        out[f"{route}_recall"] = _share(hallucinated, route)
+        out[f"{route}_faithful"] = _share(faithful, route)
+    return out
+
+
+def _share(routes: Sequence[str | None], route: str | None) -> float:
+    hits = sum(r is not None for r in routes) if route is None else sum(r == route for r in routes)
+    return hits / len(routes) if routes else 0.0
+
+
+def run_set(
+    name: str, records: list[Record], held: set[str], args: argparse.Namespace, routing: RouteTargets,
+    shipped: dict[str, float], shrinkage: float,
+) -> list[dict[str, object]]:  # fmt: skip
+    """One row per verdict count and judge share: before and after on the held-out documents, means over seeds."""
+    fitting = [r for r in records if r.key not in held]
+    measured = [r for r in records if r.key in held]
+    results: dict[tuple[int, float], dict[str, list[float]]] = {}
+    for seed in range(args.seeds):
+        judgments = simulated_judgments(records, args.judge_accuracy, seed)
+        order = list(np.random.default_rng([seed, 2]).permutation(len(measured)))
+        for verdicts in args.verdicts:
+            fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage)
+            p = [None if r.probability is None else fit.calibration.apply_one(r.probability) for r in measured]
+            before = [decided_route(fit.agreement, r.flags, q, fit.weight) for r, q in zip(measured, p, strict=True)]
+            band = [escalation(fit.agreement, r.flags, q, fit.weight) for r, q in zip(measured, p, strict=True)]
+            for share in args.judge_share:
+                judged = escalated(name, band, share, args.window, order)
+                after = [decided_route(fit.agreement, r.flags, q, fit.weight, judgments[r.key]) if i in judged
+                         else now for i, (r, q, now) in enumerate(zip(measured, p, before, strict=True))]  # fmt: skip
+                values = {f"{k}_before": v for k, v in rates(measured, before).items()}
+                values |= {f"{k}_after": v for k, v in rates(measured, after).items()}
+                values |= {"judge_calls": len(judged), "band": sum(e is not None for e in band),
+                           "judged_verdicts": fit.judged_verdicts,
+                           "weight_hallucinated": fit.weight.shift(Judgment.HALLUCINATED),
+                           "weight_faithful": fit.weight.shift(Judgment.FAITHFUL)}  # fmt: skip
+                for key, value in values.items():
+                    results.setdefault((verdicts, share), {}).setdefault(key, []).append(value)
+    return [
+        {"set": name, "judge_accuracy": args.judge_accuracy, "judge_share": share, "verdicts": verdicts,
+         "verdict_in_sample": name in VERDICT_SETS, "records": len(measured),
+         "faithful": sum(not r.hallucinated for r in measured),
+         **{k: round(statistics.mean(v), 4) for k, v in values.items()}}
+        for (verdicts, share), values in results.items()
+    ]  # fmt: skip
+
+
+def markdown(rows: Sequence[dict[str, object]]) -> list[str]:
+    """The rows as bench/README.md's table."""
+    columns = ["set", "judge_accuracy", "verdicts", "judge_share", "judge_calls", "band", "recall_before",
+               "recall_after", "alerted_faithful_before", "alerted_faithful_after", "page_faithful_after",
+               "weight_hallucinated", "weight_faithful"]  # fmt: skip
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
+            *("| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows)]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="labelled JSONL files (default: the shared sets)")
+    parser.add_argument("--scored", type=Path, metavar="DIR", help="each set's scores kept by bench/recalibration.py")
+    parser.add_argument("--judge-accuracy", type=float, default=0.85)
+    parser.add_argument("--judge-share", type=_floats, default=[0.01, 0.05, 0.1, 1.0], help="budget, share of calls")
+    parser.add_argument("--verdicts", type=_ints, default=[0, 100], help="review verdicts before measuring")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--window", type=int, default=100, help="calls a minute: the budget is granted per minute")
+    parser.add_argument("--workers", type=int, default=1, help="scoring workers, where a set is not kept")
+    parser.add_argument("--json", action="store_true", help="one JSON object per setting (else a markdown table)")
+    args = parser.parse_args()
+    files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
+    settings = load_settings()
+    routing = RouteTargets.from_settings(settings.alerting)
+    shipped = load_thresholds(settings.thresholds_file).alert_probability
+    strata = Strata.configured(settings.review)
+    rows = []
+    for path in files:
+        records = scored_once(path, args.scored, args.workers, strata, routing, shipped)
+        held = {r.id for r in read_records(path) if held_out(r)}
+        for row in run_set(path.stem, records, held, args, routing, shipped, settings.review.map_shrinkage):
+            if args.json:
+                print(json.dumps(row), flush=True)
+            rows.append(row)
+    if not args.json:
+        print("\n".join(markdown(rows)))
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",")]
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""bench/escalation.py end to end on a synthetic app: a useless judge changes nothing, a perfect one only helps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from detectors.thresholds import load_thresholds
+from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.config.settings import load_settings
+from pipeline.rate.sampler import Strata
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "escalation.py"
+FLAGS = ({}, {"grounding": 2}, {"grounding": 2, "contradiction": 2}, {"contradiction": 4, "grounding": 2})
+
+
+def synthetic_app(folder: Path, records: int = 800) -> Path:
+    """A labelled file and the scores bench/recalibration.py would have kept for it (``folder/scored``)."""
+    settings = load_settings()
+    agreement = RouteTargets.from_settings(settings.alerting).agreement(
+        load_thresholds(settings.thresholds_file).alert_probability
+    )
+    strata = Strata.configured(settings.review)
+    rng = np.random.default_rng(7)
+    labelled, scored = [], []
+    for i in range(records):
+        hallucinated = bool(rng.random() < 0.4)
+        p = float(np.clip(rng.beta(5, 2) if hallucinated else rng.beta(2, 5), 0.01, 0.99))
+        flags = FLAGS[int(rng.integers(len(FLAGS)))]
+        alerted = agreement.first_match(flags, p) is not None
+        key = f"app-{i}"
+        labelled.append({"id": key, "context": [f"document {i}"], "answer": "an answer", "hallucinated": hallucinated})
+        scored.append({"key": key, "probability": p, "flags": flags, "hallucinated": hallucinated,
+                       "stratum": strata.of(p, alerted)})  # fmt: skip
+    path = folder / "app.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in labelled))
+    (folder / "scored").mkdir()
+    (folder / "scored" / "app.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scored))
+    return path
+
+
+def bench(path: Path, accuracy: float) -> list[dict[str, float]]:
+    command = [sys.executable, str(BENCH), str(path), "--scored", str(path.parent / "scored"), "--json",
+               "--seeds", "2", "--judge-accuracy", str(accuracy)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=240)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def test_a_judge_no_better_than_chance_is_given_no_weight_after_the_verdicts(tmp_path: Path) -> None:
+    rows = bench(synthetic_app(tmp_path), accuracy=0.5)
+    assert {(r["verdicts"], r["judge_share"]) for r in rows} == {
+        (v, s) for v in (0, 100) for s in (0.01, 0.05, 0.1, 1.0)
+    }
+    for row in (r for r in rows if r["verdicts"] == 100):
+        assert row["weight_hallucinated"] == 0.0 and row["band"] == 0 and row["judge_calls"] == 0
+        assert row["recall_after"] == row["recall_before"]
+        assert row["alerted_faithful_after"] == row["alerted_faithful_before"]
+
+
+def test_a_perfect_judge_within_its_budget_only_adds_caught_calls_and_removes_false_alarms(tmp_path: Path) -> None:
+    rows = bench(synthetic_app(tmp_path), accuracy=1.0)
+    for row in rows:
+        assert row["recall_after"] >= row["recall_before"]
+        assert row["alerted_faithful_after"] <= row["alerted_faithful_before"]
+        assert row["judge_calls"] <= row["band"]
+    full = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 1.0)
+    short = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 0.01)
+    assert full["recall_after"] > full["recall_before"] and short["judge_calls"] < full["judge_calls"]
