@@ -18,7 +18,8 @@ A route's minimum governs the calls still to come, so its false alarms are estim
 call of the window is still a sample of the application's traffic).  A route keeps its current
 minimum (never one under the shipped minimum) until the verdicts show another: lower, to the
 lowest minimum whose false alarms stay under the route's target with their whole 95 % interval;
-higher, when the interval at the current minimum lies wholly over the target.  A 1 % target with
+higher (the cautious direction, on the estimate alone), when the estimate at the current minimum
+is over the target.  A 1 % target with
 no false alarm among the verdicts needs some 380 faithful verdicts' worth of evidence before the
 minimum may fall; until then the proposal says how many more verdicts could move it.
 """
@@ -268,12 +269,13 @@ def _candidate_minimums(p: Sequence[float]) -> list[float]:
 
 
 def _choose(measured: Any, candidates: Sequence[float], target: float, held: float, verdicts: int) -> tuple[float, str]:
-    """The route's minimum: lower than ``held`` where the verdicts show the target holds, higher where it breaks.
+    """The route's minimum: lower than ``held`` only where the verdicts show the target holds; higher where it may not.
 
     ``held`` is the minimum the route keeps otherwise (the current or shipped gate carried through
     the new map: the same calls pass it).  Lower: the lowest candidate whose false alarms on calls
-    to come stay under ``target`` with their whole 95 % interval.  Higher: when the interval at
-    ``held`` lies wholly over the target, the lowest candidate whose estimate is under it.
+    to come stay under ``target`` with their whole 95 % interval.  Higher, the cautious direction,
+    on the estimate alone: when the estimate at ``held`` is over the target, the lowest candidate
+    whose estimate is under it (waiting for confidence would keep paging people meanwhile).
     """
     for candidate in [c for c in candidates if c <= held]:
         false_alarms, _ = measured(candidate)
@@ -282,11 +284,12 @@ def _choose(measured: Any, candidates: Sequence[float], target: float, held: flo
     at_held, _ = measured(held)
     if at_held.value is None:
         return held, "the current gate kept: too few verdicts yet (each stratum with calls needs two)"
-    if at_held.low is not None and at_held.low > target:
+    if at_held.value > target:
         for candidate in [c for c in candidates if c > held]:
             false_alarms, _ = measured(candidate)
             if false_alarms.value is not None and false_alarms.value <= target:
-                return candidate, f"raised: the verdicts show the current gate over {target:.0%} (95 %)"
+                estimate = f"{at_held.value:.1%}, over the target (an estimate, not yet 95 % sure)"
+                return candidate, f"raised: the verdicts estimate the current gate's false alarms at {estimate}"
         # Even a minimum above every verdict's p leaves the estimate over the target: the false alarms past it
         # come from rules no probability gates (facts) or from an earlier route, and closing this route's gated
         # rules would silence them without meeting the target.
