@@ -24,6 +24,7 @@ from pipeline.config.data_dirs import UnwritableDirectory, writable_dir
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
 from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, ConfigError, Settings, load_settings
+from pipeline.words import counted
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
@@ -667,7 +668,7 @@ def erase(
         )
     click.echo(f"erasure {erasure.erasure_id} removed:")
     for table, rows in erasure.removed.items():
-        click.echo(f"  {table:<13} {rows} row(s)")
+        click.echo(f"  {table:<13} {counted(rows, 'row')}")
     for line in unreached_lines(settings.data_dir):
         click.echo(line)
     if erasure.left:

@@ -43,6 +43,7 @@ from pipeline.config.alerting import gated_routes
 from pipeline.rate.estimator import Estimate, Judged, estimate_ratio, growth_to_bound
 from pipeline.rate.maps import AppMap
 from pipeline.rate.store import JudgedRow
+from pipeline.words import counted
 
 DEFAULT_SHRINKAGE = 5.0
 COULD_MOVE = "could let it move"
@@ -250,6 +251,8 @@ def route_estimates(
         minimums[route] = minimum
         false_alarms, precision = measured(minimum)
         needed_in = false_alarms.widest if note.endswith(COULD_MOVE) else ""
+        if minimum == held and route in held_minimums:  # the same gate, on the new map's scale of p
+            note += f" (p {held_minimums[route]:.3f} on the shipped scale)"
         estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note, needed_in))
     return tuple(estimates)
 
@@ -299,16 +302,12 @@ def _choose(measured: Any, candidates: Sequence[float], target: float, held: flo
 
 def _what_would_move(false_alarms: Estimate, target: float, verdicts: int) -> str:
     """Why ``verdicts`` cannot lower the gate, and how many more, drawn as the queue draws them, could."""
-    shown = f"{_count(verdicts, 'verdict')} cannot show a false-alarm rate under {target:.0%} on calls to come"
+    shown = f"{counted(verdicts, 'verdict')} cannot show a false-alarm rate under {target:.0%} on calls to come"
     growth = growth_to_bound(false_alarms, target)
     if growth is None:
         return f"{shown}: the verdicts put it at {false_alarms.value:.1%} at this gate"
     more = max(1, math.ceil(verdicts * (growth - 1)))
     return f"{shown}; about {more} more, drawn as the queue draws them, {COULD_MOVE}"
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def propose(

@@ -261,7 +261,7 @@ def test_erase_command_shows_the_trace_before_removing_and_fails_on_no_match_or_
     lines = erased.output.splitlines()
     assert lines[0] == f"trace_id=77aa77aa matched 1 trace: {lone.trace_id}"
     assert lines[1].startswith("erasure ") and lines[1].endswith(" removed:")
-    assert lines[2:8] == [f"  {table:<13} 1 row(s)" for table in ERASED_TABLES]
+    assert lines[2:8] == [f"  {table:<13} 1 row" for table in ERASED_TABLES]
     assert f"  {report.resolve()}: an HTML report written " in erased.output
     assert "it may quote the erased calls: delete it, or write it again with `halluwatch report`" in erased.output
     assert _tables_holding(client, database, "carol") == {}
