@@ -71,7 +71,8 @@ def _drawn_until(web: FlaskClient, app: str, span: str) -> str:
         drawn = re.search(r'name="trace_id" value="([0-9a-f]+)".*?name="span_id" value="([0-9a-f]+)"', page, re.S)
         assert drawn is not None, f"{span} never drawn in {app}"
         if drawn[2] == span:
-            return page[page.index('<section class="call review"') :]  # the call, not the rate panels above it
+            # The call, not the rate and calibration panels below it.
+            return page[page.index('<section class="call review"') : page.index('<section class="estimate"')]
         skip = {"app": app, "trace_id": drawn[1], "span_id": drawn[2]}
         assert web.post("/review/skip", data=skip, headers=BEARER).status_code == 303
     raise AssertionError(f"{span} not drawn in 50 draws")
