@@ -98,7 +98,8 @@ class Mention:
 
 _SCALES: Final = {"dozen": 12.0, "hundred": 1e2, "thousand": 1e3, "k": 1e3, "grand": 1e3, "lakh": 1e5,
                   "lakhs": 1e5, "million": 1e6, "mn": 1e6, "mln": 1e6, "m": 1e6, "crore": 1e7, "crores": 1e7,
-                  "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12, "万": 1e4, "萬": 1e4, "亿": 1e8, "億": 1e8}  # fmt: skip
+                  "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12, "万": 1e4, "萬": 1e4,
+                  "亿": 1e8, "億": 1e8}  # fmt: skip
 # Money whose currency is only implied ("5 grand", "50 bucks": dollars of which country?): it is
 # compared with an amount in any currency, so it never contradicts the currency a text states.
 IMPLIED_MONEY: Final = "money"
