@@ -245,10 +245,11 @@ class ContradictionDetector(Detector):
         A date whose day and month the context states, but not its year, is compared with the context's
         years: "June 14, 1999" against "on 14 June. [...] That was in 1998" is a conflict.
         """
-        config = self._config
+        window, min_shared = self._config.context_window_words, self._config.conflict_min_shared_words
+        rival = None
         if _only_year_unstated(mention, context):
-            mention = replace(mention, family="year")
-        rival = closest_value(mention, answer, context, config.context_window_words, config.conflict_min_shared_words)
+            rival = closest_value(replace(mention, family="year"), answer, context, window, min_shared)
+        rival = rival or closest_value(mention, answer, context, window, min_shared)
         return rival.mention if rival else None
 
     def _score(self, claims: Iterable[_Claim]) -> float:
@@ -372,15 +373,16 @@ def _in_sorted(values: list[float], value: float, precision: float, tolerance: f
 def _date_supported(claim: Mention, context: _Context) -> bool:
     """A date is supported by a context date stating at least its parts, with the same values.
 
-    A date with a year is also supported by its other parts written without one ("on Tuesday,
+    A full date is also supported by its month and day written without a year ("on Tuesday,
     November 2") when the context states its year elsewhere, in another sentence or in the
-    page's own date: pages and articles date events within the year they were written in.
+    page's own date: pages and articles date events within the year they were written in.  A
+    month and year ("August 2019") is not: a day of that August and a year anywhere on a page
+    full of dates say too little.
     """
     parts = claim.family.partition(":")[2]
     if _date_stated(claim, parts, context):
         return True
-    rest = parts.replace("y", "")
-    return rest not in ("", parts) and _date_stated(claim, rest, context) and _years_stated(claim, context)
+    return _only_year_unstated(claim, context) and _years_stated(claim, context)
 
 
 def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
@@ -395,10 +397,8 @@ def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
 
 
 def _only_year_unstated(claim: Mention, context: _Context) -> bool:
-    """Whether the context states a date's other parts (day, month) but not its year."""
-    parts = claim.family.partition(":")[2]
-    rest = parts.replace("y", "")
-    return claim.kind is Kind.DATE and rest not in ("", parts) and _date_stated(claim, rest, context)
+    """Whether a full date's month and day are in a context date that writes no year."""
+    return claim.family == "date:ymd" and _date_stated(claim, "md", context)
 
 
 def _years_stated(claim: Mention, context: _Context) -> bool:

@@ -299,7 +299,8 @@ _WORD_AMOUNT = re.compile(
 # that "and a half" follows: "once a week", "a day off" state no amount.
 _IDIOM_AMOUNT = re.compile(
     rf"""(?P<num>[AaHhOoTt](?<![{_CASED}].){_BETWEEN}
-    (?i:(?<=h)alf\s+an?|(?<=[aot])(?:ne|hree)?[\s-]+quarters?\s+of\s+an?|(?<=a)\s+couple\s+of
+    (?i:(?<=h)alf\s+an?|(?<=a)[\s-]+quarter\s+of\s+an?|(?<=o)ne[\s-]+quarter\s+of\s+an?
+       |(?<=t)hree[\s-]+quarters\s+of\s+an?|(?<=a)\s+couple\s+of
        |(?<=a)\s+score\s+of(?!\s*\d)|(?<=a)n?(?=\s+(?:{_SCALE_WORD}|fortnight|[a-z]+\s+and\s+a\s+half)\b))
     ){_AMOUNT_TAIL}""",
     re.VERBOSE,
@@ -313,13 +314,18 @@ _PARTS: Final = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, 
                  "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7, "eighth": 8, "eighths": 8,
                  "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}  # fmt: skip
 _SHARE = re.compile(
-    rf"""(?P<whole>[AaOoTtFfSsEeNnHh1](?<![{_CASED}\d.,].)(?i:
-         (?<=[aotfsenh])(?:n|ne|wo|hree|our|ive|ix|even|ight|ine)?[\s-]+(?P<part>{_alternation(tuple(_PARTS))})
-           (?=\s+of\b)
-       | (?<=h)alf(?=\s+of\b)
-       | (?<=[o1])(?:ne)?\s+in\s+(?P<base>two|three|four|five|six|seven|eight|nine|ten|a\s+hundred|\d{{1,4}}(?!\d)))
-    )(?![{_CASED}])""",
+    rf"""(?=[AaOoTtFfSsEeNnHh1])(?<![{_CASED}\d.,])(?P<whole>(?i:
+         (?:an?|one|two|three|four|five|six|seven|eight|nine)[\s-]+(?P<part>{_alternation(tuple(_PARTS))})(?=\s+of\b)
+       | half(?=\s+of\b)
+       | (?:one|1)\s+in\s+(?P<base>two|three|four|five|six|seven|eight|nine|ten|a\s+hundred|\d{{1,4}}(?!\d))
+    ))(?![{_CASED}])""",
     re.VERBOSE,
+)
+# Before "half of", a word that makes it one part of something: "the second half of", "her better half".
+_PART_OF_A_WHOLE = re.compile(
+    r"\b(?:the|a|an|this|that|its|their|his|her|our|my|your|first|second|last|latter|other|better|top|bottom|upper"
+    r"|lower|back|front|next|final|opening|closing)\s+\Z",
+    re.IGNORECASE,
 )
 _HAN_AMOUNT = re.compile(rf"(?P<num>{_HAN_NUM}){_AMOUNT_TAIL}", re.VERBOSE)
 _MONTH = (
@@ -541,6 +547,8 @@ def _idiom_mention(match: re.Match[str]) -> Mention | None:
 def _share_mention(match: re.Match[str]) -> Mention | None:
     """A share written as a fraction, as a percentage: "two-thirds of" is 66.7 %, "one in five" 20 %."""
     words = match["whole"].lower().replace("-", " ").split()
+    if words == ["half"] and _PART_OF_A_WHOLE.search(match.string, max(0, match.start() - 30), match.start()):
+        return None  # "the second half of the match" is a part, not a share
     if match["base"]:
         base = _parse_number(match["base"].lower().removeprefix("a").strip())  # "one in a hundred"
         if not base:

@@ -286,10 +286,10 @@ def test_an_implied_currency_never_contradicts_a_stated_one() -> None:
     assert claims("The repair cost €5,000 in the end.", "The repair cost $5,000.") == {"$5,000": "unsupported"}
 
 
-def test_an_answer_restating_the_source_year_elsewhere_keeps_a_partial_date_supported() -> None:
+def test_a_full_date_is_supported_by_its_day_and_month_with_the_year_elsewhere() -> None:
     source = "The album came out in 2004. It hits stores on Election Day, November 2."
     assert claims(source, "The album was released on November 2, 2004.") == {"November 2, 2004": "supported"}
-    assert claims(source, "The album was released in November 2004.") == {"November 2004": "supported"}
+    assert claims(source, "The album was released in November 2004.") == {"November 2004": "unsupported"}
     assert claims(source, "The album hits stores on November 3, 2004.") == {"November 3, 2004": "conflict"}
 
 
