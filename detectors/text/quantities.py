@@ -197,6 +197,25 @@ def _alternation(words: list[str] | tuple[str, ...]) -> str:
     return "|".join(re.escape(word).replace(r"\ ", r"\s+") for word in sorted(words, key=len, reverse=True))
 
 
+def _by_first_letter(words: Iterable[str]) -> str:
+    """A regex matching any of ``words`` after its first letter has matched: ``(?<=f)(?:irst|ifth)|...``.
+
+    A pattern that starts with a character class lets Python's engine skip to candidate positions.
+    """
+    groups = itertools.groupby(sorted(words), key=lambda word: word[0])
+    return (
+        "(?:"
+        + "|".join(f"(?<={first})(?:{_alternation(tuple(w[1:] for w in found))})" for first, found in groups)
+        + ")"
+    )
+
+
+def _first_letters(words: Iterable[str]) -> str:
+    """The character class of the words' first letters, both cases."""
+    firsts = {word[0] for word in words}
+    return "".join(sorted({*firsts, *(letter.upper() for letter in firsts)}))
+
+
 # --------------------------------------------------------------------------- character classes
 
 # Letters with case past the BMP (Adlam, Osage, Deseret, mathematical letters) are left out: re tests
@@ -310,14 +329,15 @@ _IDIOM_VALUES: Final = {"a": 1.0, "an": 1.0, "half a": 0.5, "half an": 0.5, "a c
                             ("a", "quarter", 0.25), ("one", "quarter", 0.25), ("three", "quarters", 0.75))
                            for article in ("a", "an")}}  # fmt: skip
 # Shares written as fractions: "half of", "two-thirds of", "a quarter of", "one in five": percentages.
-_PARTS: Final = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5,
+_PARTS: Final = {"half": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5,
                  "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7, "eighth": 8, "eighths": 8,
                  "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}  # fmt: skip
+_SHARE_WHOLES: Final = ("a", "an", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "half", "1")
 _SHARE = re.compile(
-    rf"""(?=[AaOoTtFfSsEeNnHh1])(?<![{_CASED}\d.,])(?P<whole>(?i:
-         (?:an?|one|two|three|four|five|six|seven|eight|nine)[\s-]+(?P<part>{_alternation(tuple(_PARTS))})(?=\s+of\b)
-       | half(?=\s+of\b)
-       | (?:one|1)\s+in\s+(?P<base>two|three|four|five|six|seven|eight|nine|ten|a\s+hundred|\d{{1,4}}(?!\d))
+    rf"""(?P<whole>[{_first_letters(_SHARE_WHOLES)}](?<![{_CASED}\d.,].)(?i:{_by_first_letter(_SHARE_WHOLES)}
+       (?:(?<!half)[\s-]+(?P<part>{_alternation(tuple(_PARTS))})(?=\s+of\b)
+         |(?<=half)(?=\s+of\b)
+         |(?:(?<=one)|(?<=1))\s+in\s+(?P<base>two|three|four|five|six|seven|eight|nine|ten|a\s+hundred|\d{{1,4}}(?!\d)))
     ))(?![{_CASED}])""",
     re.VERBOSE,
 )
@@ -346,7 +366,8 @@ _DAY_WORDS: Final = {
         start=1,
     )
 }  # fmt: skip
-_DAY_WORD = rf"(?i:{_alternation(tuple(_DAY_WORDS))})(?!-)"
+
+_DAY_WORD = rf"[{_first_letters(_DAY_WORDS)}](?<![{_CASED}].)(?i:{_by_first_letter(_DAY_WORDS)})(?![{_CASED}-])"
 _DATES: Final = (
     re.compile(
         rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?:the\s+)?(?P<day>{_DAY}|{_DAY_WORD})\b"
@@ -357,7 +378,7 @@ _DATES: Final = (
         rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
     ),
     re.compile(
-        rf"(?=[FSTENfsten])(?<![{_CASED}])(?P<day>{_DAY_WORD})\s+of\s+(?P<month>{_MONTH_START}{_MONTH})\b"
+        rf"(?P<day>{_DAY_WORD})\s+of\s+(?P<month>{_MONTH_START}{_MONTH})\b"
         rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
     ),
     re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s?,?\s+(?P<year>\d{{4}})\b"),
@@ -376,11 +397,11 @@ _CJK_DATES: Final = (
 _AMPM = r"(?i:[ap]\.m\.|[ap]m)"
 _TIME = re.compile(
     rf"(?P<hour>\d(?<!{_JOINS}\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?|\.(?P<dotted>[0-5]\d)(?=\s?{_AMPM}))?"
-    rf"(?:\s?(?P<ampm>{_AMPM})|(?P<oclock>\s?o['\u2019]clock))?(?![{_CASED}\d:])"
+    rf"(?:\s?(?P<ampm>{_AMPM})|(?P<oclock>\s?o['\u2019]clock)|\s(?P<word>noon|midday|midnight))?(?![{_CASED}\d:])"
 )
 _TIME_WORDS: Final = {"noon": 12 * 60, "midday": 12 * 60, "midnight": 0}
-# Lowercase only: "Midnight Express" is a name.  "12 noon" is one time: the 12 adds nothing.
-_TIME_WORD = re.compile(r"(?:(?<![\d:])12\s)?\b(?P<word>noon|midday|midnight)\b")
+# Lowercase only: "Midnight Express" is a name.
+_TIME_WORD = re.compile(rf"(?P<word>[nm](?<![{_CASED}].)(?:(?<=n)oon|(?<=m)id(?:day|night)))(?![{_CASED}])")
 # Spans that look numeric but state nothing checkable: fractions/ratios, citations, references, list
 # markers, and lengths of the answer itself ("a summary in 55 words").  Digit runs are entered at
 # their first digit only: tried from every digit of a long run, each alternative rescans the rest.
@@ -597,6 +618,8 @@ def _year_range_end(texts: list[str], low: float, high: float) -> float:
 def _time_mention(match: re.Match[str]) -> Mention | None:
     """A time of day in minutes after midnight; a bare number with neither minutes nor am/pm is not one."""
     minute, ampm = match["minute"] or match["dotted"], (match["ampm"] or "").lower()
+    if match["word"]:
+        return _time_word_mention(match) if match["hour"] == "12" else None  # "12 noon", "12 midnight"
     if minute is None and not ampm and not match["oclock"]:
         return None
     hour = int(match["hour"])
