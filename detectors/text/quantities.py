@@ -305,9 +305,11 @@ _AMOUNT_TAIL = rf"""
     (?:[ \t]?(?P<unit>{_UNIT})(?P<half_after>\s+and\s+a\s+half\b)?)?
     {_NOT_BEFORE}"""
 _AMOUNT = re.compile(rf"(?P<num>\d{_BETWEEN}{_NOT_JOINED}{_NUM_REST}){_AMOUNT_TAIL}", re.VERBOSE)
+# "one" is a pronoun as often as a number ("one of them"): it is read only where a range starts ("one to three").
 _WORD_AMOUNT = re.compile(
-    rf"""(?P<num>[TtFfSsEeNnDd](?<![{_CASED}].){_BETWEEN}
-    (?i:(?<=t)(?:wo|hree|en|welve|hirteen|wenty|hirty)|(?<=f)(?:our|ive|ourteen|ifteen|orty|ifty)
+    rf"""(?P<num>[TtFfSsEeNnDdOo](?<![{_CASED}].){_BETWEEN}
+    (?i:(?<=o)ne(?=\s*(?:-|\u2013|to|through)\s*(?:{_ONES_WORDS}|ten|\d)\b)
+       |(?<=t)(?:wo|hree|en|welve|hirteen|wenty|hirty)|(?<=f)(?:our|ive|ourteen|ifteen|orty|ifty)
        |(?<=s)(?:ix|even|ixteen|eventeen|ixty|eventy)|(?<=e)(?:ight|leven|ighteen|ighty)|(?<=n)(?:ine|ineteen|inety)
        |(?<=d)ozen)
     (?:(?<=ty)(?:\s*-\s*|\s)(?:{_ONES_WORDS}))?\b){_AMOUNT_TAIL}""",
@@ -412,6 +414,11 @@ _NOT_CLAIMS = re.compile(
     r"|(?i:(?<!\d)\d+\s+(?:words|sentences|characters|bullet\s+points)\b)"
     r"|^[ \t]*\(?\d+[.)]\s",
     re.MULTILINE,
+)
+_CENTS = re.compile(
+    rf"\s+and\s+(?P<cents>\d{{1,2}}|(?i:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-](?:{_ONES_WORDS}))?"
+    rf"|{_ONES_WORDS}|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen))"
+    r"\s+(?i:cents?|pence|centimes?|p)\b"
 )
 _COMPOUND_JOIN = re.compile(r"[ \t]*(?:,?[ \t]+and[ \t]+)?")
 _RANGE_JOIN = re.compile(r"\s*(?:--?|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
@@ -737,7 +744,7 @@ def extract_values(text: str) -> list[Mention]:
         if start >= taken_until:
             chosen.append(mention)
             taken_until = mention.end
-    return _merge_ranges(text, _merge_compounds(text, chosen))
+    return _merge_ranges(text, _merge_compounds(text, _add_cents(text, chosen)))
 
 
 class _Spans:
@@ -755,6 +762,21 @@ class _Spans:
         """Whether a span starting before ``end`` reaches past ``start``."""
         before = bisect.bisect_left(self._starts, end)
         return bool(before) and self._ends_so_far[before - 1] > start
+
+
+def _add_cents(text: str, mentions: list[Mention]) -> list[Mention]:
+    """Read "twelve euros and fifty cents" (or pence, centimes) as 12.50: the hundredths of the amount before."""
+    read: list[Mention] = []
+    for mention in mentions:
+        if read and mention.start < read[-1].end:
+            continue  # the cents of the amount before
+        cents = _CENTS.match(text, mention.end) if mention.kind is Kind.MONEY and mention.low == mention.high else None
+        if cents is not None:
+            value, end = mention.low + _parse_number(cents["cents"]) / 100, cents.end()
+            mention = replace(mention, end=end, text=text[mention.start : end], low=value, high=value,
+                              amounts=(*mention.amounts, value))  # fmt: skip
+        read.append(mention)
+    return read
 
 
 def _merge_compounds(text: str, mentions: list[Mention]) -> list[Mention]:

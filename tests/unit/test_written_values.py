@@ -244,6 +244,9 @@ def value(text: str) -> tuple[str, float, float]:
         ("one in a hundred", ("percent", 1.0, 1.0)),
         ("the twenty-first of June", ("date:md", 621.0, 621.0)),
         ("May the 3rd", ("date:md", 503.0, 503.0)),
+        ("twelve euros and fifty cents", ("money:EUR", 12.5, 12.5)),
+        ("5 dollars and 99 cents", ("money:USD", 5.99, 5.99)),
+        ("one to three minutes", ("quantity:duration", 60.0, 180.0)),
     ],
 )
 def test_values_written_in_words_and_slang_are_normalized(text: str, expected: tuple[str, float, float]) -> None:
@@ -273,6 +276,7 @@ def test_ambiguous_abbreviations_are_read_by_what_surrounds_them(text: str, fami
         "Cut the cake in half",
         "The Midnight Express left",  # capitalised: a name
         "the first of many",
+        "one of them said",  # "one" is a number only where a range starts
     ],
 )
 def test_words_that_state_no_amount_are_not_read_as_one(text: str) -> None:
