@@ -187,7 +187,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.6.0"
+    version = "1.7.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
