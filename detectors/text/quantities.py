@@ -252,8 +252,10 @@ _CASED: Final = _char_class(_is_cased_letter)
 
 # Every pattern starts with a character class and checks what precedes it only after that first
 # character: Python's engine then skips to candidate positions instead of trying each one (4x faster).
-_JOINS = rf"[{_CASED}\d_.,/:]"  # a digit after one of these continues a word, number, code or fraction
-_NOT_JOINED = rf"(?<!{_JOINS}\d)(?<![{_CASED}]-\d)"  # checked after a first digit; "F-16" is a code too
+_JOINS = rf"[{_CASED}\d_.,/]"  # a digit after one of these continues a word, number, code or fraction
+# Checked after a first digit; "F-16" is a code too.  A colon joins digits ("12:30") but not a label to its
+# value ("Rotten Tomatoes:81 %", "Population:8,000").
+_NOT_JOINED = rf"(?<!{_JOINS}\d)(?<!\d:\d)(?<![{_CASED}]-\d)"
 _DIGIT_START = rf"\d{_NOT_JOINED}"
 _NOT_BEFORE = rf"(?![{_CASED}\d])"
 _BETWEEN = r"(?P<between>(?<=[Bb]etween\s.))?"  # after a first character: "between 5 and 10" is a range
@@ -398,7 +400,7 @@ _CJK_DATES: Final = (
 # is a decimal number).  "19.30" without am/pm, and "half past seven", are not read.
 _AMPM = r"(?i:[ap]\.m\.|[ap]m)"
 _TIME = re.compile(
-    rf"(?P<hour>\d(?<!{_JOINS}\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?|\.(?P<dotted>[0-5]\d)(?=\s?{_AMPM}))?"
+    rf"(?P<hour>\d(?<!{_JOINS}\d)(?<!\d:\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?|\.(?P<dotted>[0-5]\d)(?=\s?{_AMPM}))?"
     rf"(?:\s?(?P<ampm>{_AMPM})|(?P<oclock>\s?o['\u2019]clock)|\s(?P<word>noon|midday|midnight))?(?![{_CASED}\d:])"
 )
 _TIME_WORDS: Final = {"noon": 12 * 60, "midday": 12 * 60, "midnight": 0}

@@ -247,6 +247,7 @@ def value(text: str) -> tuple[str, float, float]:
         ("twelve euros and fifty cents", ("money:EUR", 12.5, 12.5)),
         ("5 dollars and 99 cents", ("money:USD", 5.99, 5.99)),
         ("one to three minutes", ("quantity:duration", 60.0, 180.0)),
+        ("Rotten Tomatoes:81 %", ("percent", 81.0, 81.0)),  # a label's colon does not join its value
     ],
 )
 def test_values_written_in_words_and_slang_are_normalized(text: str, expected: tuple[str, float, float]) -> None:
