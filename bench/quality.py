@@ -4,8 +4,10 @@ Runs `halluwatch eval`'s code (the worker's detector suite, default settings but
 profile) over every set in ../shared/data and reports, per set, each detector's AUROC and F1
 and the combined verdict's precision/recall/F1/AUROC next to the all-positive baseline, and
 what alerting on any detector vs on the default alert rules would have done, and how well
-p_hallucination is calibrated.  It opens with the profiles side by side: every set's AUROC
-on all records and on the held-out documents, and the calibration error.
+p_hallucination is calibrated.  False alarms are also counted by source document, with the
+phrases behind them, since a set's edited variants of one document share one misreading.
+It opens with the profiles side by side: every set's AUROC on all records and on the
+held-out documents, and the calibration error.
 
 The unsupported_spans detector's models were trained (``halluwatch train``) on 70 % of the
 source documents of RAGTruth, BEGIN, FaithDial and WiCE; the "held-out" columns score only the
@@ -27,6 +29,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import date
 from pathlib import Path
@@ -56,6 +59,8 @@ from pipeline.offline.evaluate import (
 from pipeline.offline.train import VERDICT_SETS, held_out, verdict_rows
 
 RECALIBRATION = "## Recalibration from an application's verdicts"  # bench/recalibration.py's section
+CONTRADICTION = "contradiction"
+TOP_PHRASES = 5  # per set and side, in the false-alarm table
 DATASETS = ("ragtruth", "faithbench", "summedits", "begin", "faithdial_audit", "wice", "halueval_general")
 ANCHORS = """Anchors (published, not measured here): LettuceDetect-large 79.2 % and -base 76.8 % example-level
 F1 on RAGTruth (GPU encoders); HHEM-2.1-Open balanced accuracy 64.4 % (RAGTruth summaries) and
@@ -168,6 +173,8 @@ class ProfileReport:
     reliability: list[str] = field(default_factory=list)
     alerting: list[str] = field(default_factory=list)
     verdict: list[str] = field(default_factory=list)  # out of fold and in sample, per set
+    false_alarms: list[str] = field(default_factory=list)  # faithful alerts by record and by document, per set
+    contradiction: list[str] = field(default_factory=list)  # contradiction's flags by label, per set
     # per set: AUROC all, AUROC held-out, ECE held-out
     figures: dict[str, tuple[float | None, float | None, float | None]] = field(default_factory=dict)
 
@@ -179,33 +186,92 @@ def _quality_row(name: str, side: str, q: Quality) -> str:
     )
 
 
-def verdict_quality_rows(
+def out_of_fold_alerts(
     by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]], routing: RouteTargets
+) -> dict[str, dict[int, Scored]]:
+    """Each trained set's records (by index) scored by the verdict recipe fitted without their document fold."""
+    trained = [(name, i, r, o) for name in VERDICT_SETS if name in by_set
+               for i, (r, o) in enumerate(zip(*by_set[name], strict=True))
+               if r.context and r.answer.strip() and r.hallucinated is not None]  # fmt: skip
+    rows = verdict_rows([(name, r) for name, _, r, _ in trained], [o for *_, o in trained])
+    oof = out_of_fold(rows, routing) if rows else []
+    by_index: dict[str, dict[int, Scored]] = {}
+    for (name, index, _, _), result in zip(trained, oof, strict=True):
+        by_index.setdefault(name, {})[index] = result
+    return by_index
+
+
+def verdict_quality_rows(
+    by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]], oof: dict[str, dict[int, Scored]]
 ) -> list[str]:
     """Each set's verdict out of fold (trained sets, also on held-out documents) and in sample (the shipped model)."""
-    trained = [(name, r, o) for name in VERDICT_SETS if name in by_set for r, o in zip(*by_set[name], strict=True)
-               if r.context and r.answer.strip() and r.hallucinated is not None]  # fmt: skip
-    rows = verdict_rows([(name, r) for name, r, _ in trained], [o for *_, o in trained])
-    oof = out_of_fold(rows, routing) if rows else []
     lines = []
     for name, (records, outputs) in by_set.items():
         labelled = [(r, o) for r, o in zip(records, outputs, strict=True) if r.hallucinated is not None]
         shipped = [Scored(o.p_hallucination, o.alert.route if o.alert else None) for _, o in labelled]
         actual = [bool(r.hallucinated) for r, _ in labelled]
         lines.append(_quality_row(name, "in sample (shipped)", quality(shipped, actual)))
-        part = [i for i, (n, _, _) in enumerate(trained) if n == name]
-        if not part:
+        scored = oof.get(name)
+        if not scored:
             continue
-        labels = [rows[i].hallucinated for i in part]
-        lines.append(_quality_row(name, "out of fold", quality([oof[i] for i in part], labels)))
-        held = [i for i in part if held_out(trained[i][1])]
+        labels = [bool(records[i].hallucinated) for i in scored]
+        lines.append(_quality_row(name, "out of fold", quality(list(scored.values()), labels)))
+        held = [i for i in scored if held_out(records[i])]
         lines.append(
             _quality_row(
                 name,
                 "out of fold, held-out documents",
-                quality([oof[i] for i in held], [rows[i].hallucinated for i in held]),
+                quality([scored[i] for i in held], [bool(records[i].hallucinated) for i in held]),
             )
         )
+    return lines
+
+
+def _phrase_cell(phrases: Counter[str]) -> str:
+    return ", ".join(f"`{text}` ({count})" for text, count in phrases.most_common(TOP_PHRASES)) or "-"
+
+
+def false_alarm_row(name: str, side: str, records: list[EvalRecord], outputs: list[EvalOutput],
+                    alerted: dict[int, bool]) -> str:  # fmt: skip
+    """Faithful records alerted on one side, the documents they come from, and the flagged phrases behind them.
+
+    Edited variants of one document repeat its misreading: a rate over records is not a rate over documents.
+    """
+    faithful = [i for i in alerted if records[i].hallucinated is False]
+    false_alarms = [i for i in faithful if alerted[i]]
+    documents = Counter(records[i].context for i in false_alarms)
+    phrases = Counter(span["text"].lower() for i in false_alarms for span in outputs[i].spans if span.get("text"))
+    largest = max(documents.values(), default=0)
+    return (
+        f"| {name} | {side} | {len(faithful)} | {len(false_alarms)} | **{len(documents)}** | {largest} "
+        f"| {_phrase_cell(phrases)} |"
+    )
+
+
+def false_alarm_rows(
+    by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]], oof: dict[str, dict[int, Scored]]
+) -> list[str]:
+    """Each set's faithful alerts by record and by document, in sample and (trained sets) out of fold."""
+    lines = []
+    for name, (records, outputs) in by_set.items():
+        shipped = {i: o.alert is not None for i, o in enumerate(outputs) if records[i].hallucinated is not None}
+        lines.append(false_alarm_row(name, "in sample (shipped)", records, outputs, shipped))
+        if name in oof:
+            folded = {i: result.route is not None for i, result in oof[name].items()}
+            lines.append(false_alarm_row(name, "out of fold", records, outputs, folded))
+    return lines
+
+
+def contradiction_rows(by_set: dict[str, tuple[list[EvalRecord], list[EvalOutput]]]) -> list[str]:
+    """How many hallucinated and faithful records each set's contradiction detector flags."""
+    lines = []
+    for name, (records, outputs) in by_set.items():
+        counts = {}
+        for label in (True, False):
+            part = [o for r, o in zip(records, outputs, strict=True) if r.hallucinated is label]
+            flagged = sum(bool(o.detectors.get(CONTRADICTION, {}).get("flagged")) for o in part)
+            counts[label] = f"{flagged} of {len(part)} ({flagged / len(part):.1%})" if part else "-"
+        lines.append(f"| {name} | {counts[True]} | {counts[False]} |")
     return lines
 
 
@@ -233,7 +299,10 @@ def profile_report(profile: Profile, args: argparse.Namespace) -> ProfileReport:
             report.reliability = reliability_rows(records, outputs)
         report.seed000.append(seed000_row(name, records, embedder))
         print(profile, summary, flush=True)
-    report.verdict = verdict_quality_rows(by_set, RouteTargets.from_settings(settings.alerting))
+    oof = out_of_fold_alerts(by_set, RouteTargets.from_settings(settings.alerting))
+    report.verdict = verdict_quality_rows(by_set, oof)
+    report.false_alarms = false_alarm_rows(by_set, oof)
+    report.contradiction = contradiction_rows(by_set)
     return report
 
 
@@ -311,6 +380,25 @@ def profile_sections(report: ProfileReport) -> list[str]:
         "| set | scored by | n | AUROC | ECE | faithful | alerted | paged | recall |",
         "|---|---|---|---|---|---|---|---|---|",
         *report.verdict,
+        "",
+        f"### `{report.profile}`: false alarms by document",
+        "",
+        "The faithful records alerted on (in sample: the shipped model; out of fold: as above), how many",
+        "source documents they come from, the most alerts any one document accounts for, and the answer",
+        "phrases the flagged detectors point at most often. Many sets hold several answers or edited",
+        "variants per document, and one misread phrase repeats across all of them.",
+        "",
+        "| set | scored by | faithful | alerted | documents | most from one | top phrases |",
+        "|---|---|---|---|---|---|---|",
+        *report.false_alarms,
+        "",
+        f"### `{report.profile}`: what contradiction flags",
+        "",
+        "Records its own flag marks, hallucinated and faithful (whatever the alert rules then do).",
+        "",
+        "| set | hallucinated flagged | faithful flagged |",
+        "|---|---|---|",
+        *report.contradiction,
         "",
         f"### `{report.profile}`: per detector (AUROC over the records the detector scored; "
         "F1 of its own flag over all)",

@@ -62,7 +62,7 @@ import re
 import unicodedata
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
 
@@ -74,7 +74,7 @@ from detectors.text import evidence as shown
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.text.passages import clip, passage
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
-from detectors.text.quantities import Kind, Mention, extract_claims, extract_names, extract_values
+from detectors.text.quantities import Kind, Mention, comparable, extract_claims, extract_names, extract_values
 from detectors.text.stated_flags import Flag, FlagStatement, flag_statements, source_flags
 
 MAX_CLAIMS_LISTED = 25  # per call, so evidence rows stay small
@@ -121,6 +121,7 @@ class _Context:
     # two threads racing on a key only compute the same value twice).
     stems: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
     heads: dict[int, str] = field(default_factory=dict)
+    comparables: dict[str, list[Mention]] = field(default_factory=dict)
 
     # Indexed on first use: unsupported_spans indexes every source for its values alone.
     @functools.cached_property
@@ -132,6 +133,14 @@ class _Context:
     def flags(self) -> tuple[Flag, ...]:
         """The yes/no fields of the structured records in the text."""
         return source_flags(self.text)
+
+    def comparable_values(self, family: str) -> list[Mention]:
+        """The text's values that a value of ``family`` may match or contradict (:func:`comparable`)."""
+        if family not in self.comparables:
+            self.comparables[family] = [
+                mention for other, found in self.by_family.items() if comparable(family, other) for mention in found
+            ]
+        return self.comparables[family]
 
     def window_stems(self, mention: Mention, words: int) -> frozenset[str]:
         key = (mention.start, words)
@@ -178,7 +187,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.6.0"
+    version = "1.7.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -231,9 +240,16 @@ class ContradictionDetector(Detector):
         return _Claim(mention, Verdict.UNSUPPORTED if rival is None else Verdict.CONFLICT, rival)
 
     def _rival(self, mention: Mention, answer: str, context: _Context) -> Mention | None:
-        """The same-family context value whose surroundings best overlap the mention's, if any overlap enough."""
-        config = self._config
-        rival = closest_value(mention, answer, context, config.context_window_words, config.conflict_min_shared_words)
+        """The same-family context value whose surroundings best overlap the mention's, if any overlap enough.
+
+        A date whose day and month the context states, but not its year, is compared with the context's
+        years: "June 14, 1999" against "on 14 June. [...] That was in 1998" is a conflict.
+        """
+        window, min_shared = self._config.context_window_words, self._config.conflict_min_shared_words
+        rival = None
+        if _only_year_unstated(mention, context):
+            rival = closest_value(replace(mention, family="year"), answer, context, window, min_shared)
+        rival = rival or closest_value(mention, answer, context, window, min_shared)
         return rival.mention if rival else None
 
     def _score(self, claims: Iterable[_Claim]) -> float:
@@ -287,7 +303,7 @@ def closest_value(mention: Mention, answer: str, context: ValueIndex, window: in
     at least ``min_shared`` are shared.  A bare number also needs the same first word after
     it (what it counts: "94 *points*").
     """
-    candidates = context.by_family.get(mention.family, [])[:_MAX_RIVALS_COMPARED]
+    candidates = context.comparable_values(mention.family)[:_MAX_RIVALS_COMPARED]
     if not candidates:
         return None
     around = _window_stems(answer, mention, window)
@@ -329,7 +345,7 @@ def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:
     """Whether ``context`` states the claim's value (see the module docstring for the rules)."""
     if claim.kind is Kind.DATE:
         return _date_supported(claim, context)
-    values = context.by_family.get(claim.family, [])
+    values = context.comparable_values(claim.family)
     if all(
         any(_covers(found, value, claim.precision, tolerance) for found in values) for value in (claim.low, claim.high)
     ):
@@ -358,13 +374,15 @@ def _date_supported(claim: Mention, context: _Context) -> bool:
     """A date is supported by a context date stating at least its parts, with the same values.
 
     A full date is also supported by its month and day written without a year ("on Tuesday,
-    November 2") when the context states its year elsewhere: pages and articles date events
-    within the year they were written in.
+    November 2") when the context states its year elsewhere, in another sentence or in the
+    page's own date: pages and articles date events within the year they were written in.  A
+    month and year ("August 2019") is not: a day of that August and a year anywhere on a page
+    full of dates say too little.
     """
     parts = claim.family.partition(":")[2]
     if _date_stated(claim, parts, context):
         return True
-    return parts == "ymd" and _date_stated(claim, "md", context) and _years_stated(claim, context)
+    return _only_year_unstated(claim, context) and _years_stated(claim, context)
 
 
 def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
@@ -376,6 +394,11 @@ def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
             if all(any(low <= value <= high for low, high in ends) for value in wanted):
                 return True
     return False
+
+
+def _only_year_unstated(claim: Mention, context: _Context) -> bool:
+    """Whether a full date's month and day are in a context date that writes no year."""
+    return claim.family == "date:ymd" and _date_stated(claim, "md", context)
 
 
 def _years_stated(claim: Mention, context: _Context) -> bool:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -95,8 +96,13 @@ class Mention:
 
 # --------------------------------------------------------------------------- tables
 
-_SCALES: Final = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
-                  "b": 1e9, "trillion": 1e12, "tn": 1e12, "万": 1e4, "萬": 1e4, "亿": 1e8, "億": 1e8}  # fmt: skip
+_SCALES: Final = {"dozen": 12.0, "hundred": 1e2, "thousand": 1e3, "k": 1e3, "grand": 1e3, "lakh": 1e5,
+                  "lakhs": 1e5, "million": 1e6, "mn": 1e6, "mln": 1e6, "m": 1e6, "crore": 1e7, "crores": 1e7,
+                  "billion": 1e9, "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12, "万": 1e4, "萬": 1e4,
+                  "亿": 1e8, "億": 1e8}  # fmt: skip
+# Money whose currency is only implied ("5 grand", "50 bucks": dollars of which country?): it is
+# compared with an amount in any currency, so it never contradicts the currency a text states.
+IMPLIED_MONEY: Final = "money"
 
 
 def _load_units() -> dict[str, tuple[str, float]]:
@@ -120,31 +126,48 @@ def _load_units() -> dict[str, tuple[str, float]]:
 
 _UNITS: Final = _load_units()
 
+
+def _celsius(value: float) -> float:
+    return value
+
+
+def _fahrenheit(value: float) -> float:
+    return (value - 32.0) * 5.0 / 9.0
+
+
+# "°C" with or without the sign: "25°C", "25° C", "25 ºC", "25C" (glued only: "5 C" is too often a grade or a
+# type), "25 degrees C" (recipes: "350 degrees F (175 degrees C)"), "25 Celsius".  A bare "25 degrees" or
+# "25°" stays an angle: it may be Celsius or Fahrenheit, and reading it as either would invent conflicts.
 _TEMPERATURE: Final[dict[str, Callable[[float], float]]] = {
-    "°c": lambda value: value,
-    "°f": lambda value: (value - 32.0) * 5.0 / 9.0,
-    "degrees celsius": lambda value: value,
-    "degrees fahrenheit": lambda value: (value - 32.0) * 5.0 / 9.0,
-    "degrees c": lambda value: value,  # recipes: "350 degrees F (175 degrees C)"
-    "degrees f": lambda value: (value - 32.0) * 5.0 / 9.0,
-}
+    **dict.fromkeys(("°c", "c", "celsius", "centigrade", "degrees celsius", "degrees centigrade", "degrees c",
+                     "deg c"), _celsius),
+    **dict.fromkeys(("°f", "f", "fahrenheit", "degrees fahrenheit", "degrees f", "deg f"), _fahrenheit),
+}  # fmt: skip
 _PERCENT_UNITS: Final = frozenset(
     {"%", "\uff05", "percent", "per cent", "pct", "percentage point", "percentage points"}
 )
 _CURRENCIES: Final = {
     "$": "USD", "us$": "USD", "usd": "USD", "dollar": "USD", "dollars": "USD",
     "€": "EUR", "eur": "EUR", "euro": "EUR", "euros": "EUR",
-    "£": "GBP", "gbp": "GBP", "¥": "JPY", "jpy": "JPY", "yen": "JPY",
-    "₹": "INR", "inr": "INR", "rupees": "INR", "rs": "INR", "rs.": "INR",
+    "£": "GBP", "gbp": "GBP", "quid": "GBP", "sterling": "GBP", "¥": "JPY", "jpy": "JPY", "yen": "JPY",
+    "₹": "INR", "inr": "INR", "rupee": "INR", "rupees": "INR", "rs": "INR", "rs.": "INR",
+    "buck": IMPLIED_MONEY, "bucks": IMPLIED_MONEY,
     "cad": "CAD", "c$": "CAD", "aud": "AUD", "a$": "AUD", "chf": "CHF", "cny": "CNY", "yuan": "CNY",
     "元": "CNY", "人民币": "CNY", "美元": "USD", "欧元": "EUR", "日元": "JPY", "円": "JPY", "英镑": "GBP",
 }  # fmt: skip
+_POUNDS: Final = frozenset({"pound", "pounds"})
+_STERLING: Final = re.compile(r"\s+sterling\b", re.IGNORECASE)
+# A plural noun after "5m": a count in millions.  Words ending in "s" that are no plural nouns are left out.
+_COUNTED: Final = re.compile(r"[ \t]?(?P<word>[a-z]{2,}[a-rt-z]s|people|children|men|women|staff)\b")
+_NOT_COUNTED: Final = frozenset({"this", "thus", "plus", "does", "goes", "has", "was", "its", "always", "towards",
+                                 "upwards", "downwards", "afterwards", "besides", "perhaps", "sometimes"})  # fmt: skip
 # Units that are case-sensitive symbols: "m" is a metre, "M" is not; "MB"/"Mb" both mean data here.
 _SYMBOL_UNITS: Final = ("mm", "cm", "m", "km", "ft", "yd", "mi", "m2", "m²", "km2", "km²", "ha", "mg", "g", "kg",
                         "lb", "lbs", "oz", "ms", "s", "h", "hr", "hrs", "min", "mins", "sec", "secs", "yr", "yrs",
                         "ml", "mL", "l", "L", "W", "kW", "MW", "GW", "Wh", "kWh", "MWh", "GWh", "Hz", "kHz", "MHz",
                         "GHz", "KB", "kB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "°C", "°F", "°", "%",
-                        "km/h", "m/s", "kph", "mph", "kcal", "\uff05")  # fmt: skip
+                        "km/h", "m/s", "kph", "mph", "kcal", "\uff05", "ºC", "ºF", "° C", "° F", "º C",
+                        "º F")  # fmt: skip
 # Matched case-insensitively: English words longer than two letters, and names in scripts without case (米, 公里).
 _WORD_UNITS: Final = sorted(
     (
@@ -172,6 +195,25 @@ _HAN_MYRIADS: Final = {"亿": 10**8, "億": 10**8, "万": 10**4, "萬": 10**4}  
 
 def _alternation(words: list[str] | tuple[str, ...]) -> str:
     return "|".join(re.escape(word).replace(r"\ ", r"\s+") for word in sorted(words, key=len, reverse=True))
+
+
+def _by_first_letter(words: Iterable[str]) -> str:
+    """A regex matching any of ``words`` after its first letter has matched: ``(?<=f)(?:irst|ifth)|...``.
+
+    A pattern that starts with a character class lets Python's engine skip to candidate positions.
+    """
+    groups = itertools.groupby(sorted(words), key=lambda word: word[0])
+    return (
+        "(?:"
+        + "|".join(f"(?<={first})(?:{_alternation(tuple(w[1:] for w in found))})" for first, found in groups)
+        + ")"
+    )
+
+
+def _first_letters(words: Iterable[str]) -> str:
+    """The character class of the words' first letters, both cases."""
+    firsts = {word[0] for word in words}
+    return "".join(sorted({*firsts, *(letter.upper() for letter in firsts)}))
 
 
 # --------------------------------------------------------------------------- character classes
@@ -210,14 +252,18 @@ _CASED: Final = _char_class(_is_cased_letter)
 
 # Every pattern starts with a character class and checks what precedes it only after that first
 # character: Python's engine then skips to candidate positions instead of trying each one (4x faster).
-_JOINS = rf"[{_CASED}\d_.,/:]"  # a digit after one of these continues a word, number, code or fraction
-_NOT_JOINED = rf"(?<!{_JOINS}\d)(?<![{_CASED}]-\d)"  # checked after a first digit; "F-16" is a code too
+_JOINS = rf"[{_CASED}\d_.,/]"  # a digit after one of these continues a word, number, code or fraction
+# Checked after a first digit; "F-16" is a code too.  A colon joins digits ("12:30") but not a label to its
+# value ("Rotten Tomatoes:81 %", "Population:8,000").
+_NOT_JOINED = rf"(?<!{_JOINS}\d)(?<!\d:\d)(?<![{_CASED}]-\d)"
 _DIGIT_START = rf"\d{_NOT_JOINED}"
 _NOT_BEFORE = rf"(?![{_CASED}\d])"
 _BETWEEN = r"(?P<between>(?<=[Bb]etween\s.))?"  # after a first character: "between 5 and 10" is a range
-_SCALE_WORD = r"(?i:thousand|million|billion|trillion|bn|mn|tn)"
-_SCALE = rf"(?:{_SCALE_WORD}\b|[万萬亿億]|(?<=\d)(?:[kKmMbB]|bn|mn)(?![{_CASED}]))"
-_UNIT = rf"(?:{_alternation(_SYMBOL_UNITS)}|(?i:{_alternation(_WORD_UNITS)}))"
+_SCALE_WORD = r"(?i:dozen|hundred|thousand|million|billion|trillion|lakhs?|crores?|bn|mn|mln|tn)"
+# "5 grand" is money, but "2 Grand Slam titles" and "3 grand prizes" are not.
+_GRAND = r"grand(?!\s+(?:slams?|prix|prizes?|jury|juries|tours?|finals?|masters|total|opening|piano|canyon)\b)"
+_SCALE = rf"(?:(?:{_SCALE_WORD}|{_GRAND})\b|[万萬亿億]|(?<=\d)(?:[kKmMbB]|bn|mn|mln)(?![{_CASED}]))"
+_UNIT = rf"(?:{_alternation(_SYMBOL_UNITS)}|(?<=\d)[CF]|(?i:{_alternation(_WORD_UNITS)}))"
 _CURRENCY_SYMBOL = r"(?:US\$|C\$|A\$|[$€£¥₹])"
 # A number after its first digit: thousands groups ("1,889", "1.889.000", "1'000", "330 000" with a no-break
 # or thin space, Arabic "٬"), then decimals.  A comma is a decimal point only where it cannot group and a
@@ -225,7 +271,8 @@ _CURRENCY_SYMBOL = r"(?:US\$|C\$|A\$|[$€£¥₹])"
 # "divisible by 3,5 and 7", "ethane-1,2-diol").  _plain_number reads a match by the same rules.
 _GROUP_MARKS: Final = "'\u2019\u00a0\u2009\u202f\u066c"
 _NUM_REST = (
-    r"(?:\d{0,2}(?:(?:,\d{3}(?!\d))+(?:[.\u066b]\d+)?"
+    r"(?:\d?(?:,\d\d)+,\d{3}(?!\d)(?:[.\u066b]\d+)?"  # Indian grouping: 5,00,000 (five lakh)
+    r"|\d{0,2}(?:(?:,\d{3}(?!\d))+(?:[.\u066b]\d+)?"
     r"|(?:\.\d{3}(?!\d)){2,}(?:,\d+)?|\.\d{3}(?!\d),\d+"
     rf"|(?:[{_GROUP_MARKS}]\d{{3}}(?!\d))+(?:[.,\u066b]\d+)?)"
     rf"|\d*(?:[.\u066b]\d+|,\d{{1,2}}(?=\s?(?:{_UNIT}|{_SCALE_WORD}|[万萬亿億]|{_CURRENCY_SYMBOL})(?![^\W\d_])))?)"
@@ -248,23 +295,61 @@ _HAN_NUM = (
     rf"(?:(?<=十)(?:{_HAN_DIGIT}|[{_HAN_MULTIPLIERS}])|{_HAN_DIGIT}*[{_HAN_MULTIPLIERS}])"
     rf"(?:{_HAN_DIGIT}|[{_HAN_MULTIPLIERS}])*)"
 )
-_CURRENCY_BEFORE = re.compile(rf"{_CURRENCY_SYMBOL}\s?\Z")
+# A symbol or an ISO code before the number: "$5", "USD 5 million", "GBP 2bn".
+_CURRENCY_BEFORE = re.compile(rf"(?:{_CURRENCY_SYMBOL}|\b(?:USD|EUR|GBP|JPY|INR|CAD|AUD|CHF|CNY|Rs\.?)\s)\s?\Z")
 # After the first number: an optional second one making a range, then scale and unit shared by both.
 _AMOUNT_TAIL = rf"""
     (?P<ord>st|nd|rd|th)?
     (?:\s*(?:--?|\u2013|\u2014|(?i:to|through)|(?(between)(?i:and)|(?!)))\s*{_CURRENCY_SYMBOL}?
        (?P<num2>{_NUM}|(?i:{_WORD_NUM}))(?:st|nd|rd|th)?)?
-    (?:\s?(?P<scale>{_SCALE}))?
-    (?:[ \t]?(?P<unit>{_UNIT}))?
+    (?P<half>\s+and\s+a\s+half\b)?
+    (?:\s?(?P<scale>{_SCALE}(?:\s+{_SCALE_WORD}\b)?))?
+    (?:[ \t]?(?P<unit>{_UNIT})(?P<half_after>\s+and\s+a\s+half\b)?)?
     {_NOT_BEFORE}"""
 _AMOUNT = re.compile(rf"(?P<num>\d{_BETWEEN}{_NOT_JOINED}{_NUM_REST}){_AMOUNT_TAIL}", re.VERBOSE)
+# "one" is a pronoun as often as a number ("one of them"): it is read only where a range starts ("one to three").
 _WORD_AMOUNT = re.compile(
-    rf"""(?P<num>[TtFfSsEeNnDd](?<![{_CASED}].){_BETWEEN}
-    (?i:(?<=t)(?:wo|hree|en|welve|hirteen|wenty|hirty)|(?<=f)(?:our|ive|ourteen|ifteen|orty|ifty)
+    rf"""(?P<num>[TtFfSsEeNnDdOo](?<![{_CASED}].){_BETWEEN}
+    (?i:(?<=o)ne(?=\s*(?:-|\u2013|to|through)\s*(?:{_ONES_WORDS}|ten|\d)\b)
+       |(?<=t)(?:wo|hree|en|welve|hirteen|wenty|hirty)|(?<=f)(?:our|ive|ourteen|ifteen|orty|ifty)
        |(?<=s)(?:ix|even|ixteen|eventeen|ixty|eventy)|(?<=e)(?:ight|leven|ighteen|ighty)|(?<=n)(?:ine|ineteen|inety)
        |(?<=d)ozen)
     (?:(?<=ty)(?:\s*-\s*|\s)(?:{_ONES_WORDS}))?\b){_AMOUNT_TAIL}""",
     re.VERBOSE,
+)
+# Amounts people write in words with "a": "half an hour", "a quarter of a million", "a couple of days", "a score
+# of years", "an hour and a half", "a fortnight".  "a" alone is one only before a scale ("a million") or a unit
+# that "and a half" follows: "once a week", "a day off" state no amount.
+_IDIOM_AMOUNT = re.compile(
+    rf"""(?P<num>[AaHhOoTt](?<![{_CASED}].){_BETWEEN}
+    (?i:(?<=h)alf\s+an?|(?<=a)[\s-]+quarter\s+of\s+an?|(?<=o)ne[\s-]+quarter\s+of\s+an?
+       |(?<=t)hree[\s-]+quarters\s+of\s+an?|(?<=a)\s+couple\s+of
+       |(?<=a)\s+score\s+of(?!\s*\d)|(?<=a)n?(?=\s+(?:{_SCALE_WORD}|fortnight|[a-z]+\s+and\s+a\s+half)\b))
+    ){_AMOUNT_TAIL}""",
+    re.VERBOSE,
+)
+_IDIOM_VALUES: Final = {"a": 1.0, "an": 1.0, "half a": 0.5, "half an": 0.5, "a couple of": 2.0, "a score of": 20.0,
+                        **{f"{whole} {part} of {article}": share for whole, part, share in (
+                            ("a", "quarter", 0.25), ("one", "quarter", 0.25), ("three", "quarters", 0.75))
+                           for article in ("a", "an")}}  # fmt: skip
+# Shares written as fractions: "half of", "two-thirds of", "a quarter of", "one in five": percentages.
+_PARTS: Final = {"half": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5,
+                 "fifths": 5, "sixth": 6, "sixths": 6, "seventh": 7, "sevenths": 7, "eighth": 8, "eighths": 8,
+                 "ninth": 9, "ninths": 9, "tenth": 10, "tenths": 10}  # fmt: skip
+_SHARE_WHOLES: Final = ("a", "an", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "half", "1")
+_SHARE = re.compile(
+    rf"""(?P<whole>[{_first_letters(_SHARE_WHOLES)}](?<![{_CASED}\d.,].)(?i:{_by_first_letter(_SHARE_WHOLES)}
+       (?:(?<!half)[\s-]+(?P<part>{_alternation(tuple(_PARTS))})(?=\s+of\b)
+         |(?<=half)(?=\s+of\b)
+         |(?:(?<=one)|(?<=1))\s+in\s+(?P<base>two|three|four|five|six|seven|eight|nine|ten|a\s+hundred|\d{{1,4}}(?!\d)))
+    ))(?![{_CASED}])""",
+    re.VERBOSE,
+)
+# Before "half of", a word that makes it one part of something: "the second half of", "her better half".
+_PART_OF_A_WHOLE = re.compile(
+    r"\b(?:the|a|an|this|that|its|their|his|her|our|my|your|first|second|last|latter|other|better|top|bottom|upper"
+    r"|lower|back|front|next|final|opening|closing)\s+\Z",
+    re.IGNORECASE,
 )
 _HAN_AMOUNT = re.compile(rf"(?P<num>{_HAN_NUM}){_AMOUNT_TAIL}", re.VERBOSE)
 _MONTH = (
@@ -273,10 +358,31 @@ _MONTH = (
 )
 _MONTH_START = rf"[JFMASOND](?<![{_CASED}].)"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+_FIRST_ORDINALS: Final = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth")
+_TEEN_ORDINALS: Final = ("tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+                         "seventeenth", "eighteenth", "nineteenth")  # fmt: skip
+# Days written as ordinal words: "the third of May", "May twenty-first".
+_DAY_WORDS: Final = {
+    word: day
+    for day, word in enumerate(
+        (*_FIRST_ORDINALS, *_TEEN_ORDINALS, "twentieth", *(f"twenty-{w}" for w in _FIRST_ORDINALS), "thirtieth",
+         "thirty-first"),
+        start=1,
+    )
+}  # fmt: skip
+
+_DAY_WORD = rf"[{_first_letters(_DAY_WORDS)}](?<![{_CASED}].)(?i:{_by_first_letter(_DAY_WORDS)})(?![{_CASED}-])"
 _DATES: Final = (
-    re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?P<day>{_DAY})\b(?:\s?,?\s+(?P<year>\d{{4}})\b)?"),
+    re.compile(
+        rf"(?P<month>{_MONTH_START}{_MONTH})\s+(?:the\s+)?(?P<day>{_DAY}|{_DAY_WORD})\b"
+        rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
+    ),
     re.compile(
         rf"(?P<day>{_DIGIT_START}\d?(?:st|nd|rd|th)?)(?:\s+of)?\s+(?P<month>{_MONTH_START}{_MONTH})\b"
+        rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
+    ),
+    re.compile(
+        rf"(?P<day>{_DAY_WORD})\s+of\s+(?P<month>{_MONTH_START}{_MONTH})\b"
         rf"(?:\s?,?\s+(?P<year>\d{{4}})\b)?"
     ),
     re.compile(rf"(?P<month>{_MONTH_START}{_MONTH})\s?,?\s+(?P<year>\d{{4}})\b"),
@@ -290,10 +396,16 @@ _CJK_DATES: Final = (
     re.compile(rf"(?P<year>{_DIGIT_START}\d{{3}})\s?年\s?(?P<month>\d\d?)\s?月(?:\s?(?P<day>\d\d?)\s?日)?"),
     re.compile(rf"(?P<month>{_DIGIT_START}\d?)\s?月\s?(?P<day>\d\d?)\s?日"),
 )
+# 19:30, 7:30 pm, 7 p.m., 7 o'clock, and 7.30pm (a dot between hour and minutes only before am/pm: "7.30" alone
+# is a decimal number).  "19.30" without am/pm, and "half past seven", are not read.
+_AMPM = r"(?i:[ap]\.m\.|[ap]m)"
 _TIME = re.compile(
-    rf"(?P<hour>\d(?<!{_JOINS}\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?)?"
-    rf"(?:\s?(?P<ampm>(?i:[ap]\.m\.|[ap]m)))?(?![{_CASED}\d:])"
+    rf"(?P<hour>\d(?<!{_JOINS}\d)(?<!\d:\d)\d?)(?::(?P<minute>[0-5]?\d)(?::\d\d)?|\.(?P<dotted>[0-5]\d)(?=\s?{_AMPM}))?"
+    rf"(?:\s?(?P<ampm>{_AMPM})|(?P<oclock>\s?o['\u2019]clock)|\s(?P<word>noon|midday|midnight))?(?![{_CASED}\d:])"
 )
+_TIME_WORDS: Final = {"noon": 12 * 60, "midday": 12 * 60, "midnight": 0}
+# Lowercase only: "Midnight Express" is a name.
+_TIME_WORD = re.compile(rf"(?P<word>[nm](?<![{_CASED}].)(?:(?<=n)oon|(?<=m)id(?:day|night)))(?![{_CASED}])")
 # Spans that look numeric but state nothing checkable: fractions/ratios, citations, references, list
 # markers, and lengths of the answer itself ("a summary in 55 words").  Digit runs are entered at
 # their first digit only: tried from every digit of a long run, each alternative rescans the rest.
@@ -305,6 +417,12 @@ _NOT_CLAIMS = re.compile(
     r"|^[ \t]*\(?\d+[.)]\s",
     re.MULTILINE,
 )
+_CENTS = re.compile(
+    rf"\s+and\s+(?P<cents>\d{{1,2}}|(?i:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-](?:{_ONES_WORDS}))?"
+    rf"|{_ONES_WORDS}|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen))"
+    r"\s+(?i:cents?|pence|centimes?|p)\b"
+)
+_COMPOUND_JOIN = re.compile(r"[ \t]*(?:,?[ \t]+and[ \t]+)?")
 _RANGE_JOIN = re.compile(r"\s*(?:--?|\u2013|\u2014|to|through|until|till)\s*", re.IGNORECASE)
 
 # A name word: a capital, then letters with case or accents written as separate marks (decomposed text),
@@ -327,6 +445,9 @@ _SENTENCE_ENDS = frozenset(".!?:;\n\r\u3002\uff01\uff1f\uff1b\uff1a")
 
 def _parse_number(text: str) -> float:
     words = text.lower().replace("-", " ").split()
+    idiom = _IDIOM_VALUES.get(" ".join(words))
+    if idiom is not None:
+        return idiom
     if words[0] in _NUMBER_WORDS:
         return float(sum(_NUMBER_WORDS.get(word, 0) for word in words))
     return float(_plain_number(text))
@@ -402,21 +523,22 @@ def _precision(num_text: str, factor: float) -> float:
 def _amount_mention(match: re.Match[str]) -> Mention:
     """A number or number range with its optional currency, scale and unit."""
     start, unit, scale_text = match.start(), match["unit"], match["scale"] or ""
-    symbol = _CURRENCY_BEFORE.search(match.string, max(0, start - 4), start)
+    symbol = _CURRENCY_BEFORE.search(match.string, max(0, start - 5), start)
     currency = symbol[0].strip() if symbol else None
-    if scale_text == "m" and not currency:
-        unit, scale_text = unit or "m", ""  # "5m" without a currency is metres; "5M" is a million
-    scale = _SCALES.get(scale_text.lower(), 1.0)
+    if scale_text == "m" and not (currency or (unit and unit.lower() in _CURRENCIES) or _counts(match)):
+        unit, scale_text = unit or "m", ""  # "5m" is metres, but "£5m", "5m euros" and "5m viewers" are millions
+    scale = math.prod(_SCALES.get(word, 1.0) for word in scale_text.lower().split())
     texts = [text for text in (match["num"], match["num2"]) if text]
-    low, high = (_parse_number(text) * scale for text in (texts[0], texts[-1]))
-    # The regex already told case-sensitive symbols apart ("m" matched, "M" did not); tables are lowercase.
-    key = " ".join(unit.lower().split()) if unit else ""
-    if key == "s" and match.string[match.start("unit") - 1].isalnum():
-        key = ""  # "1990s", "90s": a plural, not seconds
+    half = 0.5 if match["half"] or match["half_after"] else 0.0  # "two and a half hours", "an hour and a half"
+    low, high = ((_parse_number(text) + half) * scale for text in (texts[0], texts[-1]))
+    key = _unit_key(match, unit) if unit else ""
+    if key in _POUNDS and (scale != 1.0 or _STERLING.match(match.string, match.end())):
+        currency = "£"  # "30 million pounds" is money: nobody weighs in millions of pounds
     amounts = (low, high)
     factor, year_end = 1.0, _year_range_end(texts, low, high) if scale == 1.0 else 0.0
-    if currency or key in _CURRENCIES:
-        kind, family = Kind.MONEY, f"money:{_CURRENCIES[(currency or key).lower()]}"
+    if currency or key in _CURRENCIES or "grand" in scale_text.lower():
+        code = _CURRENCIES[(currency or key).lower()] if currency or key in _CURRENCIES else IMPLIED_MONEY
+        kind, family = Kind.MONEY, code if code == IMPLIED_MONEY else f"money:{code}"
     elif key in _PERCENT_UNITS:
         kind, family = Kind.PERCENT, "percent"
     elif key in _TEMPERATURE:
@@ -446,6 +568,48 @@ def _amount_mention(match: re.Match[str]) -> Mention:
     )
 
 
+def _idiom_mention(match: re.Match[str]) -> Mention | None:
+    """An amount written with "a" ("half an hour", "a couple of days"); "a"/"half a" need a scale or unit."""
+    counted = match["num"].lower().split()[-1] == "of"  # "a couple of", "a score of": a number of their own
+    return _amount_mention(match) if counted or match["scale"] or match["unit"] else None
+
+
+def _share_mention(match: re.Match[str]) -> Mention | None:
+    """A share written as a fraction, as a percentage: "two-thirds of" is 66.7 %, "one in five" 20 %."""
+    words = match["whole"].lower().replace("-", " ").split()
+    if words == ["half"] and _PART_OF_A_WHOLE.search(match.string, max(0, match.start() - 30), match.start()):
+        return None  # "the second half of the match" is a part, not a share
+    if match["base"]:
+        base = _parse_number(match["base"].lower().removeprefix("a").strip())  # "one in a hundred"
+        if not base:
+            return None
+        share = 1.0 / base
+    elif words == ["half"]:
+        share = 0.5
+    else:
+        share = _IDIOM_VALUES.get(words[0], 0.0) or _parse_number(words[0])
+        share /= _PARTS[words[-1]]
+    value = share * 100.0
+    return Mention(Kind.PERCENT, match.start(), match.end(), match[0], value, value, "percent", (round(value, 1),))
+
+
+def _unit_key(match: re.Match[str], unit: str) -> str:
+    """A matched unit as the tables spell it: lowercase, one space between words, degrees as ``°c``."""
+    # The regex already told case-sensitive symbols apart ("m" matched, "M" did not); tables are lowercase.
+    key = " ".join(unit.lower().replace("º", "°").split())
+    if key.startswith("° "):
+        key = key.replace(" ", "")  # "25° C"
+    if key == "s" and match.string[match.start("unit") - 1].isalnum():
+        return ""  # "1990s", "90s": a plural, not seconds
+    return key
+
+
+def _counts(match: re.Match[str]) -> bool:
+    """Whether a plural noun follows the amount: what "5m" then counts in millions ("5m viewers")."""
+    following = _COUNTED.match(match.string, match.end())
+    return following is not None and following["word"].lower() not in _NOT_COUNTED
+
+
 def _is_year(text: str) -> bool:
     return text.isdigit() and len(text) == 4 and _YEAR_RANGE[0] <= int(text) <= _YEAR_RANGE[1]
 
@@ -462,8 +626,10 @@ def _year_range_end(texts: list[str], low: float, high: float) -> float:
 
 def _time_mention(match: re.Match[str]) -> Mention | None:
     """A time of day in minutes after midnight; a bare number with neither minutes nor am/pm is not one."""
-    minute, ampm = match["minute"], (match["ampm"] or "").lower()
-    if minute is None and not ampm:
+    minute, ampm = match["minute"] or match["dotted"], (match["ampm"] or "").lower()
+    if match["word"]:
+        return _time_word_mention(match) if match["hour"] == "12" else None  # "12 noon", "12 midnight"
+    if minute is None and not ampm and not match["oclock"]:
         return None
     hour = int(match["hour"])
     if hour > 24:
@@ -472,8 +638,17 @@ def _time_mention(match: re.Match[str]) -> Mention | None:
         hour += 12
     elif ampm.startswith("a") and hour == 12:
         hour = 0
-    value = float(hour * 60 + int(minute or 0))
+    value = float((hour * 60 + int(minute or 0)) % _DAY_MINUTES)  # 24:00 is midnight
     return Mention(Kind.TIME, match.start(), match.end(), match[0], value, value, "time", (float(match["hour"]),))
+
+
+_DAY_MINUTES: Final = 24 * 60
+
+
+def _time_word_mention(match: re.Match[str]) -> Mention:
+    """Noon, midday or midnight, as minutes after midnight."""
+    value = float(_TIME_WORDS[match["word"]])
+    return Mention(Kind.TIME, match.start(), match.end(), match[0], value, value, "time", (12.0,))  # "12 am/pm"
 
 
 def _date_mention(match: re.Match[str]) -> Mention | None:
@@ -481,7 +656,8 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     groups = match.groupdict()
     month_text = groups["month"]
     month = int(month_text) if month_text.isdigit() else _MONTHS[month_text[:3].lower()]
-    day = int(groups["day"].rstrip("stndrh")) if groups.get("day") else 0
+    day_text = groups.get("day") or ""
+    day = _DAY_WORDS.get(day_text.lower()) or int(day_text.rstrip("stndrh") or 0)
     year = int(groups["year"]) if groups.get("year") else 0
     if (year and not _YEAR_RANGE[0] <= year <= _YEAR_RANGE[1]) or not 1 <= month <= 12 or day > 31:
         return None
@@ -535,10 +711,13 @@ _EXTRACTORS: Final = (
     *(_Extractor(pattern, _date_mention) for pattern in _DATES),
     *(_Extractor(pattern, _date_mention, needs="月") for pattern in _CJK_DATES),
     _Extractor(_TIME, _time_mention),
+    _Extractor(_TIME_WORD, _time_word_mention),
     _Extractor(_FIELD_AMOUNT, _field_mention, needs=":"),  # before _AMOUNT: the same number, typed
     _Extractor(_AMOUNT, _amount_mention),
     _Extractor(_WORD_AMOUNT, _amount_mention),
     _Extractor(_HAN_AMOUNT, _amount_mention, needs=_HAN_MULTIPLIERS),
+    _Extractor(_IDIOM_AMOUNT, _idiom_mention),
+    _Extractor(_SHARE, _share_mention),
 )
 
 
@@ -567,7 +746,7 @@ def extract_values(text: str) -> list[Mention]:
         if start >= taken_until:
             chosen.append(mention)
             taken_until = mention.end
-    return _merge_ranges(text, chosen)
+    return _merge_ranges(text, _merge_compounds(text, _add_cents(text, chosen)))
 
 
 class _Spans:
@@ -585,6 +764,64 @@ class _Spans:
         """Whether a span starting before ``end`` reaches past ``start``."""
         before = bisect.bisect_left(self._starts, end)
         return bool(before) and self._ends_so_far[before - 1] > start
+
+
+def _add_cents(text: str, mentions: list[Mention]) -> list[Mention]:
+    """Read "twelve euros and fifty cents" (or pence, centimes) as 12.50: the hundredths of the amount before."""
+    read: list[Mention] = []
+    for mention in mentions:
+        if read and mention.start < read[-1].end:
+            continue  # the cents of the amount before
+        cents = _CENTS.match(text, mention.end) if mention.kind is Kind.MONEY and mention.low == mention.high else None
+        if cents is not None:
+            value, end = mention.low + _parse_number(cents["cents"]) / 100, cents.end()
+            mention = replace(mention, end=end, text=text[mention.start : end], low=value, high=value,
+                              amounts=(*mention.amounts, value))  # fmt: skip
+        read.append(mention)
+    return read
+
+
+def _merge_compounds(text: str, mentions: list[Mention]) -> list[Mention]:
+    """Add up one quantity written in parts of smaller units: "2 h 5 min", "1 hour and 30 minutes", "3 kg 200 g".
+
+    The later part must be in a smaller unit and less than one of the earlier part's units, so a list of
+    distances ("10 km and 5 km") stays a list.
+    """
+    merged: list[Mention] = []
+    for mention in mentions:
+        previous = merged[-1] if merged else None
+        if (
+            previous is not None
+            and _adds_to(previous, mention)
+            and _COMPOUND_JOIN.fullmatch(text, previous.end, mention.start)
+        ):
+            merged[-1] = replace(
+                previous,
+                end=mention.end,
+                text=text[previous.start : mention.end],
+                low=previous.low + mention.low,
+                high=previous.high + mention.high,
+                amounts=previous.amounts + mention.amounts,
+                precision=max(previous.precision, mention.precision),
+            )
+        else:
+            merged.append(mention)
+    return merged
+
+
+def _adds_to(whole: Mention, part: Mention) -> bool:
+    """Whether ``part`` can be the smaller-unit rest of ``whole``: one dimension, a smaller unit, less than one."""
+    if not (
+        whole.kind is part.kind is Kind.QUANTITY
+        and whole.family == part.family != "quantity:temperature"
+        and whole.low == whole.high
+        and part.low == part.high
+        and whole.amounts[0]
+        and part.amounts[0]
+    ):
+        return False
+    unit = whole.low / whole.amounts[0]
+    return part.low / part.amounts[0] < unit and part.low < unit
 
 
 def _merge_ranges(text: str, mentions: list[Mention]) -> list[Mention]:
@@ -615,6 +852,21 @@ def _merge_ranges(text: str, mentions: list[Mention]) -> list[Mention]:
         else:
             merged.append(mention)
     return merged
+
+
+def comparable(family: str, other: str) -> bool:
+    """Whether values of two families may support or contradict each other.
+
+    The same family; two amounts of money where one's currency is only implied ("5 grand" and
+    "£5,000"): an implied currency never contradicts a stated one, the amounts decide; and a date
+    with a date that writes fewer of its parts ("June 14, 1998" and "14 June"): they differ where
+    the parts they share differ.
+    """
+    if family == other:
+        return True
+    if family.startswith("date:") and other.startswith("date:"):
+        return set(other[5:]) < set(family[5:])
+    return IMPLIED_MONEY in (family, other) and family.startswith(IMPLIED_MONEY) and other.startswith(IMPLIED_MONEY)
 
 
 def extract_names(text: str, numeric: Sequence[Mention]) -> Iterator[Mention]:

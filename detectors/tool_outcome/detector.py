@@ -12,7 +12,7 @@ by sentence:
   "confirmed", "all set");
 * the answer **reports** a failure when it says anything of the kind anywhere ("failed",
   "unable", "couldn't", "unfortunately", "error", "try again", "sold out"), or passes on a
-  number of the error that the request did not hold ("shall I take 21:15?").
+  value of the error that the request did not hold ("shall I take 21:15?", or "9.15pm").
 
 Scores, highest wins:
 
@@ -45,6 +45,7 @@ from detectors.llm_call import LLMCall
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
 from detectors.text.prose import Sentence, key_words, split_sentences, word_list
+from detectors.text.quantities import extract_values
 from detectors.tool_outcome import DETECTOR, ToolOutcomeConfig
 from detectors.tool_runs import FAILURE_STATUSES, Outcome, ToolRun, current_turn, tool_runs
 
@@ -88,7 +89,6 @@ _REPORTS_FAILURE = re.compile(
     r"(?:is|are|was|were) full|fully booked|sold out|no longer available|not found|invalid|expired|insufficient)\b"
 )
 _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)?")
-_DETAIL = re.compile(r"\d+(?:[:.,]\d+)*")  # numbers and times: an error's details an answer can pass on
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ class ToolOutcomeDetector(Detector):
     """Flags answers that claim success for tools that failed or never ran, or hide a failure."""
 
     name = "tool_outcome"
-    version = "1.0.0"
+    version = "1.1.0"
 
     def __init__(self, config: ToolOutcomeConfig, threshold: float, *, language: str = "en") -> None:
         self._threshold = checked_threshold(threshold)
@@ -149,8 +149,9 @@ def _reports_failure(call: LLMCall, runs: Sequence[ToolRun]) -> bool:
     """Whether the answer tells of a failure: in so many words, or by passing on what the error said.
 
     "Shall I take 21:15?" after ``No table free at 19:30; next free slot 21:15`` reports it
-    without a word of the failure vocabulary: it passes on a number of the error (21:15) that
-    the request did not hold (19:30 is the request's: a claim repeats that one).
+    without a word of the failure vocabulary: it passes on a value of the error (21:15, or 9.15pm
+    as the answer may write it) that the request did not hold (19:30 is the request's: a claim
+    repeats that one).
     """
     text = call.answer.lower()
     if _REPORTS_FAILURE.search(text):
@@ -158,8 +159,13 @@ def _reports_failure(call: LLMCall, runs: Sequence[ToolRun]) -> bool:
     asked = " ".join(
         [call.prompt, *(tool.arguments or "" for m in current_turn(call.input_messages) for tool in m.tool_calls)]
     )
-    details = {d for run in runs if run.outcome is Outcome.FAILED for d in _DETAIL.findall(run.reason)}
-    return bool((details - set(_DETAIL.findall(asked))) & set(_DETAIL.findall(text)))
+    details = {d for run in runs if run.outcome is Outcome.FAILED for d in _details(run.reason)}
+    return bool((details - _details(asked)) & _details(call.answer))
+
+
+def _details(text: str) -> set[tuple[str, float, float]]:
+    """The values of a text as normalized: "9.15pm" in an answer passes on "21:15" of an error."""
+    return {(str(value.kind), value.low, value.high) for value in extract_values(text)}
 
 
 def _claims_done(sentence: str, tool: str) -> bool:

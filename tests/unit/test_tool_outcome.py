@@ -86,6 +86,15 @@ def test_an_answer_passing_on_what_the_error_said_reports_it_and_a_claim_repeati
     assert detect(detector, claimed).score == 1.0
 
 
+def test_an_error_value_passed_on_as_people_write_it_reports_the_failure(detector: ToolOutcomeDetector) -> None:
+    table = ToolCall("book_table", '{"restaurant": "Casa Lisboa", "people": 2, "time": "19:30"}', "t1")
+    full = '{"error": "No table free at 19:30; next free slot 21:15"}'
+    offered = agent_call("The earliest is 9.15pm. Shall I take that?", ("t1", full), calls=(table,))
+    assert not detect(detector, offered).flagged
+    repeated = agent_call("Your table is set for 7.30pm.", ("t1", full), calls=(table,))  # the request's 19:30
+    assert detect(detector, repeated).flagged
+
+
 def test_a_failure_the_answer_leaves_unsaid_is_flagged_below_a_claim(detector: ToolOutcomeDetector) -> None:
     weather = ToolCall("get_weather", '{"city": "Paris"}', "w1")
     call = agent_call("It is 18 degrees and sunny in Paris.", ("w1", "Error: upstream timeout"), calls=(weather,))
