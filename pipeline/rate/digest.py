@@ -1,9 +1,11 @@
 """The Slack digest "N calls to review": the review queue's next calls for an application, with verdict buttons.
 
-The buttons are the alerts' ("Confirmed hallucination" / "False alarm", the same interaction
-endpoint, :mod:`pipeline.ui.slack_actions`); their value also carries how the call was drawn,
-so a verdict given in Slack joins the audit sample like one given on the review page.  Each
-call's buttons sit in a block of their own, which the verdict replaces.
+The buttons post to the alerts' interaction endpoint (:mod:`pipeline.ui.slack_actions`) but
+read "Hallucinated" / "Faithful", as on the review page: a call drawn at random was not flagged,
+so a faithful one is no false alarm.  Their value also carries how the call was drawn, so a
+verdict given in Slack joins the audit sample like one given on the review page; the message
+itself names no stratum, which would tell the reviewer the call's probability before the verdict.
+Each call's buttons sit in a block of their own, which the verdict replaces.
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ def digest_message(app: str, calls: Sequence[Drawn], ui_base_url: str) -> tuple[
     for number, call in enumerate(calls, 1):
         where = f"<{base}/trace/{call.trace_id}|trace {call.trace_id[:12]}>" if base else f"trace `{call.trace_id}`"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": (
-            f"*{number}.* {where} · span `{call.span_id}` · stratum {escape_mrkdwn(call.stratum)}")}})  # fmt: skip
+            f"*{number}.* {where} · span `{call.span_id}`")}})  # fmt: skip
         value = json.dumps(
             {"trace_id": call.trace_id, "span_id": call.span_id, "detector": "", "stratum": call.stratum,
              "inclusion_probability": round(call.inclusion_probability, 6)},
             separators=(",", ":"),
         )  # fmt: skip
         blocks.append({"type": "actions", "block_id": f"{VERDICT_BLOCK_ID}:{number}", "elements": [
-            button("Confirmed hallucination", CONFIRM_ACTION, value, style="danger"),
-            button("False alarm", FALSE_ALARM_ACTION, value),
+            button("Hallucinated", CONFIRM_ACTION, value, style="danger"),
+            button("Faithful", FALSE_ALARM_ACTION, value),
         ]})  # fmt: skip
     return text, blocks

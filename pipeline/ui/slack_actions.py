@@ -191,8 +191,15 @@ def _user(user: Any) -> str:
 
 
 def verdict_line(label: Label) -> str:
-    """What replaces the buttons: the verdict, who gave it, when (mrkdwn, escaped)."""
-    verdict = "✅ Confirmed hallucination" if label.hallucinated else "❎ False alarm"
+    """What replaces the buttons: the verdict, who gave it, when (mrkdwn, escaped).
+
+    A verdict on a review digest's call (drawn for the audit, so with a stratum) is about a call
+    that may not have been flagged: it reads "Hallucinated" / "Faithful", an alert's as a confirmation.
+    """
+    if label.stratum:
+        verdict = "✅ Hallucinated" if label.hallucinated else "❎ Faithful"
+    else:
+        verdict = "✅ Confirmed hallucination" if label.hallucinated else "❎ False alarm"
     when = label.labelled_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return f"{verdict} by @{escape_mrkdwn(label.labeller)} · {when}"
 

@@ -63,6 +63,9 @@ def test_the_digest_posts_five_drawn_calls_and_a_click_joins_the_audit_sample(
         assert [b["block_id"] for b in rows] == [f"{VERDICT_BLOCK_ID}:{n}" for n in range(1, 6)]
         drawn = [json.loads(row["elements"][0]["value"]) for row in rows]
         assert len({(d["trace_id"], d["span_id"]) for d in drawn}) == 5
+        # Judged as on the review page: no stratum shown (it tells the probability), no "false alarm" to click.
+        assert "stratum" not in json.dumps([b.get("text") for b in blocks])
+        assert [[e["text"]["text"] for e in row["elements"]] for row in rows] == [["Hallucinated", "Faithful"]] * 5
         # The queue's shares: the alerted calls and the calls nobody flagged both come up.
         strata = [d["stratum"] for d in drawn]
         assert "alerted" in strata and "p 0.00-0.10" in strata
@@ -98,6 +101,7 @@ def test_the_digest_posts_five_drawn_calls_and_a_click_joins_the_audit_sample(
     ).result_rows
     assert stored == [(second["span_id"], True, "dana", "slack", second["stratum"], second["inclusion_probability"])]
     replaced = update.body["blocks"]
+    assert "✅ Hallucinated by @dana" in json.dumps(replaced, ensure_ascii=False)
     assert [b.get("block_id") for b in replaced if b["type"] == "actions"] == [
         f"{VERDICT_BLOCK_ID}:{n}" for n in (1, 3, 4, 5)
     ]
