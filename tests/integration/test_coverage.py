@@ -74,4 +74,4 @@ def test_a_french_answer_a_long_source_and_a_factual_prompt_without_sources_are_
     ):
         assert reason in unverified, unverified
     # Only the call the detectors could check is in the rate's population.
-    assert "of 1 calls" in next(line for line in lines if "model-based rate" in line)
+    assert "of 1 call)" in next(line for line in lines if "model-based rate" in line)
