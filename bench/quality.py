@@ -240,7 +240,10 @@ def false_alarm_row(name: str, side: str, records: list[EvalRecord], outputs: li
     faithful = [i for i in alerted if records[i].hallucinated is False]
     false_alarms = [i for i in faithful if alerted[i]]
     documents = Counter(records[i].context for i in false_alarms)
-    phrases = Counter(span["text"].lower() for i in false_alarms for span in outputs[i].spans if span.get("text"))
+    # One line each: a phrase across paragraphs would break the table's row.
+    phrases = Counter(
+        " ".join(span["text"].lower().split()) for i in false_alarms for span in outputs[i].spans if span.get("text")
+    )
     largest = max(documents.values(), default=0)
     return (
         f"| {name} | {side} | {len(faithful)} | {len(false_alarms)} | **{len(documents)}** | {largest} "
