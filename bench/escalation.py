@@ -40,20 +40,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recalibration import DATA, WITH_CONTEXT, Record, draw, refit, scored_once
+from recalibration import Application, Record, draw, refit, shared_sets
 
-from detectors.thresholds import load_thresholds
 from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.proposals import held_back
-from pipeline.config.settings import load_settings
 from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
 from pipeline.escalation.budget import BudgetLimits, JudgeBudget, LocalCounter
 from pipeline.escalation.judge_weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.offline.evaluate import read_records
 from pipeline.offline.train import VERDICT_SETS, held_out
-from pipeline.rate.sampler import Strata
 
 ROUTES = ("page", "slack")
 
@@ -182,16 +179,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="scoring workers, where a set is not kept")
     parser.add_argument("--json", action="store_true", help="one JSON object per setting (else a markdown table)")
     args = parser.parse_args()
-    files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
-    settings = load_settings()
-    routing = RouteTargets.from_settings(settings.alerting)
-    shipped = load_thresholds(settings.thresholds_file).alert_probability
-    strata = Strata.configured(settings.review)
+    app = Application.configured()
     rows = []
-    for path in files:
-        records = scored_once(path, args.scored, args.workers, strata, routing, shipped)
+    for path in args.files or shared_sets():
+        records = app.scored(path, args.scored, args.workers)
         held = {r.id for r in read_records(path) if held_out(r)}
-        for row in run_set(path.stem, records, held, args, routing, shipped, settings.review.map_shrinkage):
+        for row in run_set(path.stem, records, held, args, app.routing, app.shipped, app.shrinkage):
             if args.json:
                 print(json.dumps(row), flush=True)
             rows.append(row)

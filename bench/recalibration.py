@@ -97,6 +97,33 @@ def scored_once(path: Path, keep: Path | None, workers: int, strata: Strata, rou
     return records
 
 
+def shared_sets() -> list[Path]:
+    """The shared labelled sets with context, as the benches read them by default."""
+    return [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
+
+
+@dataclass(frozen=True, slots=True)
+class Application:
+    """What the benches play a labelled set as: one application under the default settings."""
+
+    routing: RouteTargets
+    shipped: dict[str, float]
+    strata: Strata
+    shrinkage: float
+
+    @classmethod
+    def configured(cls) -> Application:
+        """The default settings' routes, shipped minimums, review strata and map shrinkage."""
+        settings = load_settings()
+        return cls(RouteTargets.from_settings(settings.alerting),
+                   load_thresholds(settings.thresholds_file).alert_probability,
+                   Strata.configured(settings.review), settings.review.map_shrinkage)  # fmt: skip
+
+    def scored(self, path: Path, keep: Path | None, workers: int) -> list[Record]:
+        """:func:`scored_once` for this application."""
+        return scored_once(path, keep, workers, self.strata, self.routing, self.shipped)
+
+
 def draw(records: Sequence[Record], count: int, seed: int) -> list[tuple[Record, float]]:
     """``count`` records as the review queue serves them, each with its inclusion probability (k / N)."""
     rng = np.random.default_rng(seed)
@@ -255,16 +282,12 @@ def main() -> None:
     parser.add_argument("--scored", type=Path, metavar="DIR", help="keep each set's scores in DIR; reuse those there")
     parser.add_argument("--markdown", action="store_true", help=f"write the results as the {SECTION!r} of QUALITY.md")
     args = parser.parse_args()
-    files = args.files or [DATA / name / f"{name}.jsonl" for name in WITH_CONTEXT]
     counts = [int(n) for n in args.verdicts.split(",")]
-    settings = load_settings()
-    routing = RouteTargets.from_settings(settings.alerting)
-    shipped = load_thresholds(settings.thresholds_file).alert_probability
-    strata = Strata.configured(settings.review)
+    app = Application.configured()
     out = []
-    for path in files:
-        records = scored_once(path, args.scored, args.workers, strata, routing, shipped)
-        rows = run_set(path.stem, records, counts, args.seeds, routing, shipped, settings.review.map_shrinkage)
+    for path in args.files or shared_sets():
+        records = app.scored(path, args.scored, args.workers)
+        rows = run_set(path.stem, records, counts, args.seeds, app.routing, app.shipped, app.shrinkage)
         for row in rows:
             print(json.dumps(row), flush=True)
         out += rows
