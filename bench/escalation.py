@@ -12,7 +12,7 @@ held-out documents, which no verdict and no fit saw.
 The judge is simulated: on each record it answers the record's label with probability
 ``--judge-accuracy`` and the other label otherwise.  The budget is ``--judge-share`` of the
 calls, given per minute of traffic (``--window`` calls a minute, in a random order) through
-:class:`pipeline.escalation.budget.JudgeBudget`; each minute the band's most valuable calls go
+:class:`pipeline.judge.budget.JudgeBudget`; each minute the band's most valuable calls go
 to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
 "Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
 
@@ -47,8 +47,8 @@ from pipeline.agreement.rules import AgreementRule
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.proposals import held_back
 from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
-from pipeline.escalation.budget import BudgetLimits, JudgeBudget, LocalCounter
-from pipeline.escalation.judge_weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
+from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
+from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.offline.evaluate import read_records
 from pipeline.offline.train import VERDICT_SETS, held_out
 

@@ -91,6 +91,23 @@ CONSISTENCY_PAUSED = Gauge(
 CONSISTENCY_DONE = Counter("halluwatch_consistency_done", "Sampled calls judged, their findings durable")
 LLM_REQUESTS = Counter("halluwatch_llm_requests", "Requests to the sampled detectors' LLM endpoint", ["outcome"])
 LLM_TOKENS = Counter("halluwatch_llm_tokens", "Tokens the LLM endpoint reported used", ["kind"])
+ESCALATIONS = Counter(
+    "halluwatch_escalations",
+    "Calls whose route the judge's answer could change (or coverage left unverified): sent to the judge, or"
+    " over_budget",
+    ["app", "reason", "outcome"],
+)
+JUDGE_ANSWERS = Counter(
+    "halluwatch_judge_answers", "The judge's answers on escalated calls (unknown: none usable)", ["app", "judgment"]
+)
+JUDGE_TOKENS = Counter("halluwatch_judge_tokens", "Tokens the judge's answers cost", ["app"])
+JUDGE_SECONDS = Histogram("halluwatch_judge_seconds", "Time from a judge call's start to its answer")
+JUDGE_BUDGET_LEFT = Gauge(
+    "halluwatch_judge_budget_left",
+    "What an application may still spend on the judge on this worker: calls this minute, tokens today",
+    ["app", "kind"],
+)
+DECISIONS_HELD = Gauge("halluwatch_decisions_held", "Traces whose alert decision waits for a judgment")
 FINDINGS_EXPORTED = Counter(
     "halluwatch_findings_exported",
     "Findings sent as OTLP evaluation events: sent, failed (endpoint refused or unreachable), dropped (queue full),"

@@ -17,6 +17,12 @@ Only findings that say "hallucinated" count: status ``ok``, flagged, and not fro
 detector whose flag means something else (the sentinel's and the coverage detector's "unverified").  Findings of the
 spans stage also carry their call's ``p_hallucination``; a trace keeps the highest, which
 rules with a ``min_probability`` require besides their detectors.
+
+A call escalated to the judge (:mod:`pipeline.escalation`) holds its trace's decision: the
+``escalation`` finding says until when.  The judge's finding, or the deadline passing
+(:meth:`AgreementRule.release`), ends the hold, and the rules then run once on the flags and the
+probability with the judgment weighed in: its "hallucinated" is one more flag, and either answer
+moves p by the judge's weight from the application's map (none while the judge has none).
 """
 
 from __future__ import annotations
@@ -28,16 +34,28 @@ from typing import Any
 
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE, threshold_relative
 from pipeline.alerting.alert import Alert, DetectorEvidence
-from pipeline.config.alerting import ROUTE_PROBABILITY, AlertingSettings, AlertRule
+from pipeline.config.alerting import JUDGE, ROUTE_PROBABILITY, AlertingSettings, AlertRule
 from pipeline.config.policy import DEFAULT_POLICY
 from pipeline.config.policy_book import PolicyBook
+from pipeline.judge.records import ESCALATION, deadline_of, judgment_in
+from pipeline.judge.weight import SHIPPED_PRIOR, JudgeWeight, Judgment
 from pipeline.rate.maps import AppMap, AppMaps
 from pipeline.sinks.finding import Finding, as_probability
 
 
 def counts_toward_agreement(finding: Finding) -> bool:
-    """Whether a findings record is a hallucination flag the rule may combine."""
-    return finding.status == "ok" and finding.flagged and finding.detector not in NOT_HALLUCINATION_EVIDENCE
+    """Whether a findings record is a hallucination flag the rule may combine (the judge's is weighed apart)."""
+    return (
+        finding.status == "ok"
+        and finding.flagged
+        and finding.detector not in NOT_HALLUCINATION_EVIDENCE
+        and finding.detector != JUDGE
+    )
+
+
+def bears_on_decision(finding: Finding) -> bool:
+    """Whether the agreement stage must fold a findings record: a flag, an escalation sent, or a judgment."""
+    return counts_toward_agreement(finding) or deadline_of(finding) is not None or finding.detector == JUDGE
 
 
 @dataclass(slots=True)
@@ -53,6 +71,8 @@ class TraceState:
     flags: dict[str, DetectorEvidence] = field(default_factory=dict)
     fired: list[str] = field(default_factory=list)
     probability: float | None = None  # the highest p_hallucination of the trace's calls seen so far
+    awaiting_until: float | None = None  # unix seconds: the decision waits for the judge until then
+    judgment: str = ""  # the judge's answer once in ("unknown" also when the deadline passed); "": none
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for the table's changelog."""
@@ -66,6 +86,8 @@ class TraceState:
             "flags": [flag.to_dict() for flag in self.flags.values()],
             "fired": list(self.fired),
             "probability": self.probability,
+            "awaiting_until": self.awaiting_until,
+            "judgment": self.judgment,
         }
 
     @classmethod
@@ -82,7 +104,29 @@ class TraceState:
             flags={flag.detector: flag for flag in flags},
             fired=[str(name) for name in raw.get("fired", ())],
             probability=as_probability(raw.get("probability")),
+            awaiting_until=_seconds(raw.get("awaiting_until")),
+            judgment=str(raw.get("judgment") or "") if raw.get("judgment") in set(Judgment) else "",
         )
+
+    def holding(self, now: float) -> bool:
+        """Whether the decision still waits for the judge."""
+        return self.awaiting_until is not None and now < self.awaiting_until
+
+    def await_judgment(self, deadline: float) -> bool:
+        """Hold the decision until ``deadline`` unless the judge already answered; whether that changed anything."""
+        if self.judgment or (self.awaiting_until is not None and self.awaiting_until >= deadline):
+            return False
+        self.awaiting_until = deadline
+        return True
+
+    def take_judgment(self, judgment: Judgment, flag: DetectorEvidence) -> bool:
+        """The judge's answer ends the hold (only the first counts: the decision is made once)."""
+        if self.judgment:
+            return False
+        self.judgment, self.awaiting_until = str(judgment), None
+        if judgment is Judgment.HALLUCINATED:
+            self.flags[JUDGE] = flag
+        return True
 
     def raise_probability(self, probability: float | None) -> bool:
         """Keep ``probability`` if it is the highest yet; whether it was."""
@@ -189,7 +233,7 @@ class AgreementRule:
         """
         changed = False
         for finding in findings:
-            if not counts_toward_agreement(finding):
+            if not bears_on_decision(finding):
                 continue
             if state is None or self.expired(state.first_seen, now):
                 state = TraceState(
@@ -201,24 +245,53 @@ class AgreementRule:
                     policy=finding.policy,
                 )
             changed |= state.raise_probability(finding.p_hallucination)
+            if finding.detector == ESCALATION:
+                changed |= state.await_judgment(deadline_of(finding) or now)
+                continue
             flag = _evidence(finding)
+            if finding.detector == JUDGE:
+                changed |= state.take_judgment(judgment_in(finding), flag)
+                continue
             held = state.flags.get(flag.detector)
             if held is None or _strength(flag) > _strength(held):  # else a repeat, or a weaker flag
                 state.flags[flag.detector] = flag
                 changed = True
         if state is None or not changed:
             return Decision(None)
+        return self._decide(state, now)
+
+    def release(self, state: TraceState, now: float) -> Decision:
+        """Decide a held trace without its judgment once its deadline passed (unchanged before then)."""
+        if state.awaiting_until is None or state.holding(now):
+            return Decision(None)
+        state.judgment, state.awaiting_until = str(Judgment.UNKNOWN), None
+        return self._decide(state, now)
+
+    def _decide(self, state: TraceState, now: float) -> Decision:
+        if state.holding(now):
+            return Decision(state)
         rule = self.rule_to_fire(state)
         if rule is None:
             return Decision(state)
         state.fired.append(rule.name)
         return Decision(state, self._alert(state, rule, now))
 
+    def weight_of(self, policy: str) -> JudgeWeight:
+        """The judge's weight for ``policy``'s calls: its applied map's, else the shipped prior."""
+        applied = self._app_maps.of(policy) if self._app_maps is not None else None
+        return applied.judge if applied is not None else SHIPPED_PRIOR
+
+    def signals(self, state: TraceState) -> tuple[dict[str, DetectorEvidence], float | None]:
+        """The flags and the probability the rules read: the judgment weighed in (a weightless judge is no flag)."""
+        weight = self.weight_of(state.policy)
+        flags = state.flags if weight.weighs else {k: v for k, v in state.flags.items() if k != JUDGE}
+        return flags, weight.apply(state.probability, Judgment(state.judgment or Judgment.UNKNOWN))
+
     def rule_to_fire(self, state: TraceState) -> AlertRule | None:
         """The first matching rule of the trace's policy, unless it or a higher-priority rule already fired."""
         rules = self.rules_of(state.policy).rules
-        severities = {name: flag.severity for name, flag in state.flags.items()}
-        rule = self.first_match(severities, state.probability, state.policy)
+        flags, probability = self.signals(state)
+        rule = self.first_match({name: flag.severity for name, flag in flags.items()}, probability, state.policy)
         if rule is None:
             return None
         already = {r.name for r in rules[: rules.index(rule) + 1]}
@@ -235,8 +308,9 @@ class AgreementRule:
         return self.rules_of(policy).route_of(rule)
 
     def _alert(self, state: TraceState, rule: AlertRule, now: float) -> Alert:
+        flags, probability = self.signals(state)
         ordered = sorted(
-            state.flags.values(), key=lambda f: (-f.severity, -threshold_relative(f.score, f.threshold), f.detector)
+            flags.values(), key=lambda f: (-f.severity, -threshold_relative(f.score, f.threshold), f.detector)
         )
         return Alert(
             trace_id=state.trace_id,
@@ -249,8 +323,12 @@ class AgreementRule:
             detectors=tuple(ordered),
             created_at=datetime.fromtimestamp(now, tz=UTC),
             policy=state.policy,
-            p_hallucination=state.probability,
+            p_hallucination=probability,
         )
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _evidence(finding: Finding) -> DetectorEvidence:

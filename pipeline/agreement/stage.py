@@ -19,7 +19,7 @@ import faust
 from faust.types import Message, StreamT
 
 from pipeline import metrics
-from pipeline.agreement.rules import AgreementRule, TraceState, counts_toward_agreement
+from pipeline.agreement.rules import AgreementRule, Decision, TraceState, bears_on_decision
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.stream import StreamSettings
@@ -53,6 +53,7 @@ class AgreementStage:
         alerts_topic: faust.TopicT,
         dead_letter: DeadLetterSender,
         app_maps: AppMaps | None = None,
+        release_check_seconds: float = 5.0,
     ) -> None:
         self._stream = stream
         self.rule = AgreementRule.from_settings(config, policies, app_maps)
@@ -65,6 +66,7 @@ class AgreementStage:
         self.alerts_published = 0
         app.agent(findings_topic, name="halluwatch.agreement")(self._consume)
         app.timer(min(60.0, config.window_seconds / 2))(self._expire)
+        app.timer(release_check_seconds)(self._release)
 
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._stream
@@ -83,7 +85,7 @@ class AgreementStage:
                 await self._dead_letter(message, "malformed_finding", f"not findings records: {exc}")
                 continue
             for finding in findings:
-                if counts_toward_agreement(finding):  # all the rule reads: a trace without flags needs no state
+                if bears_on_decision(finding):  # all the rule reads: a trace without flags needs no state
                     by_trace[finding.trace_id].append(finding)
             records += len(findings)
         for trace_id, findings in by_trace.items():
@@ -95,7 +97,9 @@ class AgreementStage:
         """Fold a trace's findings into its state; publish an alert when a rule fires."""
         key = trace_id.encode()
         held = self.states.get(key)
-        decision = self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time())
+        await self._settle(key, self.rule.apply(TraceState.from_dict(held) if held else None, findings, time.time()))
+
+    async def _settle(self, key: bytes, decision: Decision) -> None:
         if decision.alert is not None:
             # Applied once, here, by the alert's policy: the alerts topics, the alerts table and every message
             # then carry the same.
@@ -104,15 +108,35 @@ class AgreementStage:
             await publish(self.alerts_topic, key, alert.to_json(), self._stream.write_retry_max_seconds)
             metrics.ALERTS.labels(alert.rule, alert.route).inc()
             self.alerts_published += 1
-            logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, trace_id, alert.detector_names,
-                        extra={"trace_id": trace_id})  # fmt: skip
+            logger.info("alert %s (%s) on trace %s: %s", alert.rule, alert.route, alert.trace_id,
+                        alert.detector_names, extra={"trace_id": alert.trace_id})  # fmt: skip
         if decision.state is not None:
             self.states[key] = decision.state.to_dict()
 
-    async def _expire(self) -> None:
-        """Forget traces whose window closed, so state stays bounded by traffic in one window."""
+    async def _release(self) -> None:
+        """Decide the held traces whose judge did not answer by their deadline, each once."""
         now = time.time()
-        expired = [key for key, raw in self.states.items() if self.rule.expired(float(raw["first_seen"]), now)]
+        held = [(key, raw) for key, raw in self.states.items() if raw.get("awaiting_until") is not None]
+        for key, raw in held:
+            state = TraceState.from_dict(raw)
+            decision = self.rule.release(state, now)
+            if decision.state is not None:
+                logger.info("trace %s decided without its judgment: the deadline passed", state.trace_id,
+                            extra={"trace_id": state.trace_id})  # fmt: skip
+            await self._settle(key, decision)
+        metrics.DECISIONS_HELD.set(sum(1 for raw in self.states.values() if raw.get("awaiting_until") is not None))
+
+    async def _expire(self) -> None:
+        """Forget traces whose window closed, so state stays bounded by traffic in one window.
+
+        A trace still waiting for its judge stays until it is decided.
+        """
+        now = time.time()
+        expired = [
+            key
+            for key, raw in self.states.items()
+            if raw.get("awaiting_until") is None and self.rule.expired(float(raw["first_seen"]), now)
+        ]
         for key in expired:
             del self.states[key]
         metrics.TRACE_STATES.set(len(self.states))

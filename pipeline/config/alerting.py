@@ -20,6 +20,9 @@ ROUTE_PROBABILITY: Final = "route"
 # The finding name of the application's own model judging an escalated call (pipeline/escalation): its
 # answer counts as one more agreeing signal and enters p_hallucination through its weight.
 JUDGE: Final = "judge"
+# The judge's "hallucinated" as a flag: as severe as the detectors that guess (grounding's, unsupported
+# spans'), never a fact's or a severe contradiction's.
+JUDGE_SEVERITY: Final = 2
 # The detectors whose evidence p_hallucination stands for: weighed by the verdict (or, the judge, added to
 # it), and guesses.
 _WEIGHED = (frozenset(VERDICT_DETECTORS) - FACT_DETECTORS) | {JUDGE}

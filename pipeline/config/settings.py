@@ -38,6 +38,7 @@ from pipeline.config.content_policy import (
     ContentTable,
 )
 from pipeline.config.env_names import unknown_settings_message
+from pipeline.config.escalation import EscalationSettings
 from pipeline.config.logs import LogFormat, LogLevel
 from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
@@ -194,6 +195,9 @@ class Settings(BaseSettings):
     # Sampled self-consistency and claims detectors: an OpenAI-compatible endpoint, off by default
     # (secrets: HALLUWATCH_CONSISTENCY__LLM__API_KEY, or consistency.llm.api_key_file).
     consistency: ConsistencySettings = Field(default_factory=ConsistencySettings)
+    # Uncertain calls sent to the team's own model at consistency.llm, within a budget per application;
+    # their alert waits for its answer. Off by default.
+    escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     # The triage pages: access, the Slack buttons and PagerDuty's webhooks (secrets:
     # HALLUWATCH_UI__TOKEN, HALLUWATCH_UI__SLACK_SIGNING_SECRET, HALLUWATCH_UI__PAGERDUTY_WEBHOOK_SECRET).
     ui: UISettings = Field(default_factory=UISettings)

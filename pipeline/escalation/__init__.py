@@ -1,1 +1,1 @@
-"""Escalation to the application's own model: which uncertain calls it judges, within what budget, with what weight."""
+"""Escalation to the application's own model: which uncertain calls its judge (:mod:`pipeline.judge`) answers."""

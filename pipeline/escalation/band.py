@@ -3,7 +3,7 @@
 A call's route comes from its flags and its ``p_hallucination`` through the application's
 rules (:class:`~pipeline.agreement.rules.AgreementRule`, with the app's map's minimums where it
 has one).  The judge's answer counts as one more agreeing signal when it says "hallucinated"
-and moves p by its weight either way (:mod:`pipeline.escalation.judge_weight`).  So the band is
+and moves p by its weight either way (:mod:`pipeline.judge.weight`).  So the band is
 not a fixed range of p: it is every call whose route differs between the two answers, which
 follows the app's map, minimums and the judge's current weight by construction:
 
@@ -27,13 +27,10 @@ from enum import StrEnum
 from typing import TypeVar
 
 from pipeline.agreement.rules import AgreementRule
-from pipeline.config.alerting import JUDGE
+from pipeline.config.alerting import JUDGE, JUDGE_SEVERITY
 from pipeline.config.policy import DEFAULT_POLICY
-from pipeline.escalation.judge_weight import JudgeWeight, Judgment
+from pipeline.judge.weight import JudgeWeight, Judgment
 
-# The judge's "hallucinated" as a flag: as severe as the detectors that guess (grounding's, unsupported
-# spans'), never a fact's or a severe contradiction's.
-JUDGE_SEVERITY = 2
 _Call = TypeVar("_Call")
 
 

@@ -18,10 +18,12 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from detectors.verdict import PlattScaling
+from pipeline.judge.weight import SHIPPED_PRIOR, JudgeWeight
 from pipeline.sinks.timestamps import as_utc
 
 SHIPPED = "shipped"
 PROPOSED, APPLIED = "proposed", "applied"
+JUDGE_REPORT_KEY = "judge"  # a proposal's report keeps the judge's weight fitted on the same verdicts
 _COLUMNS = ["app", "version", "event", "at", "by", "slope", "intercept", "minimums", "verdicts", "report"]
 
 
@@ -37,6 +39,15 @@ class AppMap:
     report: dict[str, Any] = field(default_factory=dict)  # what it was measured to do when proposed
     at: datetime | None = None
     by: str = ""
+
+    @property
+    def judge(self) -> JudgeWeight:
+        """The judge's weight fitted with this map (the shipped prior where it was fitted on no judged verdicts)."""
+        fitted = self.report.get(JUDGE_REPORT_KEY)
+        if not isinstance(fitted, dict):
+            return SHIPPED_PRIOR
+        return JudgeWeight(float(fitted["sensitivity"]), float(fitted["specificity"]), int(fitted.get("verdicts", 0)),
+                           str(fitted.get("note", "")))  # fmt: skip
 
 
 class UnknownVersion(LookupError):

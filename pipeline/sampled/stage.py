@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -30,6 +31,8 @@ from faust.types import Message, StreamT
 
 from detectors.base import DetectorResult, DetectorStatus, SampledDetector
 from detectors.build import build_sampled
+from detectors.claims import DETECTOR as CLAIMS
+from detectors.claims.detector import ClaimsDetector
 from detectors.llm_call import LLMCall
 from detectors.models.chat import USAGE_KEY
 from detectors.models.embeddings import Embedder, Vectors
@@ -41,6 +44,9 @@ from pipeline.config.content_policy import ContentPolicy
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import StreamSettings
+from pipeline.judge.asking import Judge
+from pipeline.judge.budget import JudgeBudget
+from pipeline.judge.records import ESCALATION
 from pipeline.sampled.llm_client import Budget, Limit, LLMClient
 from pipeline.sampled.sampled_call import SampledCall
 from pipeline.sampled.sampling import Sampler
@@ -79,6 +85,7 @@ class ConsistencyStage:
         store: RowStore,
         dead_letter: DeadLetterSender,
         finding_sinks: FindingSinks | None = None,
+        judge_budget: JudgeBudget | None = None,
     ) -> None:
         self._stream = stream
         self._config = config
@@ -92,16 +99,23 @@ class ConsistencyStage:
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
         self.calls_judged = 0  # sampled calls whose findings this process made durable
         self.detectors: list[SampledDetector] = []
+        self.escalation_judge: Judge | None = None  # the judge of escalated calls, with escalation on
+        self._judge_budget = judge_budget
         self._client: LLMClient | None = None
-        if not config.enabled:
+        self._embedder: Embedder | None = None
+        if not config.enabled and judge_budget is None:
             return
         self._thresholds_version = thresholds.version
         self._client = LLMClient(config.llm)
-        # The grounding detector's model; one thread keeps embedding off the event loop.
-        self._embedder = Embedder(detectors.embeddings)
-        self._embedder.load()
-        self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
-        self.detectors = build_sampled(detectors, config, thresholds, self._client, self._embed)
+        if judge_budget is not None:
+            claims = ClaimsDetector(CLAIMS.config_in(config), thresholds.for_detector(CLAIMS.name), self._client)
+            self.escalation_judge = Judge(claims)
+        if config.enabled:
+            # The grounding detector's model; one thread keeps embedding off the event loop.
+            self._embedder = Embedder(detectors.embeddings)
+            self._embedder.load()
+            self._embed_pool = ThreadPoolExecutor(1, thread_name_prefix="consistency-embed")
+            self.detectors = build_sampled(detectors, config, thresholds, self._client, self._embed)
         app.agent(consistency_topic, name="halluwatch.consistency")(self._consume)
 
     def sample(self, calls: Sequence[LLMCall]) -> list[tuple[bytes, bytes]]:
@@ -131,6 +145,7 @@ class ConsistencyStage:
         """Close the endpoint's connections and the embedding thread."""
         if self._client is not None:
             await self._client.close()
+        if self._embedder is not None:
             self._embed_pool.shutdown(wait=True)
             self._embedder.close()
 
@@ -161,12 +176,27 @@ class ConsistencyStage:
             await self._dead_letter(message, "malformed_sampled_call", f"not a sampled call: {exc}")
             return []
         call, policy = sampled.call, self._policies.named(sampled.policy)
+        if sampled.rule == ESCALATION:
+            return await self._judged(sampled)
         records = []
         for result in await self.judge(call, policy.disabled_detectors):
             judged = result.with_threshold(policy.thresholds.get(result.detector, result.threshold))
             records.append(finding_record(call, judged, self._thresholds_version, policy.content.findings, policy.name))
             metrics.count_finding(judged)
         return records
+
+    async def _judged(self, sampled: SampledCall) -> list[Finding]:
+        """The judge's finding on an escalated call (a late or unusable answer is a judgment of "unknown")."""
+        call, app, judge = sampled.call, sampled.policy, self.escalation_judge
+        if judge is None or self._judge_budget is None:  # escalation since turned off: the deadline decides it
+            return []
+        answer = await judge.answer(call, (sampled.deadline or 0.0) - time.time())
+        self._judge_budget.settle(app, judge.estimated_tokens(call), answer.tokens)
+        metrics.JUDGE_ANSWERS.labels(app, str(answer.judgment)).inc()
+        metrics.JUDGE_TOKENS.labels(app).inc(answer.tokens)
+        metrics.JUDGE_SECONDS.observe(answer.seconds)
+        content = self._policies.named(app).content.findings
+        return [finding_record(call, answer.result, self._thresholds_version, content, app)]
 
     async def judge(self, call: LLMCall, turned_off: Collection[str] = frozenset()) -> list[DetectorResult]:
         """Every sampled detector's result on ``call``, within the budget (waiting while the minute is full).
@@ -203,6 +233,8 @@ class ConsistencyStage:
         return sum(detector.estimated_tokens(call) for detector in self.detectors)
 
     async def _embed(self, texts: Sequence[str]) -> Vectors:
+        if self._embedder is None:  # built only for the sampled detectors, the only ones that embed
+            raise RuntimeError("no embedding model: the sampled detectors are off")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._embed_pool, self._embedder.encode, list(texts))
 

@@ -54,6 +54,9 @@ logger = logging.getLogger(__name__)
 
 # The calls of a batch the sampled detectors should judge, as keyed records for their topic.
 Sampler = Callable[[Sequence[LLMCall]], list[tuple[bytes, bytes]]]
+# The calls of a batch the judge should answer, as keyed records for the same topic; adds their
+# escalation findings to the batch.
+Escalate = Callable[[BatchResult], list[tuple[bytes, bytes]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class SpansStage:
         sample: Sampler,
         dead_letter: DeadLetterSender,
         finding_sinks: FindingSinks,
+        escalate: Escalate | None = None,
     ) -> None:
         self._app = app
         self._stream = stream
@@ -89,6 +93,7 @@ class SpansStage:
         self._outputs = outputs
         self._store = store
         self._sample = sample
+        self._escalate = escalate
         self._finding_sinks = finding_sinks
         self._policies = policies  # each call's llm_calls row is kept as its application's content mode says
         self._llm_calls_content = stream.content.llm_calls  # tool runs are kept as the llm_calls table's content
@@ -134,8 +139,7 @@ class SpansStage:
         # facts of their trace from other messages; the join detects them later.
         result.llm_calls = await self.log_join.offer_spans(result.llm_calls, result.facts, result.incomplete_traces)
         await loop.run_in_executor(self._detector_pool, self._processor.detect, result)
-        await self.write(result)
-        await self._publish(result)
+        await self._deliver(result)
         for event in events:
             await stream.ack(event)
         self.messages_done += len(events)
@@ -146,8 +150,13 @@ class SpansStage:
         """Detect, write and publish calls the log join released; returns once they are durable."""
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(self._detector_pool, self._processor.detect_joined, calls)
+        await self._deliver(result)
+
+    async def _deliver(self, result: BatchResult) -> None:
+        """Escalate, write, publish: once each, so a retried write or send never escalates again."""
+        escalated = self._escalate(result) if self._escalate is not None else []
         await self.write(result)
-        await self._publish(result)
+        await self._publish(result, escalated)
 
     async def write(self, result: BatchResult) -> None:
         """Write a batch's calls and findings to ClickHouse; returns once they are durable."""
@@ -162,8 +171,8 @@ class SpansStage:
         tool_runs = tool_run_rows(result.facts, self._llm_calls_content, now)
         await self._store({"llm_calls": calls, "findings": findings, "tool_runs": tool_runs})
 
-    async def _publish(self, result: BatchResult) -> None:
-        sampled = self._sample(result.llm_calls)  # once: a retried send must not sample again
+    async def _publish(self, result: BatchResult, escalated: Sequence[tuple[bytes, bytes]]) -> None:
+        sampled = [*self._sample(result.llm_calls), *escalated]  # once: a retried send must not sample again
         out = self._outputs
 
         async def send_all() -> None:

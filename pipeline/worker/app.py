@@ -23,6 +23,7 @@ import faust
 from detectors.thresholds import load_thresholds
 from detectors.verdict import load_verdict_model
 from pipeline import metrics
+from pipeline.agreement.rules import AgreementRule
 from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.silence_store import SilenceStore
@@ -33,7 +34,9 @@ from pipeline.config.data_dirs import writable_dir
 from pipeline.config.policy_book import PolicyBook
 from pipeline.config.settings import Settings
 from pipeline.config.watchdog_timing import LOOK_SECONDS
+from pipeline.escalation.escalator import Escalator
 from pipeline.ingest.otlp_traces import Encoding
+from pipeline.judge.budget import JudgeBudget, LocalCounter
 from pipeline.monitors.stage import MonitorStage
 from pipeline.monitors.store import IncidentStore
 from pipeline.rate.false_alarms import RouteFalseAlarms, route_false_alarms
@@ -157,6 +160,7 @@ class PipelineWorker:
         findings_topic = raw_topic(app, partitions, s.kafka_findings_topic)
         self.dlq_topic = raw_topic(app, partitions, s.kafka_dlq_topic)
         consistency_topic = raw_topic(app, partitions, s.consistency.topic)
+        judge_budget = self._judge_budget(app) if s.escalation.enabled else None
         self.consistency = ConsistencyStage(
             app,
             stream,
@@ -169,7 +173,13 @@ class PipelineWorker:
             self.store,
             self.dead_letter,
             self.finding_sinks,
+            judge_budget,
         )
+        agreement_rule = AgreementRule.from_settings(s.alerting, self.policies, self.app_maps)
+        judge, escalator = self.consistency.escalation_judge, None
+        if judge_budget is not None and judge is not None:
+            escalator = Escalator(s.escalation, agreement_rule, self.policies, judge_budget, judge.estimated_tokens,
+                                  self.thresholds.version)  # fmt: skip
         outputs = SpansOutputs(
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),
@@ -187,14 +197,16 @@ class PipelineWorker:
             self.consistency.sample,
             self.dead_letter,
             self.finding_sinks,
+            escalator.escalate if escalator is not None else None,
         )
         self.log_join = self.spans.log_join
         source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self.spans.consume)
         alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
         self.agreement = AgreementStage(
-            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter, self.app_maps
-        )
+            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter, self.app_maps,
+            s.escalation.release_check_seconds,
+        )  # fmt: skip
         alert_topics = (
             alerts_topic,
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),
@@ -218,6 +230,25 @@ class PipelineWorker:
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
+
+    def _judge_budget(self, app: faust.App) -> JudgeBudget:
+        """Each application's judge budget, this worker's share of it: the input partitions it owns of all.
+
+        Calls spread over the partitions by trace id, so the shares of a fleet add up to the whole
+        budget without the workers asking each other (pipeline/judge/budget.py).
+        """
+        s = self.settings
+        budget = JudgeBudget(s.escalation.apps, LocalCounter(), default=s.escalation.budget, share=0.0)
+
+        async def reshare(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+            assigned = args[0] if args else kwargs.get("assigned", ())
+            owned = sum(1 for tp in assigned if tp.topic == s.kafka_input_topic)
+            budget.reshare(min(owned / s.kafka_topic_partitions, 1.0))
+            logger.info("judge budget: this worker's share is %d of %d input partitions", owned,
+                        s.kafka_topic_partitions)  # fmt: skip
+
+        app.on_partitions_assigned.connect(reshare)
+        return budget
 
     @property
     def messages_done(self) -> int:

@@ -9,8 +9,8 @@ import pytest
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.config.alerting import JUDGE, AlertingSettings
 from pipeline.escalation.band import Escalation, Reason, decided_route, escalation, most_valuable
-from pipeline.escalation.budget import BudgetLimits, JudgeBudget, LocalCounter
-from pipeline.escalation.judge_weight import (
+from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
+from pipeline.judge.weight import (
     SHIPPED_PRIOR,
     JudgedVerdict,
     JudgeWeight,

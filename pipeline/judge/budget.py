@@ -58,6 +58,20 @@ class LocalCounter:
         self._spent[key] = self._spent.get(key, 0.0) + amount
 
 
+class Limits(Protocol):
+    """One application's budget (None: no limit of that kind); the settings' ``JudgeBudgetConfig`` is one."""
+
+    @property
+    def calls_per_minute(self) -> float | None:
+        """Judge calls per minute."""
+        ...
+
+    @property
+    def tokens_per_day(self) -> float | None:
+        """Tokens per UTC day."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetLimits:
     """One application's budget (None: no limit of that kind)."""
@@ -79,18 +93,23 @@ class JudgeBudget:
 
     def __init__(
         self,
-        limits: Mapping[str, BudgetLimits],
+        limits: Mapping[str, Limits],
         counter: SpendCounter,
         clock: Callable[[], float] = time.time,
         share: float = 1.0,
-        default: BudgetLimits | None = None,
+        default: Limits | None = None,
     ) -> None:
-        if not 0.0 <= share <= 1.0:
-            raise ValueError(f"a worker's share of a budget lies in [0, 1], got {share}")
         self._limits = dict(limits)
-        self._default = default or BudgetLimits(0.0, 0.0)  # an application with no budget is never judged
+        self._default: Limits = default or BudgetLimits(0.0, 0.0)  # an application with no budget is never judged
         self._counter = counter
         self._clock = clock
+        self._share = 1.0
+        self.reshare(share)
+
+    def reshare(self, share: float) -> None:
+        """Take a new share of every budget (this worker's partitions changed)."""
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"a worker's share of a budget lies in [0, 1], got {share}")
         self._share = share
 
     def left(self, app: str) -> BudgetLeft:

@@ -1,0 +1,131 @@
+"""The spans stage's side of escalation: which of a batch's calls go to the judge, within each application's budget.
+
+Per batch, each detected call's own flags and ``p_hallucination`` are put through the band
+(:func:`pipeline.escalation.band.escalation`): a call whose route the judgment could change, or
+whose claims coverage left unverified, is a candidate.  Each application's candidates go to
+the judge most valuable first while its budget has room; the others are decided without a
+judgment.  Either way an ``escalation`` finding joins the batch's findings (stored, and
+published before the call's flags are acted on, in the same message), and the sent calls
+become records for the consistency topic, where the judge answers them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from detectors.base import DetectorResult, DetectorStatus
+from detectors.llm_call import LLMCall
+from pipeline import metrics
+from pipeline.agreement.rules import AgreementRule, counts_toward_agreement
+from pipeline.config.escalation import EscalationSettings
+from pipeline.config.policy_book import PolicyBook
+from pipeline.escalation.band import Escalation, escalation, most_valuable
+from pipeline.judge.budget import JudgeBudget
+from pipeline.judge.records import DEADLINE_KEY, ESCALATION
+from pipeline.sampled.sampled_call import SampledCall
+from pipeline.sampled.stage import consistency_call
+from pipeline.sinks.finding import Finding
+from pipeline.sinks.rows import finding_record
+from pipeline.spans.processor import BatchResult
+
+_VERSION = "1"
+_COVERAGE = "coverage"  # its flag: claims no source covers ("unverified"), which the judge reads
+
+
+class Escalator:
+    """Escalates the uncertain calls of each batch the spans stage detected."""
+
+    def __init__(
+        self,
+        settings: EscalationSettings,
+        agreement: AgreementRule,
+        policies: PolicyBook,
+        budget: JudgeBudget,
+        tokens_of: Callable[[LLMCall], int],
+        thresholds_version: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._agreement = agreement
+        self._policies = policies
+        self.budget = budget
+        self._tokens_of = tokens_of
+        self._thresholds_version = thresholds_version
+        self._clock = clock
+
+    def escalate(self, result: BatchResult) -> list[tuple[bytes, bytes]]:
+        """Add the batch's escalation findings to ``result``; the records (key = trace id) the judge should answer."""
+        by_call: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+        for finding in result.findings:
+            by_call[(finding.trace_id, finding.span_id)].append(finding)
+        by_app: dict[str, list[tuple[LLMCall, Escalation]]] = defaultdict(list)
+        for call in result.llm_calls:
+            findings = by_call.get((call.trace_id, call.span_id))
+            if not findings or not call.has_content:
+                continue
+            policy = findings[0].policy
+            wanted = self._escalation(findings, policy)
+            if wanted is not None:
+                by_app[policy].append((call, wanted))
+        records: list[tuple[bytes, bytes]] = []
+        for app, candidates in by_app.items():
+            records += self._within_budget(app, candidates, result)
+        return records
+
+    def _escalation(self, findings: list[Finding], policy: str) -> Escalation | None:
+        flags = {f.detector: f.severity for f in findings if counts_toward_agreement(f)}
+        unverified = any(f.detector == _COVERAGE and f.status == "ok" and f.flagged for f in findings)
+        weight = self._agreement.weight_of(policy)
+        return escalation(self._agreement, flags, findings[0].p_hallucination, weight, policy, unverified)
+
+    def _within_budget(
+        self, app: str, candidates: list[tuple[LLMCall, Escalation]], result: BatchResult
+    ) -> list[tuple[bytes, bytes]]:
+        records = []
+        deadline = self._clock() + self._settings.deadline_seconds
+        policy = self._policies.named(app)
+        for call, wanted in most_valuable(candidates, len(candidates)):
+            granted = self.budget.grant(app, 1, self._tokens_of(call))
+            over_budget = "" if granted else self._limit_reached(app)
+            metrics.ESCALATIONS.labels(app, str(wanted.reason), "over_budget" if over_budget else "sent").inc()
+            verdict = judgement.verdict if (judgement := result.judgement_of(call)) else None
+            finding = finding_record(
+                call, _escalation_result(wanted, deadline, over_budget), self._thresholds_version,
+                policy.content.findings, app, verdict,
+            )  # fmt: skip
+            result.findings.append(finding)
+            if not over_budget:
+                sent = SampledCall(consistency_call(call, policy.content.llm_calls), ESCALATION, app, deadline)
+                records.append((call.trace_id.encode(), sent.to_json()))
+        left = self.budget.left(app)
+        for kind, amount in (("calls", left.calls), ("tokens", left.tokens)):
+            if amount is not None:
+                metrics.JUDGE_BUDGET_LEFT.labels(app, kind).set(amount)
+        return records
+
+    def _limit_reached(self, app: str) -> str:
+        left = self.budget.left(app)
+        if left.calls is not None and left.calls < 1:
+            return "over the judge budget's calls per minute (escalation.budget.calls_per_minute)"
+        return "over the judge budget's tokens per day (escalation.budget.tokens_per_day)"
+
+
+def _escalation_result(wanted: Escalation, deadline: float, over_budget: str) -> DetectorResult:
+    """The finding of an escalation: sent to the judge until ``deadline`` (unix seconds), or over budget."""
+    evidence: dict[str, Any] = {
+        "reason": str(wanted.reason),
+        "value": round(wanted.value, 4),
+        "route_now": wanted.route_now,
+        "if_hallucinated": wanted.if_hallucinated,
+        "if_faithful": wanted.if_faithful,
+    }
+    if over_budget:
+        summary, status = f"not judged ({wanted.reason}): {over_budget}", DetectorStatus.SKIPPED
+    else:
+        evidence[DEADLINE_KEY] = deadline
+        summary = f"sent to the judge ({wanted.reason}); its answer changes the route with chance {wanted.value:.2f}"
+        status = DetectorStatus.OK
+    return DetectorResult(ESCALATION, _VERSION, wanted.value, False, 1.0, status, 0, summary, evidence)
