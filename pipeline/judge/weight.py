@@ -74,10 +74,11 @@ class JudgeWeight:
 
     def apply(self, probability: float | None, judgment: Judgment) -> float | None:
         """The call's probability once ``judgment`` is in (None stays None: nothing weighed the call)."""
-        if probability is None:
-            return None
+        shift = self.shift(judgment)
+        if probability is None or shift == 0.0:  # nothing moved it: the same p, to the last digit
+            return probability
         p = _clip(probability)
-        return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + self.shift(judgment))))
+        return 1.0 / (1.0 + math.exp(-(math.log(p / (1 - p)) + shift)))
 
     def says_hallucinated(self, probability: float) -> float:
         """How likely the judge answers "hallucinated" on a call of ``probability``."""
