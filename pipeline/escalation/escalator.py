@@ -11,6 +11,7 @@ become records for the consistency topic, where the judge answers them.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -61,7 +62,7 @@ class Escalator:
         by_call: dict[tuple[str, str], list[Finding]] = defaultdict(list)
         for finding in result.findings:
             by_call[(finding.trace_id, finding.span_id)].append(finding)
-        by_app: dict[str, list[tuple[LLMCall, Escalation]]] = defaultdict(list)
+        by_app: dict[str, list[tuple[tuple[LLMCall, Finding], Escalation]]] = defaultdict(list)
         for call in result.llm_calls:
             findings = by_call.get((call.trace_id, call.span_id))
             if not findings or not call.has_content:
@@ -69,7 +70,7 @@ class Escalator:
             policy = findings[0].policy
             wanted = self._escalation(findings, policy)
             if wanted is not None:
-                by_app[policy].append((call, wanted))
+                by_app[policy].append(((call, findings[0]), wanted))
         records: list[tuple[bytes, bytes]] = []
         for app, candidates in by_app.items():
             records += self._within_budget(app, candidates, result)
@@ -82,21 +83,21 @@ class Escalator:
         return escalation(self._agreement, flags, findings[0].p_hallucination, weight, policy, unverified)
 
     def _within_budget(
-        self, app: str, candidates: list[tuple[LLMCall, Escalation]], result: BatchResult
+        self, app: str, candidates: list[tuple[tuple[LLMCall, Finding], Escalation]], result: BatchResult
     ) -> list[tuple[bytes, bytes]]:
+        """Send the most valuable candidates while the budget lasts (each: a call, one of its findings, why)."""
         records = []
         deadline = self._clock() + self._settings.deadline_seconds
         policy = self._policies.named(app)
-        for call, wanted in most_valuable(candidates, len(candidates)):
+        for (call, its_finding), wanted in most_valuable(candidates, len(candidates)):
             granted = self.budget.grant(app, 1, self._tokens_of(call))
             over_budget = "" if granted else self._limit_reached(app)
             metrics.ESCALATIONS.labels(app, str(wanted.reason), "over_budget" if over_budget else "sent").inc()
-            verdict = judgement.verdict if (judgement := result.judgement_of(call)) else None
-            finding = finding_record(
-                call, _escalation_result(wanted, deadline, over_budget), self._thresholds_version,
-                policy.content.findings, app, verdict,
-            )  # fmt: skip
-            result.findings.append(finding)
+            record = finding_record(call, _escalation_result(wanted, deadline, over_budget), self._thresholds_version,
+                                    policy.content.findings, app)  # fmt: skip
+            # The call's probability, as its detectors' findings carry it: the agreement stage reads it off each.
+            probability, version = its_finding.p_hallucination, its_finding.verdict_version
+            result.findings.append(dataclasses.replace(record, p_hallucination=probability, verdict_version=version))
             if not over_budget:
                 sent = SampledCall(consistency_call(call, policy.content.llm_calls), ESCALATION, app, deadline)
                 records.append((call.trace_id.encode(), sent.to_json()))
