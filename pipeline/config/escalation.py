@@ -16,7 +16,9 @@ class JudgeBudgetConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Judge calls a minute (each is two requests), split over the workers by the input partitions they own.
     calls_per_minute: float | None = Field(default=10.0, ge=0)
+    # Tokens a UTC day, reserved at an estimate when a call is sent and settled with what the endpoint reports.
     tokens_per_day: float | None = Field(default=500_000.0, ge=0)
 
 

@@ -54,7 +54,8 @@ class LLMEndpointConfig(BaseModel):
     The API key is a secret setting: ``HALLUWATCH_CONSISTENCY__LLM__API_KEY``, or the file
     ``halluwatch_consistency__llm__api_key`` in ``$HALLUWATCH_SECRETS_DIR`` (a mounted
     Kubernetes secret); unset, the openai library reads ``OPENAI_API_KEY``.  The budget is
-    per worker process: a fleet of n workers may spend n times the limits.
+    per worker process: a fleet of n workers may spend n times the limits.  The same endpoint
+    judges escalated calls (``escalation``), under that section's own budget per application.
     """
 
     model_config = ConfigDict(extra="forbid")

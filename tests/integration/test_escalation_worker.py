@@ -16,6 +16,7 @@ from tests.integration.support import WorkerProcess, consume_all, produce
 from tests.integration.test_consistency_sampling import clinic_trace
 from tests.openai_server import CHAT_PATH, OpenAIServer
 
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("exported_model"), pytest.mark.timeout(180)]
 
 CLAIMS = json.dumps({"claims": ["Ibuprofen works best when taken with plenty of water."]})
@@ -74,6 +75,9 @@ def test_the_judges_hallucinated_joins_a_lone_signal_and_the_alert_carries_it(
     assert status == "ok" and "sent to the judge (could alert)" in str(summary)
     ((_, status, _, evidence),) = findings_of(worker, "judge")
     assert status == "ok" and json.loads(str(evidence))["judgment"] == "hallucinated"
+    # The query docs/verdict.md gives for what was spent, on which calls, and what it changed.
+    documented = (ROOT / "docs" / "verdict.md").read_text().split("```sql\n")[1].split("```")[0]
+    assert [row[:4] for row in worker.query(documented)] == [(trace_id, "ok", "could alert", "hallucinated")]
 
 
 def test_a_judge_too_slow_for_the_deadline_leaves_the_call_to_the_detectors(
