@@ -18,6 +18,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
@@ -231,6 +232,7 @@ def summarize(settings: Settings) -> str:
             f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {rule} -> {route} "
             f"({delivery_words(status, destination)}) policy {policy}: " + " + ".join(detectors)
         )
+    lines += _escalations(client, db, settings)
     lines.append("Flagged by one detector only (recorded, not alerted):")
     for service, operation, trace_id, detector, summary in client.query(
         f"SELECT service, operation, trace_id, any(detector), any(summary) FROM {db}.findings FINAL "  # noqa: S608 - identifiers validated, values bound
@@ -239,6 +241,25 @@ def summarize(settings: Settings) -> str:
     ).result_rows:
         lines.append(f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {detector}: {summary}")
     return "\n".join(lines)
+
+
+def _escalations(client: Any, db: str, settings: Settings) -> list[str]:
+    """The calls sent to the team's model and what it said, or how to turn that on."""
+    if not settings.escalation.enabled:
+        return [
+            "Escalation to your own model: off. Calls the detectors are unsure of go to your LLM endpoint, and their",
+            "  alert waits for its answer, with HALLUWATCH_ESCALATION__ENABLED=true and",
+            "  HALLUWATCH_CONSISTENCY__LLM__BASE_URL (and __API_KEY) set: docs/verdict.md.",
+        ]
+    lines = ["Escalated to your own model (why; what it said):"]
+    for service, operation, trace_id, status, summary, judged in client.query(
+        f"SELECT e.service, e.operation, e.trace_id, e.status, e.summary, j.summary FROM {db}.findings AS e FINAL "  # noqa: S608 - identifiers validated, values bound
+        f"LEFT JOIN (SELECT trace_id, span_id, summary FROM {db}.findings FINAL WHERE detector = 'judge') AS j "
+        "USING (trace_id, span_id) WHERE e.detector = 'escalation' ORDER BY e.service, e.trace_id"
+    ).result_rows:
+        said = judged or ("no answer by the deadline" if status == "ok" else "not asked")
+        lines.append(f"  [{_where(service, operation)}] trace {trace_id[:12]}…  {summary}; judge: {said}")
+    return lines
 
 
 def _where(service: str, operation: str) -> str:
