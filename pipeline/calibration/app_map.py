@@ -40,8 +40,9 @@ from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.fitting import fit_logistic
 from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.config.alerting import gated_routes
+from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.rate.estimator import Estimate, Judged, estimate_ratio, growth_to_bound
-from pipeline.rate.maps import AppMap
+from pipeline.rate.maps import JUDGE_REPORT_KEY, AppMap
 from pipeline.rate.store import JudgedRow
 from pipeline.words import counted
 
@@ -64,6 +65,7 @@ class JudgedCall:
     hallucinated: bool
     inclusion_probability: float
     flags: Mapping[str, int] = field(default_factory=dict)  # detectors that flagged it -> severity
+    judgment: Judgment | None = None  # what the judge answered on the call (None: it was not asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ class Proposal:
     measured: OutOfSample | None  # None without verdicts with a probability
     routes: tuple[RouteEstimate, ...]
     routes_before: tuple[RouteEstimate, ...]
+    judge: JudgeWeight = SHIPPED_PRIOR  # the judge's weight, fitted on the verdicts on calls it answered
 
     @property
     def ece_before(self) -> float | None:
@@ -123,7 +126,10 @@ class Proposal:
         return {"ece_before": _round(self.ece_before), "ece_after": _round(self.ece_after),
                 "brier_before": _round(brier[0], 6), "brier_after": _round(brier[1], 6),
                 "routes": [r.to_dict() for r in self.routes],
-                "routes_before": [r.to_dict() for r in self.routes_before]}  # fmt: skip
+                "routes_before": [r.to_dict() for r in self.routes_before],
+                JUDGE_REPORT_KEY: {"sensitivity": round(self.judge.sensitivity, 4),
+                                   "specificity": round(self.judge.specificity, 4),
+                                   "verdicts": self.judge.verdicts, "note": self.judge.note}}  # fmt: skip
 
 
 def to_logit(p: np.ndarray[Any, np.dtype[np.float64]]) -> np.ndarray[Any, np.dtype[np.float64]]:
@@ -330,9 +336,11 @@ def propose(
     measured = out_of_sample(calls, shrinkage, now)
     routes = route_estimates(calls, population, calibration, routing, held)
     routes_before = route_estimates(calls, population, now, routing, {**shipped_minimums, **current_minimums}, False)
-    recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls)])
+    judge = fit_weight([JudgedVerdict(c.judgment, c.hallucinated) for c in calls if c.judgment is not None])
+    recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls),
+                         [judge.sensitivity, judge.specificity]])  # fmt: skip
     version = f"{app}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
-    return Proposal(app, version, calibration, len(calls), measured, routes, routes_before)
+    return Proposal(app, version, calibration, len(calls), measured, routes, routes_before, judge)
 
 
 def _on_shipped(applied: AppMap) -> dict[str, float]:
@@ -371,8 +379,25 @@ def judged_calls(rows: Sequence[JudgedRow], maps: Mapping[str, PlattScaling]) ->
     for row in rows:
         undo = maps.get(row.map_version, _IDENTITY).inverse()
         out.append(JudgedCall(f"{row.trace_id}:{row.span_id}", row.frame, undo.apply_one(row.probability),
-                              row.hallucinated, row.inclusion_probability, row.flags))  # fmt: skip
+                              row.hallucinated, row.inclusion_probability, row.flags,
+                              _judgment(row.judgment)))  # fmt: skip
     return out
+
+
+def _judgment(stored: str) -> Judgment | None:
+    """A stored judgment ('' when the judge was not asked; anything unreadable is "unknown")."""
+    if not stored:
+        return None
+    return Judgment(stored) if stored in set(Judgment) else Judgment.UNKNOWN
+
+
+def judge_line(judge: JudgeWeight) -> str:
+    """The judge's weight in one line: what a "hallucinated" and a "faithful" answer do to p, and why."""
+    if not judge.weighs:
+        return f"the judge's answers: no weight ({judge.note})"
+    return (f"the judge's answers: sensitivity {judge.sensitivity:.2f}, specificity {judge.specificity:.2f} "
+            f"(\"hallucinated\" adds {judge.shift(Judgment.HALLUCINATED):+.2f} to the logit of p, "
+            f"\"faithful\" {judge.shift(Judgment.FAITHFUL):+.2f}; {judge.note})")  # fmt: skip
 
 
 def describe(proposal: Proposal) -> list[str]:
@@ -382,6 +407,7 @@ def describe(proposal: Proposal) -> list[str]:
         f"proposal {proposal.version} for {proposal.app}: {proposal.verdicts} review verdicts; "
         f"p_hallucination mapped as logit * {c.slope:.3f} {c.intercept:+.3f} over the shipped calibration",
         f"  ECE out of sample: {_ece(proposal.ece_before)} now -> {_ece(proposal.ece_after)} with the proposal",
+        f"  {judge_line(proposal.judge)}",
     ]
     before = {r.route: r for r in proposal.routes_before}
     for route in proposal.routes:

@@ -19,6 +19,8 @@ from clickhouse_connect.driver.client import Client
 
 from dashboards.fragments import UNVERIFIED_REASONS
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
+from pipeline.config.alerting import JUDGE
+from pipeline.judge.records import JUDGMENT_KEY
 from pipeline.rate.sampler import ALERTED, NO_PROBABILITY, Strata
 
 
@@ -69,6 +71,7 @@ class JudgedRow:
     inclusion_probability: float
     map_version: str  # '' for the shipped calibration alone
     flags: dict[str, int]  # hallucination detectors that flagged the call -> severity
+    judgment: str = ""  # what the judge answered on the call ('' when it was not asked, or has not answered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +217,7 @@ class RateStore:
         calls_sql, params = self._calls(scope)
         rows = self._rows(
             f"""
-            SELECT trace_id, span_id, app, stratum, p, hallucinated, drawn_with, version, flags
+            SELECT trace_id, span_id, app, stratum, p, hallucinated, drawn_with, version, flags, judgment
             FROM ({calls_sql}) AS c
             INNER JOIN
             (
@@ -231,17 +234,24 @@ class RateStore:
             (
                 SELECT trace_id, span_id,
                        groupArrayIf((detector, severity), flagged AND status = 'ok'
-                                    AND detector NOT IN {{evidence_only:Array(String)}}) AS flags
+                                    AND detector NOT IN {{evidence_only:Array(String)}}) AS flags,
+                       anyIf(JSONExtractString(evidence, {{judgment_key:String}}), detector = {{judge:String}})
+                           AS judgment
                 FROM {self._db}.findings FINAL GROUP BY trace_id, span_id
             ) AS found_flags USING (trace_id, span_id)
             WHERE judged AND empty(reasons) AND p IS NOT NULL
             """,  # noqa: S608 - identifiers validated, values bound
-            {**params, "evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE)},
+            {
+                **params,
+                "evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE),
+                "judge": JUDGE,
+                "judgment_key": JUDGMENT_KEY,
+            },
         )
         return [
             JudgedRow(str(t), str(s), frame_name(app, stratum), float(p), bool(h), float(inclusion), str(version),
-                      {str(name): int(severity) for name, severity in flags})
-            for t, s, app, stratum, p, h, inclusion, version, flags in rows
+                      {str(name): int(severity) for name, severity in flags}, str(judgment))
+            for t, s, app, stratum, p, h, inclusion, version, flags, judgment in rows
         ]  # fmt: skip
 
     def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:

@@ -15,6 +15,7 @@ from typing import Any
 from flask import Blueprint, abort, flash, g, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 
+from pipeline.calibration.app_map import judge_line
 from pipeline.calibration.proposals import AppCalibration, NoVerdicts
 from pipeline.config.review import ReviewSettings
 from pipeline.rate.maps import AppMap, UnknownVersion
@@ -31,7 +32,7 @@ def calibration_blueprint(calibration: AppCalibration, settings: ReviewSettings)
             return {"applied": maps.applied().get(app), "proposal": maps.proposal(app)}
 
         return {"calibration_of": calibration_of, "map_refresh_seconds": settings.map_refresh_seconds,
-                "auto_apply_after": settings.auto_apply_after}  # fmt: skip
+                "auto_apply_after": settings.auto_apply_after, "judge_line": judge_line}  # fmt: skip
 
     @pages.post("/review/propose")
     def propose() -> ResponseReturnValue:

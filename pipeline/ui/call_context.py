@@ -8,6 +8,7 @@ from typing import Any
 
 from detectors.registry import FACT_DETECTORS
 from pipeline.ui.call_terms import NO_CONTRACTS, Contracts
+from pipeline.ui.escalated import escalation_view
 from pipeline.ui.evidence import EvidenceView, evidence_view
 from pipeline.ui.explain import sentence
 from pipeline.ui.highlight import marks, segments
@@ -53,6 +54,7 @@ def call_context(
         "flagging": [row for row in rows if row.finding.flagged],
         "quiet": [row for row in rows if not row.finding.flagged],
         "flagged_by": [f.detector for f in call.findings if f.flagged],
+        "escalation": escalation_view(call.findings),
         "why": why_flagged(call),
         "verdicts": standing_by_row(labels, call.span_id),
         "marks": answer_marks,
