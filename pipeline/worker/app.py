@@ -5,8 +5,8 @@ stage (:mod:`pipeline.agreement.stage`), the alert router (:mod:`pipeline.alerti
 the sampled-detector stage (:mod:`pipeline.sampled.stage`) and, when configured, the rate
 monitors (:mod:`pipeline.monitors.stage`) register their agents, tables and timers on this
 app.  They share the detector pool, the ClickHouse sink (:meth:`store`) and the dead-letter
-topic (:meth:`dead_letter`), and the offset-commit work-around of
-:mod:`pipeline.stream.dropped_records`.
+topic (:meth:`dead_letter`), the offset-commit work-around of
+:mod:`pipeline.stream.dropped_records` and the seek work-around of :mod:`pipeline.stream.consumer_seek`.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from pipeline.sinks.finding_sinks import FindingSinks
 from pipeline.spans.processor import LETTER_HEADERS_BYTES, DeadLetter, InboundMessage, SpanBatchProcessor
 from pipeline.spans.stage import SpansOutputs, SpansStage
 from pipeline.spans.suite import suite_from_settings
+from pipeline.stream.consumer_seek import check_seek_internals, seek_on_consumer_thread
 from pipeline.stream.dropped_records import SkippedRecordsWatchdog, check_faust_internals, commit_only_contiguous
 from pipeline.stream.kafka_auth import faust_credentials
 from pipeline.stream.plumbing import InputRecord, publish, raw_topic, retrying
@@ -68,6 +69,7 @@ class PipelineWorker:
 
     def __init__(self, settings: Settings, sink: Sink | None = None) -> None:
         check_faust_internals()  # before models load or ClickHouse is reached: a faust upgrade fails at once
+        check_seek_internals()
         self.settings = settings
         profile = settings.detectors.embeddings.profile
         self.thresholds = thresholds = load_thresholds(settings.thresholds_file, profile)
@@ -227,6 +229,7 @@ class PipelineWorker:
         )
         app.timer(s.review.map_refresh_seconds)(self._refresh_maps)
         commit_only_contiguous(app)
+        seek_on_consumer_thread(app)  # the seeks above among them
         SkippedRecordsWatchdog(app, LOOK_SECONDS)  # registers its timer on the app
         app.on_before_shutdown.connect(self._on_shutdown)
         return app
