@@ -705,11 +705,17 @@ def _score_mention(match: re.Match[str]) -> Mention | None:
 
     Counted sides ("four goals to one") always do; dashed ones where the first is not smaller (a range runs
     upwards: "4-1" and "1-1" are results, "1-4" may be "1-4 players") or a result word is near ("lost 1-4");
-    ones joined by "to" only with such a word ("won 4 to 1", but "4 to 1 odds").
+    ones joined by "to", or by a hyphen with spaces round it ("9 - 6" is as often a subtraction), only with
+    such a word ("won 4 to 1", but "4 to 1 odds").  Next to an arithmetic sign it is a sum ("= 100 - 10").
     """
     first, second = (_score_side(match[side]) for side in ("first", "second"))
     groups = match.groupdict()
-    if not (groups.get("counted") or (groups.get("dash") and first >= second) or _near_result_word(match)):
+    dashed = groups.get("dash") and not _SPACED_HYPHEN.search(match[0])
+    if _ARITHMETIC_BEFORE.search(match.string, max(0, match.start() - 3), match.start()) or _ARITHMETIC_AFTER.match(
+        match.string, match.end()
+    ):
+        return None
+    if not (groups.get("counted") or (dashed and first >= second) or _near_result_word(match)):
         return None
     return Mention(Kind.SCORE, match.start(), match.end(), match[0], first, second, "score", (first, second))
 
@@ -727,6 +733,9 @@ def _near_result_word(match: re.Match[str]) -> bool:
 
 
 _LOWER_WORD: Final = re.compile(r"[a-z]+")
+_SPACED_HYPHEN: Final = re.compile(r"\s-\s")
+_ARITHMETIC_BEFORE: Final = re.compile(r"[=+*/\u00d7]\s*\Z")
+_ARITHMETIC_AFTER: Final = re.compile(r"\s*[=+*/\u00d7]")
 _FIELD_AMOUNT = re.compile(RECORD_KEY + r"(?P<num>-?\d+(?:\.\d+)?)(?![\w.])")
 
 

@@ -316,6 +316,9 @@ def test_unsupported_spans_and_the_span_features_compare_normalized_values() -> 
         ("She won 6 to 2 in the final set.", ("score", 6.0, 2.0)),
         ("a 102-99 overtime win", ("score", 102.0, 99.0)),
         ("Bring 2-5 players each.", ("number", 2.0, 5.0)),  # a range runs upwards
+        ("Take 8 - 5 to get the rest.", ("number", 5.0, 8.0)),  # spaced, no result word: maybe a subtraction
+        ("so x = 8-5", ("number", 5.0, 8.0)),  # next to an arithmetic sign: a subtraction
+        ("Rangers (3-1) went through.", ("score", 3.0, 1.0)),
         ("The odds were 6 to 2.", ("number", 2.0, 6.0)),  # "to" without a result word: a ratio or a range
         ("the 2019-20 season", ("year", 2019.0, 2020.0)),
         ("It takes 3-4 weeks.", ("quantity:duration", 3 * 604800.0, 4 * 604800.0)),
