@@ -20,6 +20,9 @@ Each answer mention gets one verdict:
   (compared without case or accents: ``Zurich`` is ``Zürich``, ``Strasse`` is ``Straße``),
   or the words it lacks are written there as an acronym, its expansion or a postal code
   (``EU`` for ``European Union``, ``CA`` for ``California``: :mod:`detectors.text.name_forms`).
+  A match score is supported by the same score with its sides in the same order (``4-1`` by
+  ``four goals to one``, not by ``1-4``), or, where the context writes no score, by both its
+  sides written as numbers.
 * **conflict** (severity 4) — not supported, and the grounding text has a value of the
   same family (kind plus dimension, currency or written date parts) whose surrounding
   words overlap the answer mention's: at least ``conflict_min_shared_words`` content
@@ -187,7 +190,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.7.0"
+    version = "1.8.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -345,6 +348,8 @@ def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:
     """Whether ``context`` states the claim's value (see the module docstring for the rules)."""
     if claim.kind is Kind.DATE:
         return _date_supported(claim, context)
+    if claim.kind is Kind.SCORE:
+        return _score_stated(claim, context)
     values = context.comparable_values(claim.family)
     if all(
         any(_covers(found, value, claim.precision, tolerance) for found in values) for value in (claim.low, claim.high)
@@ -352,6 +357,18 @@ def _supported(claim: Mention, context: _Context, tolerance: float) -> bool:
         return True
     written = context.amounts if claim.kind in _UNITLESS else context.plain_amounts
     return all(_in_sorted(written, amount, claim.precision, tolerance) for amount in claim.amounts)
+
+
+def _score_stated(claim: Mention, context: _Context) -> bool:
+    """Whether the context states a score: the same score, its sides in the same order ("4-1" is not "1-4").
+
+    A text that writes no score states one by both its sides written as numbers (a record's "home": 4, "away": 1).
+    """
+    sides = (claim.low, claim.high)
+    scores = context.by_family.get(claim.family)
+    if scores:
+        return any((found.low, found.high) == sides for found in scores)
+    return all(_in_sorted(context.plain_amounts, side, 0.0, 0.0) for side in sides)
 
 
 def _covers(found: Mention, value: float, precision: float, tolerance: float) -> bool:

@@ -34,6 +34,11 @@ Trade-offs, stated because each one costs recall for precision or speed:
   lengths.  Temperatures are kept in °C.
 * Dates keep which parts were written (year, month, day), so ``March 1999`` is not
   confused with ``March 3``.
+* Match scores and results are one value, a pair kept in written order: ``4-1`` (with any
+  dash), ``four goals to one``.  Two whole numbers joined by a dash are a score where the first is
+  not smaller (nobody writes a range downwards: ``4-1``, ``1-1``) or a result word is near
+  (``lost 1-4``, ``a 1-3 defeat``); joined by ``to``, only with such a word (``won 4 to 1``;
+  ``4 to 1 odds`` is a ratio).  ``1-4 players`` stays a range.
 """
 
 from __future__ import annotations
@@ -66,6 +71,7 @@ class Kind(StrEnum):
     MONEY = "money"
     QUANTITY = "quantity"
     NAME = "name"
+    SCORE = "score"  # a match score or result: two sides in written order
     FLAG = "flag"  # a yes/no field of a structured source (detectors.text.stated_flags)
 
 
@@ -75,8 +81,9 @@ class Mention:
 
     ``low``/``high`` are the normalized value (equal unless the mention is a range): base
     units for quantities, minutes after midnight for times, ``yyyymmdd`` with unknown
-    parts as 0 for dates.  ``amounts`` are the numbers as written (scale applied, unit
-    not), so a unitless ``330`` can be matched against ``330 meters``.  ``family``
+    parts as 0 for dates; a score's two sides in written order (``1-4``: 1, then 4).
+    ``amounts`` are the numbers as written (scale applied, unit not), so a unitless
+    ``330`` can be matched against ``330 meters``.  ``family``
     decides what a mention may conflict with: the kind plus dimension, currency or the
     written date parts.  ``precision`` is the half-unit of the last significant digit
     (0 when a value has fewer than two significant digits), so a rounded answer
@@ -404,6 +411,32 @@ _TIME = re.compile(
     rf"(?:\s?(?P<ampm>{_AMPM})|(?P<oclock>\s?o['\u2019]clock)|\s(?P<word>noon|midday|midnight))?(?![{_CASED}\d:])"
 )
 _TIME_WORDS: Final = {"noon": 12 * 60, "midday": 12 * 60, "midnight": 0}
+# Match scores: "4-1" (any dash), "won 4 to 1", "2-nil", "four goals to one".  Which pairs are scores is decided by
+# _score_mention; a pair glued to more digits ("3-2-1", "4-1.5") or letters is something else.
+_SCORE_SIDES: Final = ("nil", "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+                       "eleven", "twelve")  # fmt: skip
+_SCORE_SIDE_WORD = (
+    rf"[{_first_letters(_SCORE_SIDES)}](?<![{_CASED}].)(?i:{_by_first_letter(_SCORE_SIDES)})(?![{_CASED}])"
+)
+_SCORE_END = rf"(?![\d{_CASED}]|[-\u2013\u2014/:.,]\d)"
+_SCORES: Final = (
+    re.compile(
+        rf"(?P<first>\d(?<!{_JOINS}\d)(?<!\d:\d)(?<![-\u2013\u2014]\d)\d{{0,2}})"
+        rf"(?:[ \t]?(?P<dash>[-\u2013\u2014])[ \t]?|\s+(?i:to)\s+)(?P<second>\d{{1,3}}|(?i:nil)){_SCORE_END}"
+    ),
+    re.compile(
+        rf"(?P<first>{_SCORE_SIDE_WORD}|{_DIGIT_START}\d{{0,2}})\s+"
+        rf"(?P<counted>(?i:goals?|points?|runs?|sets?|games?|frames?|tries|wickets?|votes?))\s+(?i:to)\s+"
+        rf"(?P<second>{_SCORE_SIDE_WORD}|\d{{1,3}}{_SCORE_END})"
+    ),
+)
+# Words near a pair of numbers that make it a result: "lost 1-4", "a 1-3 defeat", "the vote was 5 to 4".
+_RESULT_WORDS: Final = frozenset(
+    """won win wins winning beat beats beating beaten lost lose loses losing loss defeat defeated defeats drew draw
+    draws drawn tie tied ties victory triumph score scored scores scoreline lead led leads leading trail trailed
+    trailing result final aggregate edged thrashed routed match game ended finished vote votes voted""".split()  # noqa: SIM905
+)
+_RESULT_WORDS_BEFORE, _RESULT_WORDS_AFTER = 3, 2
 # Lowercase only: "Midnight Express" is a name.
 _TIME_WORD = re.compile(rf"(?P<word>[nm](?<![{_CASED}].)(?:(?<=n)oon|(?<=m)id(?:day|night)))(?![{_CASED}])")
 # Spans that look numeric but state nothing checkable: fractions/ratios, citations, references, list
@@ -667,6 +700,42 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     return Mention(Kind.DATE, match.start(), match.end(), match[0], value, value, f"date:{parts}", amounts)
 
 
+def _score_mention(match: re.Match[str]) -> Mention | None:
+    """A match score, its sides in written order; a pair of numbers only where it reads as one.
+
+    Counted sides ("four goals to one") always do; dashed ones where the first is not smaller (a range runs
+    upwards: "4-1" and "1-1" are results, "1-4" may be "1-4 players") or a result word is near ("lost 1-4");
+    ones joined by "to", or by a hyphen with spaces round it ("9 - 6" is as often a subtraction), only with
+    such a word ("won 4 to 1", but "4 to 1 odds").  Next to an arithmetic sign it is a sum ("= 100 - 10").
+    """
+    first, second = (_score_side(match[side]) for side in ("first", "second"))
+    groups = match.groupdict()
+    dashed = groups.get("dash") and not _SPACED_HYPHEN.search(match[0])
+    if _ARITHMETIC_BEFORE.search(match.string, max(0, match.start() - 3), match.start()) or _ARITHMETIC_AFTER.match(
+        match.string, match.end()
+    ):
+        return None
+    if not (groups.get("counted") or (dashed and first >= second) or _near_result_word(match)):
+        return None
+    return Mention(Kind.SCORE, match.start(), match.end(), match[0], first, second, "score", (first, second))
+
+
+def _score_side(text: str) -> float:
+    return 0.0 if text.lower() in ("nil", "zero") else _parse_number(text)
+
+
+def _near_result_word(match: re.Match[str]) -> bool:
+    """Whether a word that makes a pair of numbers a result is a few words before or after it."""
+    text = match.string
+    before = _LOWER_WORD.findall(text[max(0, match.start() - 40) : match.start()].lower())[-_RESULT_WORDS_BEFORE:]
+    after = _LOWER_WORD.findall(text[match.end() : match.end() + 30].lower())[:_RESULT_WORDS_AFTER]
+    return not _RESULT_WORDS.isdisjoint(before + after)
+
+
+_LOWER_WORD: Final = re.compile(r"[a-z]+")
+_SPACED_HYPHEN: Final = re.compile(r"\s-\s")
+_ARITHMETIC_BEFORE: Final = re.compile(r"[=+*/\u00d7]\s*\Z")
+_ARITHMETIC_AFTER: Final = re.compile(r"\s*[=+*/\u00d7]")
 _FIELD_AMOUNT = re.compile(RECORD_KEY + r"(?P<num>-?\d+(?:\.\d+)?)(?![\w.])")
 
 
@@ -713,6 +782,7 @@ _EXTRACTORS: Final = (
     _Extractor(_TIME, _time_mention),
     _Extractor(_TIME_WORD, _time_word_mention),
     _Extractor(_FIELD_AMOUNT, _field_mention, needs=":"),  # before _AMOUNT: the same number, typed
+    *(_Extractor(pattern, _score_mention) for pattern in _SCORES),  # before _AMOUNT: "4-1" is no range
     _Extractor(_AMOUNT, _amount_mention),
     _Extractor(_WORD_AMOUNT, _amount_mention),
     _Extractor(_HAN_AMOUNT, _amount_mention, needs=_HAN_MULTIPLIERS),
@@ -836,6 +906,7 @@ def _merge_ranges(text: str, mentions: list[Mention]) -> list[Mention]:
         if (
             previous is not None
             and previous.family == mention.family
+            and mention.kind is not Kind.SCORE  # its two sides are no range's ends
             and previous.low == previous.high
             and mention.low == mention.high
             and _RANGE_JOIN.fullmatch(text, previous.end, mention.start)
@@ -859,13 +930,15 @@ def comparable(family: str, other: str) -> bool:
 
     The same family; two amounts of money where one's currency is only implied ("5 grand" and
     "£5,000"): an implied currency never contradicts a stated one, the amounts decide; and a date
-    with a date that writes fewer of its parts ("June 14, 1998" and "14 June"): they differ where
-    the parts they share differ.
+    with a date that writes fewer or more of its parts ("June 14, 1998" and "14 June", "December
+    2004" and "November 2, 2004"): they differ where the parts they share differ.  Dates that
+    each write a part the other lacks ("November 2004" and "November 2") are not compared.
     """
     if family == other:
         return True
     if family.startswith("date:") and other.startswith("date:"):
-        return set(other[5:]) < set(family[5:])
+        parts, others = set(family[5:]), set(other[5:])
+        return parts < others or others < parts
     return IMPLIED_MONEY in (family, other) and family.startswith(IMPLIED_MONEY) and other.startswith(IMPLIED_MONEY)
 
 

@@ -303,3 +303,69 @@ def test_unsupported_spans_and_the_span_features_compare_normalized_values() -> 
     found = {answer[v.start : v.end]: v.stated for answer in ["Losing 5 million dollars at 19:30; 6 million dollars."]
              for v in stated_values(answer, indexes)}  # fmt: skip
     assert found == {"5 million dollars": True, "19:30": True, "6 million dollars": False}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("They won 3-0 at home.", ("score", 3.0, 0.0)),
+        ("It ended 0\u20130.", ("score", 0.0, 0.0)),
+        ("a 2\u20135 defeat away", ("score", 2.0, 5.0)),  # upwards, but a result word follows
+        ("They lost 1-3.", ("score", 1.0, 3.0)),
+        ("three goals to nil", ("score", 3.0, 0.0)),
+        ("She won 6 to 2 in the final set.", ("score", 6.0, 2.0)),
+        ("a 102-99 overtime win", ("score", 102.0, 99.0)),
+        ("Bring 2-5 players each.", ("number", 2.0, 5.0)),  # a range runs upwards
+        ("Take 8 - 5 to get the rest.", ("number", 5.0, 8.0)),  # spaced, no result word: maybe a subtraction
+        ("so x = 8-5", ("number", 5.0, 8.0)),  # next to an arithmetic sign: a subtraction
+        ("Rangers (3-1) went through.", ("score", 3.0, 1.0)),
+        ("The odds were 6 to 2.", ("number", 2.0, 6.0)),  # "to" without a result word: a ratio or a range
+        ("the 2019-20 season", ("year", 2019.0, 2020.0)),
+        ("It takes 3-4 weeks.", ("quantity:duration", 3 * 604800.0, 4 * 604800.0)),
+    ],
+)
+def test_a_match_score_is_one_value_with_its_sides_in_written_order(
+    text: str, expected: tuple[str, float, float]
+) -> None:
+    assert value(text) == expected
+
+
+SCORE_SOURCE = "The hosts edged their neighbours 2-1 in the cup tie on Tuesday night."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The hosts won the cup tie 2-1 on Tuesday.",
+        "The hosts won the cup tie 2\u20131 on Tuesday.",
+        "The hosts won the cup tie by two goals to one on Tuesday.",
+    ],
+)
+def test_a_score_restated_is_supported(answer: str) -> None:
+    assert set(claims(SCORE_SOURCE, answer).values()) == {"supported"}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The hosts won the cup tie 3-1 on Tuesday.",
+        "The hosts won the cup tie 2-0 on Tuesday.",
+        "The hosts lost the cup tie 1-2 on Tuesday.",  # the sides swapped, the teams in the same order
+        "The hosts won the cup tie by three goals to one on Tuesday.",
+    ],
+)
+def test_a_changed_score_is_a_conflict(answer: str) -> None:
+    assert set(claims(SCORE_SOURCE, answer).values()) == {"conflict"}
+
+
+def test_a_score_is_supported_by_its_sides_where_the_source_writes_no_score() -> None:
+    record = '{"home_team": "Harriers", "home_goals": 2, "away_goals": 1}'
+    assert claims(record, "The Harriers won 2-1 at home.") == {"2-1": "supported"}
+    assert claims(record, "The Harriers won 3-1 at home.") == {"3-1": "unsupported"}
+
+
+def test_a_coarser_date_is_supported_by_a_full_one_and_a_changed_one_contradicted() -> None:
+    source = "The bridge reopened to traffic on 2 November 2004 after repairs."
+    assert claims(source, "The bridge reopened to traffic in November 2004.") == {"November 2004": "supported"}
+    assert claims(source, "The bridge reopened to traffic in December 2004.") == {"December 2004": "conflict"}
+    assert claims(source, "The bridge reopened to traffic on November 3.") == {"November 3": "conflict"}
