@@ -16,6 +16,12 @@ calls, given per minute of traffic (``--window`` calls a minute, in a random ord
 to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
 "Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
 
+``--real-judge`` asks the application's own model instead (bench/real_judge.py): Gemma 3 270M on
+llama-cpp-python's server as ``make test-llm`` runs it, or the endpoint of ``--judge-endpoint``,
+about ``--records`` held-out records of each set, half hallucinated and half faithful, the calls a
+judge would be asked about (the band before any verdicts) first.  Its rows carry its sensitivity,
+specificity, share of "unknown", tokens and seconds a call; ``judge_accuracy`` is null.
+
 The probabilities come from the shipped verdict model, which was fitted on every document of
 RAGTruth, SummEdits, BEGIN, FaithDial and WiCE (FaithBench and HaluEval were never trained on):
 for those sets they are in sample.  bench/QUALITY.md measures what that flatters, cross-fitted by
@@ -24,15 +30,18 @@ against 0.279.  Each row says which it is (``verdict_in_sample``).
 
     .venv/bin/python bench/escalation.py [FILE.jsonl ...] [--scored DIR] [--judge-accuracy 0.85]
         [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100] [--json]
+        [--real-judge --records 20 [--judge-endpoint URL --judge-model NAME] [--deadline 180]]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,17 +49,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from real_judge import ask, picked, standing_in, tally
 from recalibration import Application, Record, draw, refit, shared_sets
 
 from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.proposals import held_back
+from pipeline.config.settings import load_settings
 from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
 from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
 from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.offline.evaluate import read_records
 from pipeline.offline.train import VERDICT_SETS, held_out
+from tests.llm.llama_server import MODEL_ALIAS, LlamaServer, assemble_model
 
 ROUTES = ("page", "slack")
 
@@ -123,14 +135,18 @@ def _share(routes: Sequence[str | None], route: str | None) -> float:
 
 def run_set(
     name: str, records: list[Record], held: set[str], args: argparse.Namespace, routing: RouteTargets,
-    shipped: dict[str, float], shrinkage: float,
+    shipped: dict[str, float], shrinkage: float, judge: Callable[[int], dict[str, Judgment]],
+    described: dict[str, object],
 ) -> list[dict[str, object]]:  # fmt: skip
-    """One row per verdict count and judge share: before and after on the held-out documents, means over seeds."""
+    """One row per verdict count and judge share: before and after on the held-out documents, means over seeds.
+
+    ``judge`` gives each seed's judgments of every record; ``described`` says which judge that is.
+    """
     fitting = [r for r in records if r.key not in held]
     measured = [r for r in records if r.key in held]
     results: dict[tuple[int, float], dict[str, list[float]]] = {}
     for seed in range(args.seeds):
-        judgments = simulated_judgments(records, args.judge_accuracy, seed)
+        judgments = judge(seed)
         order = list(np.random.default_rng([seed, 2]).permutation(len(measured)))
         for verdicts in args.verdicts:
             fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage)
@@ -150,7 +166,7 @@ def run_set(
                 for key, value in values.items():
                     results.setdefault((verdicts, share), {}).setdefault(key, []).append(value)
     return [
-        {"set": name, "judge_accuracy": args.judge_accuracy, "judge_share": share, "verdicts": verdicts,
+        {"set": name, **described, "judge_share": share, "verdicts": verdicts,
          "verdict_in_sample": name in VERDICT_SETS, "records": len(measured),
          "faithful": sum(not r.hallucinated for r in measured),
          **{k: round(statistics.mean(v), 4) for k, v in values.items()}}
@@ -158,11 +174,40 @@ def run_set(
     ]  # fmt: skip
 
 
+def band_keys(records: Sequence[Record], routing: RouteTargets, shipped: dict[str, float]) -> set[str]:
+    """The records a judge would be asked about before any verdicts: the shipped map, minimums and prior."""
+    agreement = routing.agreement(shipped)
+    return {r.key for r in records if escalation(agreement, r.flags, r.probability, SHIPPED_PRIOR) is not None}
+
+
+def simulated_judge_rows(
+    path: Path, records: list[Record], held: set[str], args: argparse.Namespace, app: Application
+) -> list[dict[str, object]]:
+    """:func:`run_set` with the simulated judge of ``--judge-accuracy``."""
+    return run_set(path.stem, records, held, args, app.routing, app.shipped, app.shrinkage,
+                   lambda seed: simulated_judgments(records, args.judge_accuracy, seed),
+                   {"judge_accuracy": args.judge_accuracy})  # fmt: skip
+
+
+def real_judge_rows(
+    path: Path, records: list[Record], held: set[str], args: argparse.Namespace, app: Application, endpoint: str
+) -> list[dict[str, object]]:
+    """:func:`run_set` with the real judge's answers on ``--records`` of the held-out records."""
+    measured = [r for r in records if r.key in held]
+    asked_about = picked(measured, args.records, band_keys(measured, app.routing, app.shipped), seed=0)
+    asked = ask(endpoint, args.judge_model, path, asked_about, args.deadline)
+    described: dict[str, object] = {"judge": args.judge_model, "judge_accuracy": None, **tally(asked)}
+    return run_set(path.stem, records, held, args, app.routing, app.shipped, app.shrinkage,
+                   lambda seed: standing_in(asked, records, held, seed), described)  # fmt: skip
+
+
 def markdown(rows: Sequence[dict[str, object]]) -> list[str]:
-    """The rows as bench/README.md's table."""
+    """The rows as bench/README.md's table (the real judge's with its rates and cost)."""
     columns = ["set", "judge_accuracy", "verdicts", "judge_share", "judge_calls", "band", "recall_before",
                "recall_after", "alerted_faithful_before", "alerted_faithful_after", "page_faithful_after",
                "weight_hallucinated", "weight_faithful"]  # fmt: skip
+    if rows and "sensitivity" in rows[0]:
+        columns[1:2] = ["judged", "sensitivity", "specificity", "unknown_share", "tokens_per_call", "seconds_per_call"]
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns),
             *("| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows)]  # fmt: skip
 
@@ -178,18 +223,39 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=100, help="calls a minute: the budget is granted per minute")
     parser.add_argument("--workers", type=int, default=1, help="scoring workers, where a set is not kept")
     parser.add_argument("--json", action="store_true", help="one JSON object per setting (else a markdown table)")
+    parser.add_argument("--real-judge", action="store_true", help="ask the application's own model, not a simulation")
+    parser.add_argument("--records", type=int, default=20, help="real judge: held-out records asked per set")
+    parser.add_argument("--judge-endpoint", help="real judge: an OpenAI-compatible base URL (default: local Gemma)")
+    parser.add_argument("--judge-model", default=MODEL_ALIAS, help="real judge: the model the endpoint is asked for")
+    parser.add_argument("--deadline", type=float, default=load_settings().escalation.deadline_seconds,
+                        help="real judge: seconds each call may take (the worker's escalation deadline)")  # fmt: skip
     args = parser.parse_args()
     app = Application.configured()
     rows = []
-    for path in args.files or shared_sets():
-        records = app.scored(path, args.scored, args.workers)
-        held = {r.id for r in read_records(path) if held_out(r)}
-        for row in run_set(path.stem, records, held, args, app.routing, app.shipped, app.shrinkage):
-            if args.json:
-                print(json.dumps(row), flush=True)
-            rows.append(row)
+    with contextlib.ExitStack() as stack:
+        endpoint = args.judge_endpoint or (stack.enter_context(local_model()).base_url if args.real_judge else "")
+        for path in args.files or shared_sets():
+            records = app.scored(path, args.scored, args.workers)
+            held = {r.id for r in read_records(path) if held_out(r)}
+            if args.real_judge:
+                found = real_judge_rows(path, records, held, args, app, endpoint)
+            else:
+                found = simulated_judge_rows(path, records, held, args, app)
+            for row in found:
+                if args.json:
+                    print(json.dumps(row), flush=True)
+                rows.append(row)
     if not args.json:
         print("\n".join(markdown(rows)))
+
+
+@contextlib.contextmanager
+def local_model() -> Iterator[LlamaServer]:
+    """Gemma 3 270M on llama-cpp-python's server, as ``make test-llm`` runs it (the llm-test extra)."""
+    with tempfile.TemporaryDirectory(prefix="escalation-gemma-") as name:
+        folder = Path(name)
+        with LlamaServer(assemble_model(folder), folder / "server.log", chat_format="gemma") as server:
+            yield server
 
 
 def _floats(text: str) -> list[float]:
