@@ -6,6 +6,7 @@ deadline without it.
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -30,15 +31,13 @@ UNSUPPORTED = json.dumps(
 RULES = json.dumps([{"name": "two-detectors", "route": "slack", "min_probability": 0.8}])
 
 
+def judge_at(server: OpenAIServer) -> dict[str, str]:
+    return {"consistency__llm__base_url": server.base_url, "consistency__llm__api_key": "sk-integration"}
+
+
 def escalation_settings(server: OpenAIServer, **more: str) -> dict[str, str]:
     """Escalation on, the judge at ``server``; the sampled detectors stay off."""
-    return {
-        "alerting__rules": RULES,
-        "escalation__enabled": "true",
-        "consistency__llm__base_url": server.base_url,
-        "consistency__llm__api_key": "sk-integration",
-        **more,
-    }
+    return {"alerting__rules": RULES, "escalation__enabled": "true", **judge_at(server), **more}
 
 
 def findings_of(worker: WorkerProcess, detector: str) -> list[tuple[object, ...]]:
@@ -105,3 +104,34 @@ def test_a_judge_too_slow_for_the_deadline_leaves_the_call_to_the_detectors(
     ((_, status, summary, evidence),) = findings_of(worker, "judge")
     assert status == "error" and "deadline" in str(summary)
     assert json.loads(str(evidence))["judgment"] == "unknown"
+
+
+def test_a_held_decision_survives_a_kill_and_is_made_once_after_the_restart(
+    tansu: TansuBroker, topic_prefix: str, tmp_path: Path
+) -> None:
+    trace_id, spans = clinic_trace("gaming")
+    held = {"alerting__rules": RULES, "escalation__enabled": "true", "escalation__deadline_seconds": "120",
+            "escalation__release_check_seconds": "0.5"}  # fmt: skip
+    with OpenAIServer(delay=60.0) as slow:  # no answer before the kill
+        first = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **{**held, **judge_at(slow)})
+        produce(tansu.bootstrap, first.input_topic, [(trace_id.encode(), spans)])
+        first.start()
+        first.wait_for("halluwatch_decisions_held", 1)
+        time.sleep(3)  # the hold reaches the agreement table's changelog
+        first.stop(signal.SIGKILL)
+
+    with OpenAIServer() as server:
+        server.answer(CLAIMS, UNSUPPORTED)
+        second = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker", **{**held, **judge_at(server)})
+        second.start()
+        try:
+            second.wait_for("halluwatch_judge_answers_total", 1)
+            second.wait_for("halluwatch_alerts_total", 1)
+            time.sleep(3)  # time for any second (wrong) alert
+            alerts = second.metric("halluwatch_alerts_total")
+        finally:
+            second.stop()
+
+    assert alerts == 1
+    rows = second.query("SELECT trace_id, rule FROM halluwatch.alerts FINAL")
+    assert rows == [(trace_id, "two-detectors")]
