@@ -33,6 +33,10 @@ class EscalationSettings(BaseModel):
     deadline_seconds: float = Field(default=180.0, gt=0, le=3600)
     # How often held decisions are checked against their deadline.
     release_check_seconds: float = Field(default=5.0, gt=0)
+    # Share of calls the judge also answers where its answer changes nothing: the first the review queue
+    # will serve (its seeded draw order), so that review verdicts measure the judge. Without verdicts on
+    # judged calls its weight stays the shipped prior. Spent after the calls whose route it could change.
+    weigh_share: float = Field(default=0.05, ge=0.0, le=1.0)
     # Every application's budget, unless `apps` names its own (an application is a policy's name).
     budget: JudgeBudgetConfig = Field(default_factory=JudgeBudgetConfig)
     apps: dict[str, JudgeBudgetConfig] = Field(default_factory=dict)

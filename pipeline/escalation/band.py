@@ -12,7 +12,9 @@ follows the app's map, minimums and the judge's current weight by construction:
 - ``could hold back``: "faithful" would withdraw the alert the call raises now (p barely over);
 - ``could change route``: the alert stays, on another route (slack to page, or back);
 - ``unverified``: the coverage detector found claims no source covers; the judge reads them
-  even where its answer cannot move the route (the review page shows what it said).
+  even where its answer cannot move the route (the review page shows what it said);
+- ``to weigh the judge``: among the first calls the review queue will serve, so that their
+  verdicts measure the judge (:mod:`pipeline.rate.draw_order`); its answer moves nothing here.
 
 A judge with no weight moves nothing, so only unverified calls are escalated then.  A call's
 value is the probability that the judge's answer changes its route, from its p and the
@@ -41,6 +43,7 @@ class Reason(StrEnum):
     COULD_HOLD_BACK = "could hold back"
     COULD_REROUTE = "could change route"
     UNVERIFIED = "unverified"
+    TO_WEIGH = "to weigh the judge"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,11 @@ class Escalation:
     route_now: str | None  # without a judgment (over budget, past the deadline, an unknown answer)
     if_hallucinated: str | None
     if_faithful: str | None
+
+    @property
+    def could_change_route(self) -> bool:
+        """Whether the decision has a reason to wait for the answer."""
+        return self.if_hallucinated != self.if_faithful
 
 
 def decided_route(
@@ -79,13 +87,19 @@ def escalation(
     weight: JudgeWeight,
     policy: str = DEFAULT_POLICY,
     unverified: bool = False,
+    to_weigh: bool = False,
 ) -> Escalation | None:
-    """Why the call should go to the judge, or None when its answer could change nothing and coverage is content."""
+    """Why the call should go to the judge, or None when its answer could change nothing and nothing else asks.
+
+    ``to_weigh``: the call is among the first the review queue serves.
+    """
     routes = {judgment: decided_route(agreement, flags, probability, weight, judgment, policy) for judgment in Judgment}
     now = routes[Judgment.UNKNOWN]
     if_hallucinated, if_faithful = routes[Judgment.HALLUCINATED], routes[Judgment.FAITHFUL]
     if if_hallucinated == if_faithful:
-        return Escalation(Reason.UNVERIFIED, 0.0, now, now, now) if unverified else None
+        if unverified or to_weigh:
+            return Escalation(Reason.UNVERIFIED if unverified else Reason.TO_WEIGH, 0.0, now, now, now)
+        return None
     if now is None:
         reason = Reason.COULD_ALERT
     elif None in (if_hallucinated, if_faithful):

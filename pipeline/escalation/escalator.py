@@ -1,8 +1,10 @@
 """The spans stage's side of escalation: which of a batch's calls go to the judge, within each application's budget.
 
 Per batch, each detected call's own flags and ``p_hallucination`` are put through the band
-(:func:`pipeline.escalation.band.escalation`): a call whose route the judgment could change, or
-whose claims coverage left unverified, is a candidate.  Each application's candidates go to
+(:func:`pipeline.escalation.band.escalation`): a call whose route the judgment could change,
+whose claims coverage left unverified, or that is among the first the review queue will serve
+(``escalation.weigh_share``: their verdicts measure the judge) is a candidate.  Only the first
+kind holds its trace's decision.  Each application's candidates go to
 the judge most valuable first while its budget has room; the others are decided without a
 judgment.  Either way an ``escalation`` finding joins the batch's findings (stored, and
 published before the call's flags are acted on, in the same message), and the sent calls
@@ -26,6 +28,7 @@ from pipeline.config.policy_book import PolicyBook
 from pipeline.escalation.band import Escalation, escalation, most_valuable
 from pipeline.judge.budget import JudgeBudget
 from pipeline.judge.records import DEADLINE_KEY, ESCALATION
+from pipeline.rate.draw_order import drawn_early
 from pipeline.sampled.sampled_call import SampledCall
 from pipeline.sampled.stage import consistency_call
 from pipeline.sinks.finding import Finding
@@ -47,6 +50,7 @@ class Escalator:
         budget: JudgeBudget,
         tokens_of: Callable[[LLMCall], int],
         thresholds_version: str,
+        review_seed: int = 0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
@@ -55,6 +59,7 @@ class Escalator:
         self.budget = budget
         self._tokens_of = tokens_of
         self._thresholds_version = thresholds_version
+        self._review_seed = review_seed
         self._clock = clock
 
     def escalate(self, result: BatchResult) -> list[tuple[bytes, bytes]]:
@@ -79,8 +84,10 @@ class Escalator:
     def _escalation(self, findings: list[Finding], policy: str) -> Escalation | None:
         flags = {f.detector: f.severity for f in findings if counts_toward_agreement(f)}
         unverified = any(f.detector == _COVERAGE and f.status == "ok" and f.flagged for f in findings)
+        first = findings[0]
+        to_weigh = drawn_early(self._review_seed, first.trace_id, first.span_id, self._settings.weigh_share)
         weight = self._agreement.weight_of(policy)
-        return escalation(self._agreement, flags, findings[0].p_hallucination, weight, policy, unverified)
+        return escalation(self._agreement, flags, first.p_hallucination, weight, policy, unverified, to_weigh)
 
     def _within_budget(
         self, app: str, candidates: list[tuple[tuple[LLMCall, Finding], Escalation]], result: BatchResult
@@ -125,8 +132,10 @@ def _escalation_result(wanted: Escalation, deadline: float, over_budget: str) ->
     }
     if over_budget:
         summary, status = f"not judged ({wanted.reason}): {over_budget}", DetectorStatus.SKIPPED
-    else:
+    elif wanted.could_change_route:  # the decision waits for the answer until the deadline
         evidence[DEADLINE_KEY] = deadline
         summary = f"sent to the judge ({wanted.reason}); its answer changes the route with chance {wanted.value:.2f}"
         status = DetectorStatus.OK
+    else:
+        summary, status = f"sent to the judge ({wanted.reason}); its answer cannot change the route", DetectorStatus.OK
     return DetectorResult(ESCALATION, _VERSION, wanted.value, False, 1.0, status, 0, summary, evidence)

@@ -181,7 +181,7 @@ class PipelineWorker:
         judge, escalator = self.consistency.escalation_judge, None
         if judge_budget is not None and judge is not None:
             escalator = Escalator(s.escalation, agreement_rule, self.policies, judge_budget, judge.estimated_tokens,
-                                  self.thresholds.version)  # fmt: skip
+                                  self.thresholds.version, s.review.seed)  # fmt: skip
         outputs = SpansOutputs(
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),

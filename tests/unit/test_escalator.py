@@ -26,9 +26,12 @@ def call_with(span: str, p: float, *detectors: str, unverified: bool = False) ->
     return call, findings
 
 
-def escalate(calls: list[tuple[Any, list[Any]]], calls_per_minute: float) -> tuple[BatchResult, list[Any]]:
+def escalate(
+    calls: list[tuple[Any, list[Any]]], calls_per_minute: float, weigh_share: float = 0.0
+) -> tuple[BatchResult, list[Any]]:
     policies = book()
-    settings = EscalationSettings(enabled=True, budget=JudgeBudgetConfig(calls_per_minute=calls_per_minute))
+    budget_config = JudgeBudgetConfig(calls_per_minute=calls_per_minute)
+    settings = EscalationSettings(enabled=True, budget=budget_config, weigh_share=weigh_share)
     budget = JudgeBudget(settings.apps, LocalCounter(), clock=lambda: NOW, default=settings.budget)
     agreement = AgreementRule.from_settings(AlertingSettings(), policies)
     escalator = Escalator(settings, agreement, policies, budget, lambda call: 500, "t", clock=lambda: NOW)
@@ -54,10 +57,22 @@ def test_the_most_valuable_call_is_judged_and_the_one_over_budget_says_so():
     assert (judged.call.span_id, judged.rule, judged.deadline) == ("a" * 16, ESCALATION, NOW + 180)
 
 
-def test_unverified_claims_go_to_the_judge_even_where_the_route_cannot_move():
+def test_unverified_claims_go_to_the_judge_even_where_the_route_cannot_move_and_nothing_waits():
     result, records = escalate([call_with("d" * 16, 0.2, unverified=True)], calls_per_minute=10)
     (escalated,) = [f for f in result.findings if f.detector == ESCALATION]
     assert escalated.evidence["reason"] == "unverified" and len(records) == 1
+    assert DEADLINE_KEY not in escalated.evidence and "cannot change the route" in escalated.summary
+
+
+def test_the_calls_the_review_queue_serves_first_are_judged_after_those_whose_route_could_change():
+    could_alert = call_with("a" * 16, 0.75, "grounding")
+    out_of_reach = call_with("b" * 16, 0.6, "grounding")
+    result, records = escalate([out_of_reach, could_alert], calls_per_minute=1, weigh_share=1.0)
+    reasons = {f.span_id: (f.status, f.evidence["reason"]) for f in result.findings if f.detector == ESCALATION}
+    assert reasons == {"a" * 16: ("ok", "could alert"), "b" * 16: ("skipped", "to weigh the judge")}
+    result, records = escalate([out_of_reach], calls_per_minute=1, weigh_share=1.0)
+    (weighed,) = [f for f in result.findings if f.detector == ESCALATION]
+    assert weighed.status == "ok" and DEADLINE_KEY not in weighed.evidence and len(records) == 1
 
 
 def test_an_application_without_budget_is_never_judged():
