@@ -1,4 +1,4 @@
-"""self_consistency and claims against a real model (Gemma 3 270M on llama-cpp-python's server).
+"""self_consistency, claims and the judge of escalated calls against a real model (Gemma 3 270M, llama-cpp).
 
 The fakes of tests/unit answer what a test scripts; a small real model answers what it
 likes: prose around JSON, JSON cut off at ``max_tokens``, refusals, prompts longer than its
@@ -18,12 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from detectors.base import DetectorResult, DetectorStatus
+from detectors.claims import ClaimsConfig
+from detectors.claims.detector import ClaimsDetector
 from detectors.llm_call import LLMCall, Message, ToolCall
 from detectors.models.chat import USAGE_KEY
+from pipeline.config.sampled import LLMEndpointConfig
 from pipeline.config.settings import Settings
+from pipeline.judge.asking import Judge, JudgeAnswer
+from pipeline.judge.records import JUDGMENT_KEY
+from pipeline.judge.weight import Judgment
 from pipeline.offline.evaluate import read_records, record_to_call
+from pipeline.sampled.llm_client import LLMClient
 from pipeline.sampled.stage import ConsistencyStage
 from tests.calls import make_llm_call
 from tests.llm.llama_server import MODEL_ALIAS, LlamaServer
@@ -164,3 +172,27 @@ def test_an_answer_slower_than_the_timeout_is_an_error_finding(llama_server: Lla
         check_clean(result)
         assert result.status is DetectorStatus.ERROR and "APITimeoutError" in result.summary
     assert target.budget.tokens_today == charged(target, found) > 0  # nothing reported: the estimates stay charged
+
+
+def test_the_judge_turns_whatever_the_model_says_into_a_judgment(llama_server: LlamaServer, ragtruth: Path) -> None:
+    """The judge of escalated calls on the real model: a judgment or "unknown", never a crash, its cost counted."""
+
+    async def run() -> list[JudgeAnswer]:
+        endpoint = LLMEndpointConfig(base_url=llama_server.base_url, model=MODEL_ALIAS, api_key=SecretStr("local"),
+                                     timeout_seconds=300, max_retries=0)  # fmt: skip
+        client = LLMClient(endpoint)
+        judge = Judge(ClaimsDetector(ClaimsConfig(max_tokens=300), 0.3, client))
+        try:
+            answers = [await judge.answer(call, seconds_left=600) for call in calls(ragtruth)[:2]]
+            answers.append(await judge.answer(calls(ragtruth)[0], seconds_left=2))  # far too short for this model
+        finally:
+            await client.close()
+        return answers
+
+    *answered, rushed = asyncio.run(run())
+    for answer in answered:
+        print(answer.judgment, answer.tokens, f"{answer.seconds:.1f}s", answer.result.summary[:160])
+        assert answer.result.detector == "judge" and answer.result.evidence[JUDGMENT_KEY] == answer.judgment
+        assert (answer.judgment is Judgment.UNKNOWN) == (answer.result.status is not DetectorStatus.OK)
+        assert answer.tokens > 0
+    assert rushed.judgment is Judgment.UNKNOWN and "deadline" in rushed.result.summary
