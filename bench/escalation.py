@@ -62,7 +62,7 @@ from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
 from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.offline.evaluate import read_records
 from pipeline.offline.train import VERDICT_SETS, held_out
-from tests.llm.llama_server import MODEL_ALIAS, LlamaServer, assemble_model
+from pipeline.tools.local_model import MODEL_ALIAS, LlamaServer, assemble_model
 
 ROUTES = ("page", "slack")
 

@@ -1076,7 +1076,12 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     help="Where the embedded ClickHouse and logs go (wiped at start).",
 )
 @click.option("--timeout", "timeout_seconds", default=120.0, show_default=True, help="Seconds to wait.")
-def demo(data_dir: Path, timeout_seconds: float) -> None:
+@click.option(
+    "--local-judge/--no-local-judge",
+    default=None,
+    help="Escalate one uncertain call to a local model (default: when the llm-test extra is installed).",
+)
+def demo(data_dir: Path, timeout_seconds: float, local_judge: bool | None) -> None:
     """Run everything on this machine: embedded broker and ClickHouse, worker, example traces."""
     from pipeline.tools.demo import run_demo
 
@@ -1088,7 +1093,7 @@ def demo(data_dir: Path, timeout_seconds: float) -> None:
         del os.environ[name]
     if ignored:
         click.echo(f"halluwatch demo runs on embedded defaults: ignoring {', '.join(ignored)}", err=True)
-    outcome = run_demo(data_dir, timeout_seconds)
+    outcome = run_demo(data_dir, timeout_seconds, local_judge)
     click.echo(outcome.summary)
     if not outcome.complete:
         raise click.ClickException(

@@ -151,13 +151,19 @@ class ClaimsDetector(SampledDetector):
         instructions = estimate_tokens(EXTRACT_INSTRUCTIONS + VERDICT_INSTRUCTIONS)
         return instructions + question + 2 * answer + context + self.config.requests * self.config.max_tokens
 
+    def unjudgeable(self, call: LLMCall) -> str | None:
+        """Why the judge has nothing to work on in ``call`` (None: it has)."""
+        if not call.answer.strip():
+            return "no answer text to take claims from"
+        if not call.sources and call.grounding_text.strip() == call.prompt.strip():
+            return "no context beyond the question to judge the claims against"
+        return None
+
     async def evaluate(self, call: LLMCall) -> DetectorResult:
         """Extract, judge, score; an unusable judge answer is an error result."""
         context = call.grounding_text
-        if not call.answer.strip():
-            return self.skipped_result("no answer text to take claims from", self.threshold)
-        if not call.sources and context.strip() == call.prompt.strip():
-            return self.skipped_result("no context beyond the question to judge the claims against", self.threshold)
+        if (nothing := self.unjudgeable(call)) is not None:
+            return self.skipped_result(nothing, self.threshold)
         asked: list[Completion] = []  # what the judge cost so far: an unusable answer is paid for too
         try:
             question = f"Question:\n{call.prompt}\n\nAnswer:\n{call.answer}"

@@ -68,6 +68,11 @@ class AgreementStage:
         app.timer(min(60.0, config.window_seconds / 2))(self._expire)
         app.timer(release_check_seconds)(self._release)
 
+    @property
+    def decisions_held(self) -> int:
+        """Traces whose decision waits for a judgment."""
+        return sum(1 for raw in self.states.values() if raw.get("awaiting_until") is not None)
+
     async def _consume(self, stream: StreamT[bytes]) -> None:
         s = self._stream
         async for events in durable_batches(stream, s.batch_max_messages, s.batch_max_wait_seconds):
@@ -124,7 +129,7 @@ class AgreementStage:
                 logger.info("trace %s decided without its judgment: the deadline passed", state.trace_id,
                             extra={"trace_id": state.trace_id})  # fmt: skip
             await self._settle(key, decision)
-        metrics.DECISIONS_HELD.set(sum(1 for raw in self.states.values() if raw.get("awaiting_until") is not None))
+        metrics.DECISIONS_HELD.set(self.decisions_held)
 
     async def _expire(self) -> None:
         """Forget traces whose window closed, so state stays bounded by traffic in one window.

@@ -1,6 +1,7 @@
 """The spans stage's side of escalation: which of a batch's calls go to the judge, within each application's budget.
 
-Per batch, each detected call's own flags and ``p_hallucination`` are put through the band
+Per batch, each detected call the judge can read (an answer, and context beyond the question)
+with its own flags and ``p_hallucination`` are put through the band
 (:func:`pipeline.escalation.band.escalation`): a call whose route the judgment could change,
 whose claims coverage left unverified, or that is among the first the review queue will serve
 (``escalation.weigh_share``: their verdicts measure the judge) is a candidate.  Only the first
@@ -26,6 +27,7 @@ from pipeline.agreement.rules import AgreementRule, counts_toward_agreement
 from pipeline.config.escalation import EscalationSettings
 from pipeline.config.policy_book import PolicyBook
 from pipeline.escalation.band import Escalation, escalation, most_valuable
+from pipeline.judge.asking import Judge
 from pipeline.judge.budget import JudgeBudget
 from pipeline.judge.records import DEADLINE_KEY, ESCALATION
 from pipeline.rate.draw_order import drawn_early
@@ -48,7 +50,7 @@ class Escalator:
         agreement: AgreementRule,
         policies: PolicyBook,
         budget: JudgeBudget,
-        tokens_of: Callable[[LLMCall], int],
+        judge: Judge,
         thresholds_version: str,
         review_seed: int = 0,
         clock: Callable[[], float] = time.time,
@@ -57,10 +59,11 @@ class Escalator:
         self._agreement = agreement
         self._policies = policies
         self.budget = budget
-        self._tokens_of = tokens_of
+        self._judge = judge
         self._thresholds_version = thresholds_version
         self._review_seed = review_seed
         self._clock = clock
+        self.sent = 0  # calls this process sent to the judge
 
     def escalate(self, result: BatchResult) -> list[tuple[bytes, bytes]]:
         """Add the batch's escalation findings to ``result``; the records (key = trace id) the judge should answer."""
@@ -70,7 +73,7 @@ class Escalator:
         by_app: dict[str, list[tuple[tuple[LLMCall, Finding], Escalation]]] = defaultdict(list)
         for call in result.llm_calls:
             findings = by_call.get((call.trace_id, call.span_id))
-            if not findings or not call.has_content:
+            if not findings or not call.has_content or not self._judge.can_judge(call):
                 continue
             policy = findings[0].policy
             wanted = self._escalation(findings, policy)
@@ -97,7 +100,7 @@ class Escalator:
         deadline = self._clock() + self._settings.deadline_seconds
         policy = self._policies.named(app)
         for (call, its_finding), wanted in most_valuable(candidates, len(candidates)):
-            granted = self.budget.grant(app, 1, self._tokens_of(call))
+            granted = self.budget.grant(app, 1, self._judge.estimated_tokens(call))
             over_budget = "" if granted else self._limit_reached(app)
             metrics.ESCALATIONS.labels(app, str(wanted.reason), "over_budget" if over_budget else "sent").inc()
             record = finding_record(call, _escalation_result(wanted, deadline, over_budget), self._thresholds_version,
@@ -106,6 +109,7 @@ class Escalator:
             probability, version = its_finding.p_hallucination, its_finding.verdict_version
             result.findings.append(dataclasses.replace(record, p_hallucination=probability, verdict_version=version))
             if not over_budget:
+                self.sent += 1
                 sent = SampledCall(consistency_call(call, policy.content.llm_calls), ESCALATION, app, deadline)
                 records.append((call.trace_id.encode(), sent.to_json()))
         left = self.budget.left(app)

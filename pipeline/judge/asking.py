@@ -43,6 +43,10 @@ class Judge:
     def __init__(self, claims: ClaimsDetector) -> None:
         self._claims = claims
 
+    def can_judge(self, call: LLMCall) -> bool:
+        """Whether ``call`` gives the judge something to judge: an answer, and context beyond the question."""
+        return self._claims.unjudgeable(call) is None
+
     def estimated_tokens(self, call: LLMCall) -> int:
         """What judging ``call`` is reserved at before the answers report their usage."""
         return self._claims.estimated_tokens(call)

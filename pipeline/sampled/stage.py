@@ -97,7 +97,8 @@ class ConsistencyStage:
         self._dead_letter = withholding(dead_letter, stream.content.llm_calls)
         self.sampler = Sampler(config.sample_rate, config.high_risk)
         self.budget = Budget(config.llm.max_requests_per_minute, config.llm.max_tokens_per_day)
-        self.calls_judged = 0  # sampled calls whose findings this process made durable
+        self.calls_judged = 0  # sampled and escalated calls whose findings this process made durable
+        self.findings_published = 0
         self.detectors: list[SampledDetector] = []
         self.escalation_judge: Judge | None = None  # the judge of escalated calls, with escalation on
         self._judge_budget = judge_budget
@@ -165,6 +166,7 @@ class ConsistencyStage:
             *(publish(self._findings_topic, key, value, max_delay) for key, value in findings_messages(records))
         )
         self._finding_sinks.emit(records)
+        self.findings_published += len(records)
         self.calls_judged += len(messages)
         metrics.CONSISTENCY_DONE.inc(len(messages))
 

@@ -7,6 +7,12 @@ content travels only in GenAI log records, to show the log join), waits until ev
 message is durably processed, every log-joined call judged and every alert routed, prints what the detectors found
 and which traces alerted (no Slack or pager configured: alerts print to the log), writes
 the HTML report (``halluwatch report``) next to the data, and stops cleanly.
+
+Where the ``llm-test`` extra is installed, a local model (Gemma 3 270M on llama-cpp-python's
+server, :mod:`pipeline.tools.local_model`) stands in for the application's own: the worker
+escalates the most valuable uncertain call of the first minute to it, holds that call's decision
+until the answer, and the summary shows what it said.  Otherwise the summary says how to turn
+escalation on.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from confluent_kafka import Producer
 from detectors.verdict import NOT_HALLUCINATION_EVIDENCE
 from pipeline.alerting.console import delivery_words
 from pipeline.config.alerting import default_routes
+from pipeline.config.data_dirs import writable_dir
 from pipeline.config.settings import DATA_DIR_SETTINGS, Settings, load_settings
 from pipeline.ingest.otlp_traces import Encoding
 from pipeline.sinks.clickhouse import connect
@@ -39,6 +46,7 @@ from pipeline.tools.example_traces import (
     example_traces,
 )
 from pipeline.tools.kafka_clients import client_config
+from pipeline.tools.local_model import MODEL_ALIAS, LlamaServer, assemble_model, missing_modules
 from pipeline.tools.replay import Payload, ReplayStats, replay
 from pipeline.tools.report import report_window, write_report
 from pipeline.worker.app import PipelineWorker
@@ -47,6 +55,8 @@ from pipeline.worker.runner import faust_worker
 logger = logging.getLogger(__name__)
 
 GARBAGE_MESSAGE = b"\x00\xffthis is not an OTLP payload"
+LOCAL_MODEL_LOG = "local-model.log"
+JUDGE_DEADLINE_SECONDS = 300.0
 
 # Two applications routed their own way (docs/operations.md, "Policies by application"): HR pages its own
 # on-call, order extraction only ever posts to Slack; every other app keeps the default routes.
@@ -72,12 +82,13 @@ class DemoOutcome:
         return self.messages_done >= self.messages_sent
 
 
-def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
+def demo_settings(data_dir: Path, bootstrap: str, judge_url: str = "") -> Settings:
     """Embedded defaults, tuned for a single local worker (fast group joins).
 
     What outlives the run (the policies, routes and detectors' schemas and registries) goes to the
     data directory's ``settings.yaml``, which every command run with ``HALLUWATCH_DATA_DIR`` there
-    reads (``policy explain``, ``doctor``, ``ui``); the broker's address and the timings do not.
+    reads (``policy explain``, ``doctor``, ``ui``); the broker's address, the timings and the
+    local judge (``judge_url``: escalation to it on) do not.
     """
     kept = {
         "detectors": {
@@ -107,15 +118,57 @@ def demo_settings(data_dir: Path, bootstrap: str) -> Settings:
         kafka_heartbeat_interval_seconds=1.0,
         kafka_commit_interval_seconds=0.5,
         log_level="warn",
+        **(_local_judge(judge_url) if judge_url else {}),
     )
 
 
-def run_demo(data_dir: Path, timeout_seconds: float = 120.0) -> DemoOutcome:
-    """Run the demo end to end; returns what happened (never leaves the broker running)."""
+def _local_judge(url: str) -> dict[str, Any]:
+    """Escalation to the local model: one call a minute (the first minute's most valuable), answered in full.
+
+    A CPU-served 270M model writes about ten tokens a second: short answers, a deadline of minutes.
+    """
+    return {
+        "consistency": {
+            "llm": {
+                "base_url": url,
+                "model": MODEL_ALIAS,
+                "api_key": "local",
+                "timeout_seconds": 300,
+                "max_retries": 0,
+            },
+            "claims": {"max_tokens": 256},
+        },
+        "escalation": {
+            "enabled": True,
+            "deadline_seconds": JUDGE_DEADLINE_SECONDS,
+            "release_check_seconds": 1.0,
+            "weigh_share": 0.0,
+            "budget": {"calls_per_minute": 1, "tokens_per_day": None},
+        },
+    }
+
+
+def run_demo(data_dir: Path, timeout_seconds: float = 120.0, local_judge: bool | None = None) -> DemoOutcome:
+    """Run the demo end to end; returns what happened (never leaves the broker or the local model running).
+
+    ``local_judge``: escalate to the local model (None: when the llm-test extra is installed).
+    """
+    missing = missing_modules()
+    if local_judge and missing:
+        raise click.ClickException(
+            f"--local-judge needs the llm-test extra ({', '.join(missing)} not installed): make .venv/.installed-llm"
+        )
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    with TansuBroker(log_path=data_dir / BROKER_LOG) as broker:
-        settings = demo_settings(data_dir, broker.bootstrap)
+    with contextlib.ExitStack() as running:
+        broker = running.enter_context(TansuBroker(log_path=data_dir / BROKER_LOG))
+        judge_url = ""
+        if local_judge or (local_judge is None and not missing):
+            click.echo("the local model (llm-test extra) judges one uncertain call: this adds a minute or two")
+            model = assemble_model(writable_dir(data_dir / "model", "the local model"))
+            judge = running.enter_context(LlamaServer(model, data_dir / LOCAL_MODEL_LOG, chat_format="gemma"))
+            judge_url, timeout_seconds = judge.base_url, timeout_seconds + JUDGE_DEADLINE_SECONDS
+        settings = demo_settings(data_dir, broker.bootstrap, judge_url)
         pipeline_worker = PipelineWorker(settings)
         worker = faust_worker(pipeline_worker)
         outcome: list[DemoOutcome] = []
@@ -178,11 +231,13 @@ def _write_report(settings: Settings) -> Path:
 
 
 def _settled(worker: PipelineWorker, sent: int, logs_sent: int) -> bool:
-    """Every message processed, every held call released, every finding seen, every alert routed."""
+    """Every message processed, every call held (by the join, for the judge) let go, every finding seen and routed."""
     return (
         worker.messages_done >= sent
         and worker.log_join.logs_messages_done >= logs_sent
         and worker.log_join.calls_released >= worker.log_join.calls_held
+        and worker.consistency.calls_judged >= worker.escalations_sent
+        and worker.agreement.decisions_held == 0
         and worker.agreement.findings_seen >= worker.findings_published
         and worker.router.alerts_seen >= worker.agreement.alerts_published
     )
@@ -247,9 +302,10 @@ def _escalations(client: Any, db: str, settings: Settings) -> list[str]:
     """The calls sent to the team's model and what it said, or how to turn that on."""
     if not settings.escalation.enabled:
         return [
-            "Escalation to your own model: off. Calls the detectors are unsure of go to your LLM endpoint, and their",
-            "  alert waits for its answer, with HALLUWATCH_ESCALATION__ENABLED=true and",
-            "  HALLUWATCH_CONSISTENCY__LLM__BASE_URL (and __API_KEY) set: docs/verdict.md.",
+            "Escalation to your own model: off here. A worker sends the calls the detectors are unsure of to your",
+            "  LLM endpoint and holds their alert for its answer with HALLUWATCH_ESCALATION__ENABLED=true and",
+            "  HALLUWATCH_CONSISTENCY__LLM__BASE_URL set (docs/verdict.md); the demo asks a local model",
+            "  once the llm-test extra is installed (make .venv/.installed-llm).",
         ]
     lines = ["Escalated to your own model (why; what it said):"]
     for service, operation, trace_id, status, summary, judged in client.query(

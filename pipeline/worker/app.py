@@ -179,9 +179,11 @@ class PipelineWorker:
         )
         agreement_rule = AgreementRule.from_settings(s.alerting, self.policies, self.app_maps)
         judge, escalator = self.consistency.escalation_judge, None
+        self.escalator: Escalator | None = None
         if judge_budget is not None and judge is not None:
-            escalator = Escalator(s.escalation, agreement_rule, self.policies, judge_budget, judge.estimated_tokens,
+            escalator = Escalator(s.escalation, agreement_rule, self.policies, judge_budget, judge,
                                   self.thresholds.version, s.review.seed)  # fmt: skip
+            self.escalator = escalator
         outputs = SpansOutputs(
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),
@@ -260,8 +262,13 @@ class PipelineWorker:
 
     @property
     def findings_published(self) -> int:
-        """Findings records this process published (and the broker acknowledged)."""
-        return self.spans.findings_published
+        """Findings records this process published (and the broker acknowledged): the detectors' and the judges'."""
+        return self.spans.findings_published + self.consistency.findings_published
+
+    @property
+    def escalations_sent(self) -> int:
+        """Calls this process sent to the judge."""
+        return self.escalator.sent if self.escalator is not None else 0
 
     async def store(self, rows_by_table: Mapping[str, Sequence[Sequence[Any]]]) -> None:
         """Write rows to ClickHouse tables, retrying with backoff until they are durable."""

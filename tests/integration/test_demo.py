@@ -28,7 +28,7 @@ def test_demo_prints_findings_and_stops_cleanly(tmp_path: Path):
     # A shell configured for a real deployment: the demo must send it nothing and store nothing there.
     deployment = {"HALLUWATCH_KAFKA_BOOTSTRAP": "127.0.0.1:1", "HALLUWATCH_DATA_DIR": str(tmp_path / "production")}
     completed = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "demo", "--data-dir", str(tmp_path / "demo")],
+        [sys.executable, "-m", "pipeline.cli", "demo", "--data-dir", str(tmp_path / "demo"), "--no-local-judge"],
         capture_output=True, text=True, timeout=240, env={**os.environ, **deployment},
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout + completed.stderr

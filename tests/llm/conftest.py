@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.llm.llama_server import LlamaServer, assemble_model, missing_modules
+from pipeline.tools.local_model import LlamaServer, assemble_model, missing_modules
 
 REQUIRED_ENV = "HALLUWATCH_LLM_TEST"
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"

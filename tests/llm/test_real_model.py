@@ -33,8 +33,8 @@ from pipeline.judge.weight import Judgment
 from pipeline.offline.evaluate import read_records, record_to_call
 from pipeline.sampled.llm_client import LLMClient
 from pipeline.sampled.stage import ConsistencyStage
+from pipeline.tools.local_model import MODEL_ALIAS, LlamaServer
 from tests.calls import make_llm_call
-from tests.llm.llama_server import MODEL_ALIAS, LlamaServer
 from tests.sampled_stage import sampled_stage
 
 pytestmark = [pytest.mark.llm, pytest.mark.usefixtures("llm_extra", "exported_model"), pytest.mark.timeout(1800)]

