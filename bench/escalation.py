@@ -16,6 +16,13 @@ calls, given per minute of traffic (``--window`` calls a minute, in a random ord
 to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
 "Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
 
+``--minimums judged`` chooses the route minimums the judge runs under as the application's
+Propose chooses them (:func:`pipeline.calibration.app_map.route_estimates`), but on the p the
+rules read once each drawn verdict's judgment is weighed in (its "hallucinated" one more flag),
+not on the detectors' p; "before" keeps the minimums chosen on the detectors' p, with no judge.
+The map is fitted on the detectors' p either way, and a held-back proposal keeps the shipped
+minimums either way.
+
 ``--real-judge`` asks the application's own model instead (bench/real_judge.py): Gemma 3 270M on
 llama-cpp-python's server as ``make test-llm`` runs it, or the endpoint of ``--judge-endpoint``,
 about ``--records`` held-out records of each set, half hallucinated and half faithful, the calls a
@@ -29,7 +36,8 @@ document: on RAGTruth AUROC 0.827 in sample against 0.822 out of fold, recall of
 against 0.279.  Each row says which it is (``verdict_in_sample``).
 
     .venv/bin/python bench/escalation.py [FILE.jsonl ...] [--scored DIR] [--judge-accuracy 0.85]
-        [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100] [--json]
+        [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100]
+        [--minimums detectors|judged] [--json]
         [--real-judge --records 20 [--judge-endpoint URL --judge-model NAME] [--deadline 180]]
 """
 
@@ -41,7 +49,7 @@ import json
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +63,9 @@ from recalibration import Application, Record, draw, refit, shared_sets
 from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.calibration.alert_probability import RouteTargets
+from pipeline.calibration.app_map import JudgedCall, route_estimates
 from pipeline.calibration.proposals import held_back
+from pipeline.config.alerting import JUDGE, JUDGE_SEVERITY
 from pipeline.config.settings import load_settings
 from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
 from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
@@ -65,16 +75,22 @@ from pipeline.offline.train import VERDICT_SETS, held_out
 from pipeline.tools.local_model import MODEL_ALIAS, LlamaServer, assemble_model
 
 ROUTES = ("page", "slack")
+MINIMUMS = ("detectors", "judged")  # what the route minimums are chosen on: the detectors' p, or the judged p
 
 
 @dataclass(frozen=True, slots=True)
 class Fitted:
-    """What the application runs with after its verdicts: the map, the routes' rules, the judge's weight."""
+    """What the application runs with after its verdicts: the map, the routes' rules, the judge's weight.
+
+    ``without_judge``: the rules "before" runs under (the minimums chosen on the detectors' p).
+    """
 
     calibration: PlattScaling
     agreement: AgreementRule
     weight: JudgeWeight
     judged_verdicts: int
+    without_judge: AgreementRule
+    minimums: Mapping[str, float]
 
 
 def simulated_judgments(records: Sequence[Record], accuracy: float, seed: int) -> dict[str, Judgment]:
@@ -86,11 +102,15 @@ def simulated_judgments(records: Sequence[Record], accuracy: float, seed: int) -
 
 def fitted(
     name: str, fitting: Sequence[Record], verdicts: int, seed: int, judgments: dict[str, Judgment],
-    routing: RouteTargets, shipped: dict[str, float], shrinkage: float,
+    routing: RouteTargets, shipped: dict[str, float], shrinkage: float, minimums_on: str = "detectors",
 ) -> Fitted:  # fmt: skip
-    """The map, minimums and judge weight after ``verdicts`` drawn by the review queue's sampler (0: shipped)."""
+    """The map, minimums and judge weight after ``verdicts`` drawn by the review queue's sampler (0: shipped).
+
+    ``minimums_on``: one of :data:`MINIMUMS`, what the judge's route minimums are chosen on.
+    """
     if not verdicts:
-        return Fitted(PlattScaling(), routing.agreement(shipped), SHIPPED_PRIOR, 0)
+        shipped_rules = routing.agreement(shipped)
+        return Fitted(PlattScaling(), shipped_rules, SHIPPED_PRIOR, 0, shipped_rules, shipped)
     population: dict[str, int] = {}
     for r in fitting:
         population[r.stratum] = population.get(r.stratum, 0) + 1
@@ -99,7 +119,34 @@ def fitted(
     applied = not held_back(proposal)
     calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
     weight = fit_weight([JudgedVerdict(judgments[r.key], r.hallucinated) for r, _ in drawn])
-    return Fitted(calibration, routing.agreement(minimums), weight, len(drawn))
+    judged = minimums
+    if minimums_on == "judged" and applied:
+        judged = judged_minimums(drawn, population, calibration, weight, judgments, routing, shipped)
+    return Fitted(calibration, routing.agreement(judged), weight, len(drawn), routing.agreement(minimums), judged)
+
+
+def judged_minimums(
+    drawn: Sequence[tuple[Record, float]], population: Mapping[str, int], calibration: PlattScaling,
+    weight: JudgeWeight, judgments: Mapping[str, Judgment], routing: RouteTargets, shipped: Mapping[str, float],
+) -> dict[str, float]:  # fmt: skip
+    """Each route's minimum as Propose chooses it, on the p the rules read once each verdict's judgment is in.
+
+    The verdicts' p goes through ``calibration`` (the map fitted on the detectors' p) and then the
+    judge's weight; a "hallucinated" the weight counts is one more flag, as the rules take it.  The
+    minimums are on the map's scale, as a proposal's are, and start from the shipped ones carried
+    through the map.
+    """
+    calls = []
+    for r, inclusion in drawn:
+        judgment = judgments[r.key]
+        p = None if r.probability is None else weight.apply(calibration.apply_one(r.probability), judgment)
+        if p is None:
+            continue
+        flags = {**r.flags, JUDGE: JUDGE_SEVERITY} if judgment == Judgment.HALLUCINATED and weight.weighs else r.flags
+        calls.append(JudgedCall(r.key, r.stratum, p, r.hallucinated, inclusion, flags))
+    on_map = {route: calibration.apply_one(minimum) for route, minimum in shipped.items()}
+    chosen = route_estimates(calls, population, PlattScaling(), routing, on_map)
+    return {e.route: float(e.min_probability) for e in chosen}
 
 
 def escalated(
@@ -149,24 +196,27 @@ def run_set(
         judgments = judge(seed)
         order = list(np.random.default_rng([seed, 2]).permutation(len(measured)))
         for verdicts in args.verdicts:
-            fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage)
+            fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage, args.minimums)
             p = [None if r.probability is None else fit.calibration.apply_one(r.probability) for r in measured]
-            before = [decided_route(fit.agreement, r.flags, q, fit.weight) for r, q in zip(measured, p, strict=True)]
-            band = [escalation(fit.agreement, r.flags, q, fit.weight) for r, q in zip(measured, p, strict=True)]
+            calls = list(zip(measured, p, strict=True))
+            before = [decided_route(fit.without_judge, r.flags, q, fit.weight) for r, q in calls]
+            unjudged = [decided_route(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
+            band = [escalation(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
             for share in args.judge_share:
                 judged = escalated(name, band, share, args.window, order)
                 after = [decided_route(fit.agreement, r.flags, q, fit.weight, judgments[r.key]) if i in judged
-                         else now for i, (r, q, now) in enumerate(zip(measured, p, before, strict=True))]  # fmt: skip
+                         else now for i, (r, q, now) in enumerate(zip(measured, p, unjudged, strict=True))]  # fmt: skip
                 values = {f"{k}_before": v for k, v in rates(measured, before).items()}
                 values |= {f"{k}_after": v for k, v in rates(measured, after).items()}
                 values |= {"judge_calls": len(judged), "band": sum(e is not None for e in band),
                            "judged_verdicts": fit.judged_verdicts,
                            "weight_hallucinated": fit.weight.shift(Judgment.HALLUCINATED),
-                           "weight_faithful": fit.weight.shift(Judgment.FAITHFUL)}  # fmt: skip
+                           "weight_faithful": fit.weight.shift(Judgment.FAITHFUL),
+                           **{f"{route}_minimum": m for route, m in fit.minimums.items()}}  # fmt: skip
                 for key, value in values.items():
                     results.setdefault((verdicts, share), {}).setdefault(key, []).append(value)
     return [
-        {"set": name, **described, "judge_share": share, "verdicts": verdicts,
+        {"set": name, **described, "minimums": args.minimums, "judge_share": share, "verdicts": verdicts,
          "verdict_in_sample": name in VERDICT_SETS, "records": len(measured),
          "faithful": sum(not r.hallucinated for r in measured),
          **{k: round(statistics.mean(v), 4) for k, v in values.items()}}
@@ -222,6 +272,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--window", type=int, default=100, help="calls a minute: the budget is granted per minute")
     parser.add_argument("--workers", type=int, default=1, help="scoring workers, where a set is not kept")
+    parser.add_argument("--minimums", choices=MINIMUMS, default=MINIMUMS[0],
+                        help="the judge's route minimums: chosen on the detectors' p or on the judged p")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="one JSON object per setting (else a markdown table)")
     parser.add_argument("--real-judge", action="store_true", help="ask the application's own model, not a simulation")
     parser.add_argument("--records", type=int, default=20, help="real judge: held-out records asked per set")

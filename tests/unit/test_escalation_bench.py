@@ -1,4 +1,4 @@
-"""bench/escalation.py end to end on a synthetic app: a useless judge changes nothing, a perfect one only helps."""
+"""bench/escalation.py on a synthetic app: a useless judge changes nothing, a perfect one only helps; its minimums."""
 
 from __future__ import annotations
 
@@ -8,14 +8,26 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-from detectors.thresholds import load_thresholds
-from pipeline.calibration.alert_probability import RouteTargets
-from pipeline.config.settings import load_settings
-from pipeline.rate.sampler import Strata
+import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "escalation.py"
-FLAGS = ({}, {"grounding": 2}, {"grounding": 2, "contradiction": 2}, {"contradiction": 4, "grounding": 2})
+sys.path.insert(0, str(BENCH.parent))
+
+from escalation import judged_minimums  # noqa: E402
+from recalibration import Application, Record, draw, refit  # noqa: E402
+
+from detectors.thresholds import load_thresholds  # noqa: E402
+from pipeline.calibration.alert_probability import RouteTargets  # noqa: E402
+from pipeline.config.settings import load_settings  # noqa: E402
+from pipeline.judge.weight import JudgeWeight, Judgment  # noqa: E402
+from pipeline.rate.sampler import Strata  # noqa: E402
+
+FLAGS: tuple[dict[str, int], ...] = (
+    {},
+    {"grounding": 2},
+    {"grounding": 2, "contradiction": 2},
+    {"contradiction": 4, "grounding": 2},
+)
 
 
 def synthetic_app(folder: Path, records: int = 800) -> Path:
@@ -70,3 +82,44 @@ def test_a_perfect_judge_within_its_budget_only_adds_caught_calls_and_removes_fa
     full = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 1.0)
     short = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 0.01)
     assert full["recall_after"] > full["recall_before"] and short["judge_calls"] < full["judge_calls"]
+
+
+def scored_records(count: int = 300) -> list[Record]:
+    """Records as bench/recalibration.py keeps them: faithful ones with a single flag and p near Slack's minimum."""
+    settings = load_settings()
+    strata = Strata.configured(settings.review)
+    rng = np.random.default_rng(3)
+    out = []
+    for i in range(count):
+        hallucinated = bool(rng.random() < 0.3)
+        p = float(rng.uniform(0.6, 0.99)) if hallucinated else float(rng.uniform(0.3, 0.97))
+        flags = FLAGS[2] if hallucinated else FLAGS[1]
+        out.append(Record(f"call-{i}", p, flags, hallucinated, strata.of(p, False)))
+    return out
+
+
+def minimums_both_ways(weight: JudgeWeight, judgment: Judgment) -> tuple[dict[str, float], dict[str, float]]:
+    """The proposal's minimums (on the detectors' p) and :func:`judged_minimums` on the same 100 verdicts."""
+    app = Application.configured()
+    records = scored_records()
+    population: dict[str, int] = {}
+    for r in records:
+        population[r.stratum] = population.get(r.stratum, 0) + 1
+    drawn = draw(records, 100, seed=0)
+    proposal = refit("app", drawn, population, app.routing, app.shipped, app.shrinkage)
+    judgments = dict.fromkeys((r.key for r in records), judgment)
+    judged = judged_minimums(drawn, population, proposal.calibration, weight, judgments, app.routing, app.shipped)
+    return proposal.minimums, judged
+
+
+def test_minimums_chosen_on_the_judged_p_are_the_proposals_where_the_judge_has_no_weight() -> None:
+    detectors, judged = minimums_both_ways(JudgeWeight.none(), Judgment.HALLUCINATED)
+    assert judged.keys() == detectors.keys() == {"page", "slack"}
+    assert judged == pytest.approx(detectors, abs=1e-9)
+
+
+def test_a_judge_that_calls_faithful_single_flag_calls_hallucinated_raises_the_minimum_they_would_pass() -> None:
+    detectors, judged = minimums_both_ways(JudgeWeight(0.9, 0.5), Judgment.HALLUCINATED)
+    # Its "hallucinated" is a second flag on every faithful call: Slack would alert on those over its minimum.
+    assert judged["slack"] > detectors["slack"]
+    assert judged["page"] == pytest.approx(detectors["page"], abs=1e-9)
