@@ -22,11 +22,13 @@ MODEL_CACHE_ENV = "HALLUWATCH_MODEL_CACHE"  # Settings.model_cache
 # Variables of the caller's shell that would point the code under test at their own setup: an
 # operator's HALLUWATCH_CLICKHOUSE_DSN is production. Tests set what each needs themselves.
 CALLERS_PREFIXES = ("HALLUWATCH_", "OTEL_", "HF_", "TRANSFORMERS_", "SENTENCE_TRANSFORMERS_")
+# Switches of the test targets themselves, not settings: `make test-llm` sets this one (tests/llm/conftest.py).
+TEST_SWITCHES = frozenset({"HALLUWATCH_LLM_TEST"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Start from an environment without the caller's halluwatch, OpenTelemetry and model-hub settings."""
-    for name in [name for name in os.environ if name.startswith(CALLERS_PREFIXES)]:
+    for name in [name for name in os.environ if name.startswith(CALLERS_PREFIXES) and name not in TEST_SWITCHES]:
         del os.environ[name]
     os.environ["HF_HUB_OFFLINE"] = "1"  # no model hub is reachable: models load from their packages
 
