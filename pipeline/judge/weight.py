@@ -101,9 +101,15 @@ def fit_weight(
 ) -> JudgeWeight:
     """The judge's weight from the verdicts: shrunk toward ``prior``, none once they show it no better than chance.
 
-    Verdicts on calls the judge gave no usable answer to say nothing about it and are left out.
+    Verdicts on calls the judge gave no usable answer to say nothing about its accuracy and are left
+    out of it; but a judge that answers most calls "unknown" (twice ``strength`` of them at least)
+    gets no weight either, so that the band stops spending the budget on it.
     """
     answered = [v for v in verdicts if v.judgment != Judgment.UNKNOWN]
+    unanswered = len(verdicts) - len(answered)
+    if unanswered >= 2 * strength and unanswered > len(answered):  # it mostly cannot be read: spend nothing on it
+        note = f"no usable answer on {unanswered} of {len(verdicts)} judged verdicts"
+        return JudgeWeight.none(len(answered), note)
     hallucinated = [v for v in answered if v.hallucinated]
     faithful = [v for v in answered if not v.hallucinated]
     caught = sum(v.judgment == Judgment.HALLUCINATED for v in hallucinated)

@@ -133,6 +133,16 @@ def test_a_judge_no_better_than_chance_gets_no_weight_once_the_verdicts_can_tell
         balanced_accuracy_floor(1, 1, 0, 0)
 
 
+def test_a_judge_that_mostly_gives_no_usable_answer_gets_no_weight():
+    silent = [JudgedVerdict(Judgment.UNKNOWN, label) for label in (True, False)] * 10
+    weight = fit_weight(silent)
+    assert not weight.weighs and "no usable answer on 20 of 20" in weight.note
+    # A few unknowns among answers say nothing against it.
+    good = [JudgedVerdict(Judgment.HALLUCINATED, True)] * 12 + [JudgedVerdict(Judgment.FAITHFUL, False)] * 12
+    assert fit_weight(good + silent).weighs
+    assert fit_weight(silent[:19]).weighs  # too few to tell: the prior stands
+
+
 class Clock:
     def __init__(self, now: float) -> None:
         self.now = now
