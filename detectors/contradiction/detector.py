@@ -426,9 +426,7 @@ def _date_supported(claim: Mention, context: _Context) -> bool:
 
 def _dated_by_the_document(claim: Mention, context: _Context) -> bool:
     """Whether a month and year is a month the text names without a year, in the year of the text's own date."""
-    return _month_named_without_year(claim, context) and all(
-        year == context.document_year for year in _years(claim)
-    )
+    return _month_named_without_year(claim, context) and all(year == context.document_year for year in _years(claim))
 
 
 def _month_named_without_year(claim: Mention, context: _Context) -> bool:

@@ -70,7 +70,9 @@ def _dates_the_document(text: str, found: Mention) -> bool:
 
 def months_without_year(text: str, mentions: Iterable[Mention]) -> frozenset[int]:
     """The months the text names without a year: in a day and month ("14 June") or alone after a word of time."""
-    months = {int(found.low) // 100 % 100 for found in mentions if found.family == "date:md" and found.low == found.high}
+    months = {
+        int(found.low) // 100 % 100 for found in mentions if found.family == "date:md" and found.low == found.high
+    }
     for match in _BARE_MONTH.finditer(text):
         if _MONTH_CUE.search(text, max(0, match.start() - _CUE_CHARS), match.start()):
             months.add(_MONTH_NAMES.index(match["month"]) + 1)

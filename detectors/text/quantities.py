@@ -34,6 +34,9 @@ Trade-offs, stated because each one costs recall for precision or speed:
   lengths.  Temperatures are kept in °C.
 * Dates keep which parts were written (year, month, day), so ``March 1999`` is not
   confused with ``March 3``.
+* Decades (``the 1960s``, ``1960 's``, ``the '60s``, ``the sixties``) are one value, a year
+  range of their own family; two digits need a cue (``the``, an apostrophe) and no temperature,
+  age or score near them.
 * Match scores and results are one value, a pair kept in written order: ``4-1`` (with any
   dash), ``four goals to one``.  Two whole numbers joined by a dash are a score where the first is
   not smaller (nobody writes a range downwards: ``4-1``, ``1-1``) or a result word is near
@@ -421,7 +424,9 @@ _NOT_DECADE_BEFORE: Final = re.compile(
     r"(?i:\b(?:temperatures?|highs?|lows?|degrees|weather|forecast|mercury|scores?|scored|grades?|marks|ages?|aged"
     r"|speeds?|ratings?|rated|percent|iq|pulse|bpm|mph)\b)"
 )
-_NOT_DECADE_AFTER: Final = re.compile(r"\s*(?:[\u00b0\u00ba%]|(?i:degrees|fahrenheit|celsius|percent|mph|bpm)\b|[FC]\b)")
+_NOT_DECADE_AFTER: Final = re.compile(
+    r"\s*(?:[\u00b0\u00ba%]|(?i:degrees|fahrenheit|celsius|percent|mph|bpm)\b|[FC]\b)"
+)
 # 19:30, 7:30 pm, 7 p.m., 7 o'clock, and 7.30pm (a dot between hour and minutes only before am/pm: "7.30" alone
 # is a decimal number).  "19.30" without am/pm, and "half past seven", are not read.
 _AMPM = r"(?i:[ap]\.m\.|[ap]m)"
