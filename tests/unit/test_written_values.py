@@ -369,3 +369,65 @@ def test_a_coarser_date_is_supported_by_a_full_one_and_a_changed_one_contradicte
     assert claims(source, "The bridge reopened to traffic in November 2004.") == {"November 2004": "supported"}
     assert claims(source, "The bridge reopened to traffic in December 2004.") == {"December 2004": "conflict"}
     assert claims(source, "The bridge reopened to traffic on November 3.") == {"November 3": "conflict"}
+
+
+DATED_PAGES = {
+    "labelled": "Published: 3 December 2018\nThe choir moved its concerts to the old mill in June.",
+    "labelled, weekday": "Updated Monday, Dec 3, 2018\nThe choir moved its concerts to the old mill in June.",
+    "tagged ISO date": "(page) PUBLISHED DATETIME: 2018-12-03 14:49\nThe choir moved its concerts to the mill in June.",
+    "dateline": "December 3, 2018 \u2014 The choir moved its concerts to the old mill on 9 June.",
+    "dateline after a place": "YORK, Dec. 3, 2018 (Wire) - The choir moved its concerts to the old mill in June.",
+    "a date alone at the top": "Monday, 3 December 2018\n\nThe choir moved its concerts to the old mill in mid-June.",
+}
+
+
+@pytest.mark.parametrize("page", DATED_PAGES.values(), ids=DATED_PAGES.keys())
+def test_a_month_without_a_year_takes_the_year_of_the_page_s_own_date(page: str) -> None:
+    assert claims(page, "The choir moved its concerts to the old mill in June 2018.") == {"June 2018": "supported"}
+    # The page's year is inferred ("in June" may be next June): another year is not supported, nor contradicted.
+    assert claims(page, "The choir moved its concerts to the old mill in June 2017.") == {"June 2017": "unsupported"}
+    assert claims(page, "The choir moved its concerts to the old mill in July 2018.")["July 2018"] != "supported"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "The choir moved its concerts to the old mill in June. The mill reopened on 3 December 2018.",  # an event
+        "Published: 3 December 2018\nUpdated: 5 January 2019\nThe choir moved its concerts to the mill in June.",
+        "Published: 3 December 2018\nThe choir will move its concerts to the mill next June.",  # another year
+        "Published: 3 December 2018\nThe choir moved its concerts to the mill. June Carter sang.",  # a name
+    ],
+    ids=["an event's date", "two dates disagree", "next June", "a name"],
+)
+def test_a_month_takes_no_year_from_a_date_that_is_not_the_page_s_own(page: str) -> None:
+    assert claims(page, "The choir moved its concerts to the mill in June 2018.")["June 2018"] != "supported"
+
+
+@pytest.mark.parametrize(
+    "text", ["the 1960s", "the 1960's", "the 1960 's", "the '60s", "\u201960s", "the 60s", "the sixties",
+             "the mid-60s", "the late 1960s"],
+)  # fmt: skip
+def test_a_decade_is_one_value_however_it_is_written(text: str) -> None:
+    assert value(f"It was a hit in {text}.") == ("decade", 1960.0, 1969.0)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["She is in her 60s.", "Highs in the 60s are expected.", "It stays in the 60s \u00b0F all week.",
+     "His grades were in the 90s.", "Prices in the low 60s held.", "the 1900s"],
+)  # fmt: skip
+def test_two_digits_without_a_decade_s_cue_or_by_a_temperature_are_no_decade(text: str) -> None:
+    assert "decade" not in {found.family for found in extract_values(text)}
+
+
+@pytest.mark.parametrize(
+    ("source", "faithful", "changed"),
+    [
+        ("The band rose to fame in the 1960 's with three albums.", "the 60s", "the 70s"),
+        ("The band rose to fame in the sixties with three albums.", "the 1960s", "the 1970s"),
+        ("The band rose to fame in the '60s with three albums.", "the sixties", "the seventies"),
+    ],
+)
+def test_a_decade_restated_is_supported_and_a_changed_one_a_conflict(source: str, faithful: str, changed: str) -> None:
+    assert set(claims(source, f"The band rose to fame in {faithful}.").values()) == {"supported"}
+    assert set(claims(source, f"The band rose to fame in {changed}.").values()) == {"conflict"}
