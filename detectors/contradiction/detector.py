@@ -74,7 +74,6 @@ from detectors.contradiction import DETECTOR, ContradictionConfig
 from detectors.llm_call import LLMCall
 from detectors.spec import Ingredients
 from detectors.text import evidence as shown
-from detectors.text.document_dates import document_year, months_without_year
 from detectors.text.name_forms import NameForms, initials, name_forms, region_codes, region_names
 from detectors.text.passages import clip, passage
 from detectors.text.prose import INFLECTION_CHARS, MIN_STEM_CHARS, same_word
@@ -138,20 +137,6 @@ class _Context:
         """The yes/no fields of the structured records in the text."""
         return source_flags(self.text)
 
-    @functools.cached_property
-    def document_year(self) -> int | None:
-        """The year of the date the text marks as its own, if one (:mod:`detectors.text.document_dates`)."""
-        return document_year(self.text, self._dates)
-
-    @functools.cached_property
-    def months_without_year(self) -> frozenset[int]:
-        """The months the text names without a year ("in June", "14 June")."""
-        return months_without_year(self.text, self._dates)
-
-    @property
-    def _dates(self) -> list[Mention]:
-        return [found for family, dates in self.by_family.items() if family.startswith("date:") for found in dates]
-
     def comparable_values(self, family: str) -> list[Mention]:
         """The text's values that a value of ``family`` may match or contradict (:func:`comparable`)."""
         if family not in self.comparables:
@@ -205,7 +190,7 @@ class ContradictionDetector(Detector):
     """Flags answers whose numbers, dates, quantities or names the context contradicts or lacks."""
 
     name = "contradiction"
-    version = "1.9.0"
+    version = "1.8.0"
 
     def __init__(self, config: ContradictionConfig, threshold: float) -> None:
         self._config = config
@@ -261,12 +246,8 @@ class ContradictionDetector(Detector):
         """The same-family context value whose surroundings best overlap the mention's, if any overlap enough.
 
         A date whose day and month the context states, but not its year, is compared with the context's
-        years: "June 14, 1999" against "on 14 June. [...] That was in 1998" is a conflict.  A month and
-        year whose month a dated text names without a year has none: the text's year is inferred
-        ("in June" on a page of December 2018 may be June 2019), so another year is left unsupported.
+        years: "June 14, 1999" against "on 14 June. [...] That was in 1998" is a conflict.
         """
-        if context.document_year is not None and _month_named_without_year(mention, context):
-            return None
         window, min_shared = self._config.context_window_words, self._config.conflict_min_shared_words
         rival = None
         if _only_year_unstated(mention, context):
@@ -413,30 +394,12 @@ def _date_supported(claim: Mention, context: _Context) -> bool:
     November 2") when the context states its year elsewhere, in another sentence or in the
     page's own date: pages and articles date events within the year they were written in.  A
     month and year ("August 2019") is not: a day of that August and a year anywhere on a page
-    full of dates say too little.  It is supported by that month named without a year ("in
-    August", "14 August") in a text whose own date is of that year (:func:`_dated_by_the_document`).
+    full of dates say too little.
     """
     parts = claim.family.partition(":")[2]
     if _date_stated(claim, parts, context):
         return True
-    if _only_year_unstated(claim, context) and _years_stated(claim, context):
-        return True
-    return _dated_by_the_document(claim, context)
-
-
-def _dated_by_the_document(claim: Mention, context: _Context) -> bool:
-    """Whether a month and year is a month the text names without a year, in the year of the text's own date."""
-    return _month_named_without_year(claim, context) and all(year == context.document_year for year in _years(claim))
-
-
-def _month_named_without_year(claim: Mention, context: _Context) -> bool:
-    """Whether a month and year's month(s) are named in the text without a year."""
-    months = {int(claim.low) // 100 % 100, int(claim.high) // 100 % 100}
-    return claim.family == "date:ym" and months <= context.months_without_year
-
-
-def _years(claim: Mention) -> set[int]:
-    return {int(claim.low) // 10000, int(claim.high) // 10000}
+    return _only_year_unstated(claim, context) and _years_stated(claim, context)
 
 
 def _date_stated(claim: Mention, parts: str, context: _Context) -> bool:
@@ -457,7 +420,7 @@ def _only_year_unstated(claim: Mention, context: _Context) -> bool:
 
 def _years_stated(claim: Mention, context: _Context) -> bool:
     """Whether the context states the claim's year(s), as a year or in a date."""
-    years = _years(claim)
+    years = {int(claim.low) // 10000, int(claim.high) // 10000}
     stated = {y for m in context.by_family.get("year", []) for y in range(int(m.low), int(m.high) + 1)}
     for family, found in context.by_family.items():
         if family.startswith("date:") and "y" in family[5:]:

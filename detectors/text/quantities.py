@@ -34,9 +34,6 @@ Trade-offs, stated because each one costs recall for precision or speed:
   lengths.  Temperatures are kept in °C.
 * Dates keep which parts were written (year, month, day), so ``March 1999`` is not
   confused with ``March 3``.
-* Decades (``the 1960s``, ``1960 's``, ``the '60s``, ``the sixties``) are one value, a year
-  range of their own family; two digits need a cue (``the``, an apostrophe) and no temperature,
-  age or score near them.
 * Match scores and results are one value, a pair kept in written order: ``4-1`` (with any
   dash), ``four goals to one``.  Two whole numbers joined by a dash are a score where the first is
   not smaller (nobody writes a range downwards: ``4-1``, ``1-1``) or a result word is near
@@ -406,27 +403,6 @@ _CJK_DATES: Final = (
     re.compile(rf"(?P<year>{_DIGIT_START}\d{{3}})\s?年\s?(?P<month>\d\d?)\s?月(?:\s?(?P<day>\d\d?)\s?日)?"),
     re.compile(rf"(?P<month>{_DIGIT_START}\d?)\s?月\s?(?P<day>\d\d?)\s?日"),
 )
-# Decades: "the 1960s", "1960's", "1960 's", "the '60s", "'60s", "the sixties" are one value, the 1960s.  Two digits
-# are a decade only after a cue ("the", an apostrophe) and away from temperatures, ages and scores ("in her 60s",
-# "highs in the 60s", "grades in the 90s" are not); "the 00s" and "the 10s" leave the century open, and "the 1900s"
-# may be a century, so they are not read.
-_DECADE_WORDS: Final = {"twenties": 20, "thirties": 30, "forties": 40, "fifties": 50, "sixties": 60, "seventies": 70,
-                        "eighties": 80, "nineties": 90}  # fmt: skip
-_DECADE_CUE = rf"[Tt](?<![{_CASED}].)he\s+(?:(?:early|mid|late)[\s-]+)?"
-_DECADES: Final = (
-    re.compile(rf"(?P<year>\d(?<!{_JOINS}\d)\d[1-9]0)(?:\s?['\u2019]s|s)(?![{_CASED}\d])"),
-    re.compile(rf"['\u2019\u2018](?<![{_CASED}\d]['\u2019\u2018])(?P<tens>[2-9]0)['\u2019]?s(?![{_CASED}\d])"),
-    re.compile(rf"{_DECADE_CUE}['\u2019\u2018]?(?P<tens>[2-9]0)['\u2019]?s(?![{_CASED}\d])"),
-    re.compile(rf"{_DECADE_CUE}(?P<word>(?i:{'|'.join(_DECADE_WORDS)}))(?![{_CASED}])"),
-)
-# Words near two digits that make them a temperature, an age or a score rather than a decade.
-_NOT_DECADE_BEFORE: Final = re.compile(
-    r"(?i:\b(?:temperatures?|highs?|lows?|degrees|weather|forecast|mercury|scores?|scored|grades?|marks|ages?|aged"
-    r"|speeds?|ratings?|rated|percent|iq|pulse|bpm|mph)\b)"
-)
-_NOT_DECADE_AFTER: Final = re.compile(
-    r"\s*(?:[\u00b0\u00ba%]|(?i:degrees|fahrenheit|celsius|percent|mph|bpm)\b|[FC]\b)"
-)
 # 19:30, 7:30 pm, 7 p.m., 7 o'clock, and 7.30pm (a dot between hour and minutes only before am/pm: "7.30" alone
 # is a decimal number).  "19.30" without am/pm, and "half past seven", are not read.
 _AMPM = r"(?i:[ap]\.m\.|[ap]m)"
@@ -724,25 +700,6 @@ def _date_mention(match: re.Match[str]) -> Mention | None:
     return Mention(Kind.DATE, match.start(), match.end(), match[0], value, value, f"date:{parts}", amounts)
 
 
-def _decade_mention(match: re.Match[str]) -> Mention | None:
-    """A decade, as the years it spans (family ``decade``: it meets only decades); ``amounts`` hold its first year."""
-    groups = match.groupdict()
-    if groups.get("year"):
-        first = int(groups["year"])
-        if not _YEAR_RANGE[0] <= first <= _YEAR_RANGE[1]:
-            return None
-    else:
-        text = match.string
-        if _NOT_DECADE_BEFORE.search(text, max(0, match.start() - 40), match.start()) or _NOT_DECADE_AFTER.match(
-            text, match.end()
-        ):
-            return None
-        tens = groups.get("tens")
-        first = 1900 + (int(tens) if tens else _DECADE_WORDS[groups["word"].lower()])
-    value = float(first)
-    return Mention(Kind.YEAR, match.start(), match.end(), match[0], value, value + 9, "decade", (value,))
-
-
 def _score_mention(match: re.Match[str]) -> Mention | None:
     """A match score, its sides in written order; a pair of numbers only where it reads as one.
 
@@ -822,7 +779,6 @@ class _Extractor:
 _EXTRACTORS: Final = (
     *(_Extractor(pattern, _date_mention) for pattern in _DATES),
     *(_Extractor(pattern, _date_mention, needs="月") for pattern in _CJK_DATES),
-    *(_Extractor(pattern, _decade_mention) for pattern in _DECADES),  # before _AMOUNT: "1960s" is no year
     _Extractor(_TIME, _time_mention),
     _Extractor(_TIME_WORD, _time_word_mention),
     _Extractor(_FIELD_AMOUNT, _field_mention, needs=":"),  # before _AMOUNT: the same number, typed

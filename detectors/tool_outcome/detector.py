@@ -103,7 +103,7 @@ class ToolOutcomeDetector(Detector):
     """Flags answers that claim success for tools that failed or never ran, or hide a failure."""
 
     name = "tool_outcome"
-    version = "1.3.0"
+    version = "1.2.0"
 
     def __init__(self, config: ToolOutcomeConfig, threshold: float, *, language: str = "en") -> None:
         self._threshold = checked_threshold(threshold)

@@ -160,7 +160,7 @@ class UnsupportedSpansDetector(Detector):
     """Flags answers whose words the sources do not support, pointing at the spans (see module docstring)."""
 
     name = "unsupported_spans"
-    version = "1.4.0"
+    version = "1.3.0"
 
     def __init__(
         self,
