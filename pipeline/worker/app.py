@@ -23,7 +23,6 @@ import faust
 from detectors.thresholds import load_thresholds
 from detectors.verdict import load_verdict_model
 from pipeline import metrics
-from pipeline.agreement.rules import AgreementRule
 from pipeline.agreement.stage import AgreementStage
 from pipeline.alerting.destinations import Destination
 from pipeline.alerting.silence_store import SilenceStore
@@ -177,13 +176,16 @@ class PipelineWorker:
             self.finding_sinks,
             judge_budget,
         )
-        agreement_rule = AgreementRule.from_settings(s.alerting, self.policies, self.app_maps)
-        judge, escalator = self.consistency.escalation_judge, None
+        alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
+        self.agreement = AgreementStage(
+            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter, self.app_maps,
+            s.escalation.release_check_seconds,
+        )  # fmt: skip
+        judge = self.consistency.escalation_judge
         self.escalator: Escalator | None = None
-        if judge_budget is not None and judge is not None:
-            escalator = Escalator(s.escalation, agreement_rule, self.policies, judge_budget, judge,
-                                  self.thresholds.version, s.review.seed)  # fmt: skip
-            self.escalator = escalator
+        if judge_budget is not None and judge is not None:  # the judge's band is the agreement stage's own rules
+            self.escalator = Escalator(s.escalation, self.agreement.rule, self.policies, judge_budget, judge,
+                                       self.thresholds.version, s.review.seed)  # fmt: skip
         outputs = SpansOutputs(
             findings=findings_topic,
             rekeyed=raw_topic(app, partitions, s.kafka_rekeyed_topic),
@@ -201,16 +203,11 @@ class PipelineWorker:
             self.consistency.sample,
             self.dead_letter,
             self.finding_sinks,
-            escalator.escalate if escalator is not None else None,
+            self.escalator.escalate if self.escalator is not None else None,
         )
         self.log_join = self.spans.log_join
         source = raw_topic(app, partitions, s.kafka_input_topic, s.kafka_rekeyed_topic)
         app.agent(source, name="halluwatch.spans")(self.spans.consume)
-        alerts_topic = raw_topic(app, partitions, s.kafka_alerts_topic)
-        self.agreement = AgreementStage(
-            app, stream, s.alerting, self.policies, findings_topic, alerts_topic, self.dead_letter, self.app_maps,
-            s.escalation.release_check_seconds,
-        )  # fmt: skip
         alert_topics = (
             alerts_topic,
             raw_topic(app, partitions, s.kafka_alerts_retry_topic),
