@@ -13,22 +13,18 @@ The fit is measured out of sample: each of :data:`FOLDS` folds of the verdicts s
 map fitted on the others, beside the probabilities the calls were scored with before (ECE, and
 the Brier score that says whether the proposal is better).
 
-A route's minimum governs the calls still to come, so its false alarms are estimated for them
-(stratified, :mod:`pipeline.rate.estimator`, with no finite-population correction: judging every
-call of the window is still a sample of the application's traffic).  A route keeps its current
-minimum (never one under the shipped minimum) until the verdicts show another: lower, to the
-lowest minimum whose false alarms stay under the route's target with their whole 95 % interval;
-higher (the cautious direction, on the estimate alone), when the estimate at the current minimum
-is over the target.  A 1 % target with
-no false alarm among the verdicts needs some 380 faithful verdicts' worth of evidence before the
-minimum may fall; until then the proposal says how many more verdicts could move it.
+A route's minimum governs the calls still to come: it is chosen there from everything the
+application sent and its verdicts (:mod:`pipeline.calibration.operating_point`), the lowest whose
+false alarms on calls to come have a one-sided 95 % bound at or under the route's target, raised
+where the estimate at the current minimum is over it; below that evidence a route keeps its current
+minimum (never one under the shipped minimum) and the proposal says how many more verdicts, and
+where, could move it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,17 +34,22 @@ import numpy as np
 from detectors.verdict import PlattScaling
 from pipeline.calibration.alert_probability import RouteTargets
 from pipeline.calibration.fitting import fit_logistic
+from pipeline.calibration.operating_point import (
+    Population,
+    RouteChoice,
+    TrafficCall,
+    Verdict,
+    choose_minimums,
+    population_of,
+)
 from pipeline.calibration.reliability import expected_calibration_error
-from pipeline.config.alerting import gated_routes
 from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
-from pipeline.rate.estimator import Estimate, Judged, estimate_ratio, growth_to_bound
+from pipeline.rate.estimator import Estimate
 from pipeline.rate.maps import JUDGE_REPORT_KEY, AppMap
 from pipeline.rate.store import JudgedRow
 from pipeline.words import counted
 
 DEFAULT_SHRINKAGE = 5.0
-COULD_MOVE = "could let it move"
-MAX_CANDIDATES = 200  # the most minimums a route's choice tries (every verdict's, up to this many)
 FOLDS = 5
 SHIPPED = "shipped"  # the version of "no map of the application's own"
 _EPSILON = 1e-6
@@ -69,25 +70,6 @@ class JudgedCall:
 
 
 @dataclass(frozen=True, slots=True)
-class RouteEstimate:
-    """One route under a map: its minimum, the share of faithful calls it alerts on, its precision."""
-
-    route: str
-    min_probability: float
-    target: float
-    false_alarms: Estimate  # faithful calls alerted on the route (or one before it), of the faithful
-    precision: Estimate  # hallucinated calls among those alerted on the route
-    note: str = ""  # why the minimum is what it is
-    needed_in: str = ""  # where the verdicts that could move a kept minimum are most needed: a stratum
-
-    def to_dict(self) -> dict[str, Any]:
-        """The proposal report's form."""
-        return {"route": self.route, "min_probability": round(self.min_probability, 4), "target": self.target,
-                "false_alarms": _estimate_dict(self.false_alarms), "precision": _estimate_dict(self.precision),
-                "note": self.note, "needed_in": self.needed_in}  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
 class Proposal:
     """A new map for one application, and what it does against the one its calls are scored with now."""
 
@@ -96,8 +78,8 @@ class Proposal:
     calibration: PlattScaling
     verdicts: int
     measured: OutOfSample | None  # None without verdicts with a probability
-    routes: tuple[RouteEstimate, ...]
-    routes_before: tuple[RouteEstimate, ...]
+    routes: tuple[RouteChoice, ...]
+    routes_before: tuple[RouteChoice, ...]
     judge: JudgeWeight = SHIPPED_PRIOR  # the judge's weight, fitted on the verdicts on calls it answered
 
     @property
@@ -227,93 +209,36 @@ def route_estimates(
     routing: RouteTargets,
     held_minimums: Mapping[str, float],
     choose: bool = True,
-) -> tuple[RouteEstimate, ...]:
-    """Each gated route's minimum (chosen, or the held one) and its false alarms and precision from the verdicts.
+    traffic: Sequence[TrafficCall] | None = None,
+    judge: JudgeWeight = SHIPPED_PRIOR,
+    shrinkage: float = DEFAULT_SHRINKAGE,
+) -> tuple[RouteChoice, ...]:
+    """Each gated route's minimum on ``calibration``'s scale (chosen, or the held one), measured on calls to come.
 
     ``held_minimums``: each route's minimum on the shipped probability that it keeps until the
-    verdicts show another (absent: the route is closed).  The estimates are for calls to come.
+    evidence shows another (absent: the route is closed).  ``traffic``: every call of the window
+    (without it, the verdicts stand for their strata's calls).  ``population``: calls per frame,
+    which says the strata that hold calls and so need verdicts.
     """
-    p = list(calibration.apply(np.array([c.shipped_probability for c in calls]))) if calls else []
-    minimums = {route: 1.0 + 1e-9 for route in gated_routes(routing.rules)}
-    estimates = []
-    for index, route in enumerate(minimums):
-        so_far = set(list(minimums)[: index + 1])
-        target = routing.targets[route]
-
-        def measured(minimum: float, route: str = route, so_far: set[str] = so_far) -> tuple[Estimate, Estimate]:
-            agreement = routing.agreement({**minimums, route: minimum})
-            on = [_route(agreement, c, float(q)) for c, q in zip(calls, p, strict=True)]
-            alarms = [Judged(float(r in so_far and not c.hallucinated), float(not c.hallucinated))
-                      for c, r in zip(calls, on, strict=True)]  # fmt: skip
-            hits = [Judged(float(r == route and c.hallucinated), float(r == route))
-                    for c, r in zip(calls, on, strict=True)]  # fmt: skip
-            return _stratified(calls, alarms, population), _stratified(calls, hits, population)
-
-        held = calibration.apply_one(held_minimums[route]) if route in held_minimums else 1.0
-        minimum, note = held, "the current gate"
-        if choose:
-            candidates = sorted({0.0, held, *_candidate_minimums(p)})
-            minimum, note = _choose(measured, candidates, target, held, len(calls))
-        minimums[route] = minimum
-        false_alarms, precision = measured(minimum)
-        needed_in = false_alarms.widest if note.endswith(COULD_MOVE) else ""
-        if minimum == held and route in held_minimums:  # the same gate, on the new map's scale of p
-            note += f" (p {held_minimums[route]:.3f} on the shipped scale)"
-        estimates.append(RouteEstimate(route, minimum, target, false_alarms, precision, note, needed_in))
-    return tuple(estimates)
+    weights = design_weights(calls)
+    verdicts = [Verdict(TrafficCall(c.shipped_probability, c.flags, c.judgment), c.hallucinated, c.frame, w)
+                for c, w in zip(calls, weights, strict=True)]  # fmt: skip
+    measured = Population(population_of(traffic, verdicts), verdicts, calibration, judge, routing, shrinkage)
+    held = {route: calibration.apply_one(minimum) for route, minimum in held_minimums.items()}
+    return choose_minimums(measured, held, choose, short=_short(calls, population), held_on_shipped=held_minimums)
 
 
-def _candidate_minimums(p: Sequence[float]) -> list[float]:
-    """Minimums just above verdicts' probabilities: each one's, or evenly spaced ones of many (and the highest).
-
-    Each candidate costs a pass over the verdicts, so thousands of them would keep a page's
-    request waiting for seconds; between two of :data:`MAX_CANDIDATES` spaced candidates the
-    chooser takes the higher, which alerts on no more calls.
-    """
-    ordered = sorted(set(p))
-    if len(ordered) > MAX_CANDIDATES:
-        step = len(ordered) / MAX_CANDIDATES
-        ordered = [ordered[int(i * step)] for i in range(MAX_CANDIDATES)] + [ordered[-1]]
-    return [q + 1e-9 for q in ordered]
-
-
-def _choose(measured: Any, candidates: Sequence[float], target: float, held: float, verdicts: int) -> tuple[float, str]:
-    """The route's minimum: lower than ``held`` only where the verdicts show the target holds; higher where it may not.
-
-    ``held`` is the minimum the route keeps otherwise (the current or shipped gate carried through
-    the new map: the same calls pass it).  Lower: the lowest candidate whose false alarms on calls
-    to come stay under ``target`` with their whole 95 % interval.  Higher, the cautious direction,
-    on the estimate alone: when the estimate at ``held`` is over the target, the lowest candidate
-    whose estimate is under it (waiting for confidence would keep paging people meanwhile).
-    """
-    for candidate in [c for c in candidates if c <= held]:
-        false_alarms, _ = measured(candidate)
-        if false_alarms.high is not None and false_alarms.high <= target:
-            return candidate, f"the verdicts show at most {target:.0%} on calls to come (95 %)"
-    at_held, _ = measured(held)
-    if at_held.value is None:
-        return held, "the current gate kept: too few verdicts yet (each stratum with calls needs two)"
-    if at_held.value > target:
-        for candidate in [c for c in candidates if c > held]:
-            false_alarms, _ = measured(candidate)
-            if false_alarms.value is not None and false_alarms.value <= target:
-                estimate = f"{at_held.value:.1%}, over the target (an estimate, not yet 95 % sure)"
-                return candidate, f"raised: the verdicts estimate the current gate's false alarms at {estimate}"
-        # Even a minimum above every verdict's p leaves the estimate over the target: the false alarms past it
-        # come from rules no probability gates (facts) or from an earlier route, and closing this route's gated
-        # rules would silence them without meeting the target.
-        return held, "the current gate kept: no minimum keeps the target; the false alarms past it are not the gate's"
-    return held, f"the current gate kept: {_what_would_move(at_held, target, verdicts)}"
-
-
-def _what_would_move(false_alarms: Estimate, target: float, verdicts: int) -> str:
-    """Why ``verdicts`` cannot lower the gate, and how many more, drawn as the queue draws them, could."""
-    shown = f"{counted(verdicts, 'verdict')} cannot show a false-alarm rate under {target:.0%} on calls to come"
-    growth = growth_to_bound(false_alarms, target)
-    if growth is None:
-        return f"{shown}: the verdicts put it at {false_alarms.value:.1%} at this gate"
-    more = max(1, math.ceil(verdicts * (growth - 1)))
-    return f"{shown}; about {more} more, drawn as the queue draws them, {COULD_MOVE}"
+def _short(calls: Sequence[JudgedCall], population: Mapping[str, int]) -> str:
+    """Why the verdicts cannot move a minimum yet: strata holding calls with under two verdicts (empty: they can)."""
+    judged: dict[str, int] = {}
+    for c in calls:
+        judged[c.frame] = judged.get(c.frame, 0) + 1
+    short = {frame: min(2, size) - judged.get(frame, 0) for frame, size in population.items()
+             if size > 0 and judged.get(frame, 0) < min(2, size)}  # fmt: skip
+    if not short:
+        return ""
+    return "too few verdicts yet: " + ", ".join(f"{counted(n, 'more verdict')} in stratum {frame}"
+                                                for frame, n in short.items())  # fmt: skip
 
 
 def propose(
@@ -324,19 +249,23 @@ def propose(
     shipped_minimums: Mapping[str, float],
     current: AppMap | None = None,
     shrinkage: float = DEFAULT_SHRINKAGE,
+    traffic: Sequence[TrafficCall] | None = None,
 ) -> Proposal:
-    """A new map and route minimums for ``app`` from its verdicts, measured against its ``current`` map.
+    """A new map and route minimums for ``app`` from its verdicts and traffic, measured against its ``current`` map.
 
-    A route keeps its current minimum, never one under the shipped minimum, until its verdicts show another.
+    The map is refitted only where the refit beats the current one out of sample (a refit of a map
+    that was already right moves it by noise); the minimums are chosen for calls to come either way.
+    A route keeps its current minimum, never one under the shipped minimum, until the evidence shows another.
     """
     now = current.calibration if current else _IDENTITY
     current_minimums = _on_shipped(current) if current else {}
     held = {route: max(minimum, current_minimums.get(route, minimum)) for route, minimum in shipped_minimums.items()}
-    calibration = fit_map(calls, shrinkage)
     measured = out_of_sample(calls, shrinkage, now)
-    routes = route_estimates(calls, population, calibration, routing, held)
-    routes_before = route_estimates(calls, population, now, routing, {**shipped_minimums, **current_minimums}, False)
+    calibration = fit_map(calls, shrinkage) if measured is None or measured.better else now
     judge = fit_weight([JudgedVerdict(c.judgment, c.hallucinated) for c in calls if c.judgment is not None])
+    routes = route_estimates(calls, population, calibration, routing, held, True, traffic, judge, shrinkage)
+    routes_before = route_estimates(calls, population, now, routing, {**shipped_minimums, **current_minimums}, False,
+                                    traffic, current.judge if current else SHIPPED_PRIOR, shrinkage)  # fmt: skip
     recipe = json.dumps([app, calibration.to_dict(), {r.route: r.min_probability for r in routes}, len(calls),
                          [judge.sensitivity, judge.specificity]])  # fmt: skip
     version = f"{app}-{hashlib.sha256(recipe.encode()).hexdigest()[:10]}"
@@ -347,23 +276,6 @@ def _on_shipped(applied: AppMap) -> dict[str, float]:
     """An applied map's route minimums on the shipped probability (the scale proposals fit on)."""
     undo = applied.calibration.inverse()
     return {route: undo.apply_one(minimum) for route, minimum in applied.minimums.items()}
-
-
-def _route(agreement: Any, call: JudgedCall, probability: float) -> str | None:
-    rule = agreement.first_match(call.flags, probability)
-    return rule.route if rule else None
-
-
-def _stratified(calls: Sequence[JudgedCall], parts: Sequence[Judged], population: Mapping[str, int]) -> Estimate:
-    judged: dict[str, list[Judged]] = {}
-    for call, part in zip(calls, parts, strict=True):
-        judged.setdefault(call.frame, []).append(part)
-    return estimate_ratio({frame: size for frame, size in population.items() if frame in judged}, judged, future=True)
-
-
-def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
-    return {"value": _round(estimate.value), "low": _round(estimate.low), "high": _round(estimate.high),
-            "verdicts": estimate.verdicts, "shortfall": estimate.shortfall, "short": bool(estimate.short)}  # fmt: skip
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -412,12 +324,18 @@ def describe(proposal: Proposal) -> list[str]:
     before = {r.route: r for r in proposal.routes_before}
     for route in proposal.routes:
         now = before.get(route.route)
+        current = f"{c.apply_one(now.shipped_minimum):.3f}" if now else "-"
         lines.append(
-            f"  route {route.route:<8} p >= {route.min_probability:.3f}: false alarms {_interval(route.false_alarms)} "
-            f"of faithful calls to come (target {route.target:.0%}; now {_interval(now.false_alarms) if now else '-'} "
-            f"at {now.min_probability if now else 1.0:.3f}), precision {_interval(route.precision)}; {route.note}"
-            + (f" (most needed in stratum {route.needed_in})" if route.needed_in else "")
+            f"  route {route.route}: p >= {current} now -> {route.min_probability:.3f} "
+            f"(target {route.target:.0%} of faithful calls to come); {route.note}"
         )
+        was = _bounded(now.false_alarms) if now else "-"
+        caught, precision = _share(route.caught), _share(route.precision)
+        lines.append(f"    false alarms {_bounded(route.false_alarms)} (now {was}), "
+                     f"catches {caught} of hallucinations, precision {precision}")  # fmt: skip
+        if route.needed_in:
+            lines.append(f"    about {counted(route.more_verdicts, 'more verdict')} on calls with {route.needed_in} "
+                         "could let it move")  # fmt: skip
     return lines
 
 
@@ -425,7 +343,12 @@ def _ece(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _interval(estimate: Estimate) -> str:
-    if estimate.value is None or estimate.low is None or estimate.high is None:
+def _bounded(estimate: Estimate) -> str:
+    """``2.1 % (at most 2.8 %, 95 %)``: the estimate and its one-sided bound."""
+    if estimate.value is None or estimate.high is None:
         return f"unknown ({estimate.shortfall})"
-    return f"{estimate.value:.1%} (95 % CI {estimate.low:.1%}-{estimate.high:.1%})"
+    return f"{estimate.value:.1%} (at most {estimate.high:.1%}, 95 %)"
+
+
+def _share(estimate: Estimate) -> str:
+    return "-" if estimate.value is None else f"{estimate.value:.0%}"

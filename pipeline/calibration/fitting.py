@@ -11,14 +11,20 @@ from detectors.models.learned import Matrix, ScaledLogistic
 from detectors.verdict import PlattScaling
 
 
-def fit_logistic(x: Matrix, y: Matrix, weights: Matrix, l2: float, iterations: int = 50) -> tuple[Matrix, float]:
-    """L2-regularised logistic regression (intercept not penalised) by Newton's method."""
+def fit_logistic(
+    x: Matrix, y: Matrix, weights: Matrix, l2: float, iterations: int = 50, offset: Matrix | None = None
+) -> tuple[Matrix, float]:
+    """L2-regularised logistic regression (intercept not penalised) by Newton's method.
+
+    ``offset``: a known part of each row's logit, added and not fitted (evidence of a known weight).
+    """
     design = np.hstack([x, np.ones((len(x), 1))])
+    known = np.zeros(len(x)) if offset is None else offset
     w = np.zeros(design.shape[1])
     penalty = np.full(design.shape[1], l2)
     penalty[-1] = 0.0
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w, -30, 30)))
+        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w + known, -30, 30)))
         gradient = design.T @ (weights * (p - y)) + penalty * w
         hessian = (design * (weights * p * (1 - p))[:, None]).T @ design + np.diag(penalty + 1e-9)
         step = np.linalg.solve(hessian, gradient)
