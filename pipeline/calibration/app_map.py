@@ -46,7 +46,7 @@ from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
 from pipeline.rate.estimator import Estimate
 from pipeline.rate.maps import JUDGE_REPORT_KEY, AppMap
-from pipeline.rate.store import JudgedRow
+from pipeline.rate.store import JudgedRow, TrafficRow
 from pipeline.words import counted
 
 DEFAULT_SHRINKAGE = 5.0
@@ -83,6 +83,11 @@ class Proposal:
     judge: JudgeWeight = SHIPPED_PRIOR  # the judge's weight, fitted on the verdicts on calls it answered
 
     @property
+    def keeps_map(self) -> bool:
+        """Whether the proposal keeps the current map (a refit did not beat it out of sample)."""
+        return self.measured is not None and not self.measured.better
+
+    @property
     def ece_before(self) -> float | None:
         """ECE out of sample of the map the calls are scored with now."""
         return self.measured.ece_before if self.measured else None
@@ -106,7 +111,7 @@ class Proposal:
         m = self.measured
         brier = (m.brier_before, m.brier_after) if m else (None, None)
         return {"ece_before": _round(self.ece_before), "ece_after": _round(self.ece_after),
-                "brier_before": _round(brier[0], 6), "brier_after": _round(brier[1], 6),
+                "brier_before": _round(brier[0], 6), "brier_after": _round(brier[1], 6), "keeps_map": self.keeps_map,
                 "routes": [r.to_dict() for r in self.routes],
                 "routes_before": [r.to_dict() for r in self.routes_before],
                 JUDGE_REPORT_KEY: {"sensitivity": round(self.judge.sensitivity, 4),
@@ -296,6 +301,13 @@ def judged_calls(rows: Sequence[JudgedRow], maps: Mapping[str, PlattScaling]) ->
     return out
 
 
+def traffic_calls(rows: Sequence[TrafficRow], total: int, maps: Mapping[str, PlattScaling]) -> list[TrafficCall]:
+    """The window's calls (``rows``, a random sample of its ``total``) with their shipped probability and signals."""
+    stands_for = total / len(rows) if rows else 1.0
+    return [TrafficCall(maps.get(row.map_version, _IDENTITY).inverse().apply_one(row.probability), row.flags,
+                        _judgment(row.judgment), stands_for) for row in rows]  # fmt: skip
+
+
 def _judgment(stored: str) -> Judgment | None:
     """A stored judgment ('' when the judge was not asked; anything unreadable is "unknown")."""
     if not stored:
@@ -318,7 +330,8 @@ def describe(proposal: Proposal) -> list[str]:
     lines = [
         f"proposal {proposal.version} for {proposal.app}: {proposal.verdicts} review verdicts; "
         f"p_hallucination mapped as logit * {c.slope:.3f} {c.intercept:+.3f} over the shipped calibration",
-        f"  ECE out of sample: {_ece(proposal.ece_before)} now -> {_ece(proposal.ece_after)} with the proposal",
+        f"  ECE out of sample: {_ece(proposal.ece_before)} now -> {_ece(proposal.ece_after)} refitted"
+        + ("; the current map is kept (the refit does not beat it)" if proposal.keeps_map else ""),
         f"  {judge_line(proposal.judge)}",
     ]
     before = {r.route: r for r in proposal.routes_before}

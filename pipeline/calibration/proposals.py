@@ -2,9 +2,9 @@
 
 ``halluwatch calibrate --app`` and the review page's Propose button both go through
 :meth:`AppCalibration.propose`.  With ``review.auto_apply_after`` set, a proposal from that many
-verdicts or more is applied at once if it beats the current map out of sample (a lower Brier
-score with each verdict scored by a fit without its fold: a refit of a map that was already
-right moves it by noise; :func:`held_back`).  The review page also proposes by itself after a verdict
+verdicts or more is applied at once unless it changes nothing (:func:`held_back`): a proposal
+carries a refitted map only where it beats the current one out of sample, and route minimums
+chosen for the calls to come either way.  The review page also proposes by itself after a verdict
 (:meth:`AppCalibration.after_verdict`): first when the window holds that many verdicts, then
 each time it holds a quarter more than the newest proposal was fitted on (100, 125, 157, ...: a
 bounded number of refits as verdicts grow), or when that proposal is older than the window.
@@ -21,7 +21,7 @@ from clickhouse_connect.driver.client import Client
 
 from detectors.thresholds import load_thresholds
 from pipeline.calibration.alert_probability import RouteTargets
-from pipeline.calibration.app_map import Proposal, judged_calls, propose
+from pipeline.calibration.app_map import Proposal, judged_calls, propose, traffic_calls
 from pipeline.config.review import ReviewSettings
 from pipeline.config.settings import Settings
 from pipeline.rate.maps import AppMap, MapStore
@@ -30,6 +30,9 @@ from pipeline.rate.store import JudgedRow, RateStore, Scope
 from pipeline.sinks.labels import Label
 
 REFIT_GROWTH = 1.25  # an automatic refit once the window holds this many times the newest proposal's verdicts
+# The most of the window's calls the route minimums are measured on (a random sample of more): the bound's
+# spread from sampling 20,000 calls is a small part of what 200 verdicts leave, and a proposal stays seconds.
+TRAFFIC_SAMPLE = 20_000
 
 
 class NoVerdicts(LookupError):
@@ -109,8 +112,9 @@ class AppCalibration:
             raise NoVerdicts(f"no review verdicts on {app}'s calls of the last {self._review.window_days} days: "
                              f"judge some at /review?app={app} first")  # fmt: skip
         current = self._maps.applied().get(app)
+        traffic = traffic_calls(*self._rates.traffic(scope, TRAFFIC_SAMPLE), known)
         proposal = propose(app, calls, self._rates.counts(scope).population, self._routing, self._shipped_minimums,
-                           current, self._review.map_shrinkage)  # fmt: skip
+                           current, self._review.map_shrinkage, traffic)  # fmt: skip
         self._maps.propose(proposal.stored(), now, by)
         threshold = self._review.auto_apply_after
         if threshold is None or proposal.verdicts < threshold:
@@ -123,12 +127,14 @@ class AppCalibration:
 
 
 def held_back(proposal: Proposal) -> str:
-    """Why ``proposal`` is not applied without a person; empty when it may be."""
+    """Why ``proposal`` is not applied without a person (it keeps the current map and every minimum); empty when it may be."""
     measured = proposal.measured
-    if measured is not None and not measured.better:
-        brier = f"Brier {measured.brier_after:.4f}, now {measured.brier_before:.4f}"
-        return f"not applied: out of sample it does not beat the current map ({brier})"
-    return ""
+    before = {r.route: r.shipped_minimum for r in proposal.routes_before}
+    keeps_minimums = all(abs(r.shipped_minimum - before.get(r.route, -1.0)) < 1e-6 for r in proposal.routes)
+    if measured is None or not proposal.keeps_map or not keeps_minimums:
+        return ""
+    brier = f"Brier {measured.brier_after:.4f}, now {measured.brier_before:.4f}"
+    return f"not applied: it keeps the current map (a refit does not beat it out of sample: {brier}) and every minimum"
 
 
 def refit_due(verdicts: int, newest: AppMap | None, review: ReviewSettings, now: datetime) -> bool:

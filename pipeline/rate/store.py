@@ -75,6 +75,16 @@ class JudgedRow:
 
 
 @dataclass(frozen=True, slots=True)
+class TrafficRow:
+    """What the worker stored of one call: its probability, the map it went through, its flags, the judge's answer."""
+
+    probability: float
+    map_version: str  # '' for the shipped calibration alone
+    flags: dict[str, int]
+    judgment: str = ""  # '' when the judge was not asked, or has not answered
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeCounts:
     """The scope's calls: per frame (application / stratum), unverified by reason, the model's mean probability."""
 
@@ -96,6 +106,10 @@ class Drawn:
     span_id: str
     stratum: str
     inclusion_probability: float
+
+
+# The parameters of :meth:`RateStore._signals_joined`'s joins.
+_SIGNAL_PARAMETERS = {"evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE), "judge": JUDGE, "judgment_key": JUDGMENT_KEY}
 
 
 def frame_name(app: str, stratum: str) -> str:
@@ -225,6 +239,42 @@ class RateStore:
                 FROM {self._db}.labels FINAL WHERE inclusion_probability > 0 AND NOT withdrawn
                 GROUP BY trace_id, span_id
             ) AS drawn USING (trace_id, span_id)
+            {self._signals_joined()}
+            WHERE judged AND empty(reasons) AND p IS NOT NULL
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, **_SIGNAL_PARAMETERS},
+        )
+        return [
+            JudgedRow(str(t), str(s), frame_name(app, stratum), float(p), bool(h), float(inclusion), str(version),
+                      {str(name): int(severity) for name, severity in flags}, str(judgment))
+            for t, s, app, stratum, p, h, inclusion, version, flags, judgment in rows
+        ]  # fmt: skip
+
+    def traffic(self, scope: Scope, limit: int) -> tuple[list[TrafficRow], int]:
+        """The verified calls of ``scope`` with a probability, at most ``limit`` of them drawn at random, and how many.
+
+        What the route minimums are measured on: each call's probability, map, flags and judgment.
+        """
+        calls_sql, params = self._calls(scope)
+        ((total,),) = self._rows(
+            f"SELECT count() FROM ({calls_sql}) WHERE empty(reasons) AND p IS NOT NULL",  # noqa: S608
+            params,
+        )
+        rows = self._rows(
+            f"""
+            SELECT p, version, flags, judgment FROM ({calls_sql}) AS c
+            {self._signals_joined()}
+            WHERE empty(reasons) AND p IS NOT NULL
+            ORDER BY sipHash64(trace_id, span_id) LIMIT {{limit:UInt64}}
+            """,  # noqa: S608 - identifiers validated, values bound
+            {**params, **_SIGNAL_PARAMETERS, "limit": limit},
+        )
+        return [TrafficRow(float(p), str(version), {str(name): int(severity) for name, severity in flags},
+                           str(judgment)) for p, version, flags, judgment in rows], int(total)  # fmt: skip
+
+    def _signals_joined(self) -> str:
+        """The joins that give each call the map its probability went through, its flags and the judge's answer."""
+        return f"""
             LEFT JOIN
             (
                 SELECT trace_id, span_id, argMax(calibration_version, ingested_at) AS version
@@ -239,20 +289,7 @@ class RateStore:
                            AS judgment
                 FROM {self._db}.findings FINAL GROUP BY trace_id, span_id
             ) AS found_flags USING (trace_id, span_id)
-            WHERE judged AND empty(reasons) AND p IS NOT NULL
-            """,  # noqa: S608 - identifiers validated, values bound
-            {
-                **params,
-                "evidence_only": sorted(NOT_HALLUCINATION_EVIDENCE),
-                "judge": JUDGE,
-                "judgment_key": JUDGMENT_KEY,
-            },
-        )
-        return [
-            JudgedRow(str(t), str(s), frame_name(app, stratum), float(p), bool(h), float(inclusion), str(version),
-                      {str(name): int(severity) for name, severity in flags}, str(judgment))
-            for t, s, app, stratum, p, h, inclusion, version, flags, judgment in rows
-        ]  # fmt: skip
+        """  # noqa: S608 - identifiers validated
 
     def _calls(self, scope: Scope) -> tuple[str, dict[str, Any]]:
         """One row per call of ``scope``: app, p, alerted, stratum, unverified reasons, the audit verdict, skipped."""
