@@ -406,7 +406,7 @@ def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> N
     except NoVerdicts as exc:
         raise click.ClickException(str(exc)) from exc
     proposal = proposed.proposal
-    for line in describe(proposal):
+    for line in describe(proposal, settings.escalation.enabled):
         click.echo(line)
     if proposed.applied:
         threshold = settings.review.auto_apply_after
@@ -910,8 +910,10 @@ def rate(
     """
     from dataclasses import replace
 
+    from pipeline.calibration.app_map import operating_point_lines
     from pipeline.config.alert_routes import AlertRoutes
     from pipeline.rate.compare import comparison_sentence
+    from pipeline.rate.maps import MapStore
     from pipeline.rate.false_alarms import false_alarm_lines, rate_with_false_alarms
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
@@ -937,6 +939,9 @@ def rate(
     report, routes = rate_with_false_alarms(store, scope, alert_routes, review.target_half_width)
     for line in report_lines(report, review.target_half_width) + false_alarm_lines(routes):
         click.echo(line)
+    if app:
+        for line in operating_point_lines(app, MapStore(client, settings.clickhouse_database).proposal(app)):
+            click.echo(line)
     if not comparing:
         return
     baseline_values = {**values, **_attribute_values(baseline_attributes, "--baseline-attr")}

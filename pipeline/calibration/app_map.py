@@ -44,7 +44,6 @@ from pipeline.calibration.operating_point import (
 )
 from pipeline.calibration.reliability import expected_calibration_error
 from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
-from pipeline.rate.estimator import Estimate
 from pipeline.rate.maps import JUDGE_REPORT_KEY, AppMap
 from pipeline.rate.store import JudgedRow, TrafficRow
 from pipeline.words import counted
@@ -324,31 +323,50 @@ def judge_line(judge: JudgeWeight) -> str:
             f"\"faithful\" {judge.shift(Judgment.FAITHFUL):+.2f}; {judge.note})")  # fmt: skip
 
 
-def describe(proposal: Proposal) -> list[str]:
-    """The proposal as the command prints it: ECE before and after, each route's minimum and false alarms."""
+def describe(proposal: Proposal, judging: bool = True) -> list[str]:
+    """The proposal as the command prints it: ECE, the judge's weight where a judge runs, each route's minimum."""
     c = proposal.calibration
     lines = [
         f"proposal {proposal.version} for {proposal.app}: {proposal.verdicts} review verdicts; "
         f"p_hallucination mapped as logit * {c.slope:.3f} {c.intercept:+.3f} over the shipped calibration",
         f"  ECE out of sample: {_ece(proposal.ece_before)} now -> {_ece(proposal.ece_after)} refitted"
         + ("; the current map is kept (the refit does not beat it)" if proposal.keeps_map else ""),
-        f"  {judge_line(proposal.judge)}",
     ]
-    before = {r.route: r for r in proposal.routes_before}
-    for route in proposal.routes:
-        now = before.get(route.route)
-        current = f"{c.apply_one(now.shipped_minimum):.3f}" if now else "-"
-        lines.append(
-            f"  route {route.route}: p >= {current} now -> {route.min_probability:.3f} "
-            f"(target {route.target:.0%} of faithful calls to come); {route.note}"
-        )
-        was = _bounded(now.false_alarms) if now else "-"
-        caught, precision = _share(route.caught), _share(route.precision)
-        lines.append(f"    false alarms {_bounded(route.false_alarms)} (now {was}), "
+    if judging:
+        lines.append(f"  {judge_line(proposal.judge)}")
+    return lines + route_lines(proposal.report(), c)
+
+
+def operating_point_lines(app: str, proposal: AppMap | None) -> list[str]:
+    """What `halluwatch rate --app` adds: each route's minimum for calls to come, from the newest proposal."""
+    if proposal is None:
+        return [f"route minimums for calls to come: no proposal yet (`halluwatch calibrate --app {app}` makes one)"]
+    apply = f"`halluwatch calibrate --app {app} --apply {proposal.version}` or the review page applies it"
+    head = f"route minimums for calls to come (proposal {proposal.version}, {proposal.verdicts} verdicts; {apply}):"
+    return [head, *route_lines(proposal.report, proposal.calibration)]
+
+
+def route_lines(report: Mapping[str, Any], calibration: PlattScaling) -> list[str]:
+    """Each route of a proposal's report: its minimum now and proposed on the proposal's scale, and what it does.
+
+    What it does on calls to come: faithful calls alerted (the estimate and its 95 % bound), the
+    share of hallucinations caught, precision, and for a kept minimum how many more verdicts, and
+    on which calls, could move it.
+    """
+    before = {r["route"]: r for r in report.get("routes_before", [])}
+    lines = []
+    for route in report.get("routes", []):
+        now = before.get(route["route"])
+        current = f"{calibration.apply_one(now['shipped_minimum']):.3f}" if now and "shipped_minimum" in now else "-"
+        lines.append(f"  route {route['route']}: p >= {current} now -> {route['min_probability']:.3f} proposed "
+                     f"(target {route['target']:.0%} of faithful calls to come); {route['note']}")  # fmt: skip
+        was = _bounded(now["false_alarms"]) if now else "-"
+        caught, precision = _share(route.get("caught", {})), _share(route["precision"])
+        lines.append(f"    false alarms {_bounded(route['false_alarms'])} (now {was}), "
                      f"catches {caught} of hallucinations, precision {precision}")  # fmt: skip
-        if route.needed_in:
-            lines.append(f"    about {counted(route.more_verdicts, 'more verdict')} on calls with {route.needed_in} "
-                         "could let it move")  # fmt: skip
+        if route.get("needed_in"):
+            lines.append(f"    about {counted(route['more_verdicts'], 'more verdict')} on calls with "
+                         f"{route['needed_in']} could let it move")  # fmt: skip
     return lines
 
 
@@ -356,12 +374,12 @@ def _ece(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _bounded(estimate: Estimate) -> str:
-    """``2.1 % (at most 2.8 %, 95 %)``: the estimate and its one-sided bound."""
-    if estimate.value is None or estimate.high is None:
-        return f"unknown ({estimate.shortfall})"
-    return f"{estimate.value:.1%} (at most {estimate.high:.1%}, 95 %)"
+def _bounded(estimate: Mapping[str, Any]) -> str:
+    """``2.1 % (at most 2.8 %, 95 %)``: an estimate's report form with its one-sided bound."""
+    if estimate.get("value") is None or estimate.get("high") is None:
+        return f"unknown ({estimate.get('shortfall', '')})"
+    return f"{estimate['value']:.1%} (at most {estimate['high']:.1%}, 95 %)"
 
 
-def _share(estimate: Estimate) -> str:
-    return "-" if estimate.value is None else f"{estimate.value:.0%}"
+def _share(estimate: Mapping[str, Any]) -> str:
+    return "-" if estimate.get("value") is None else f"{estimate['value']:.0%}"

@@ -129,11 +129,8 @@ class Population:
         self.judged = self._rows([v.call for v in self._verdicts], opened)
         self.labels = np.array([float(v.hallucinated) for v in self._verdicts])
         self.frames = [v.frame for v in self._verdicts]
-        self._design = np.array([v.design_weight for v in self._verdicts])
         self._shrinkage = shrinkage
-        prior = _sigmoid(self.judged.logit + self.judged.offset)  # the shipped p, the judge's answer in
-        self._prior = prior
-        self.model = self._fit(np.ones(len(self._verdicts)))
+        self.model, self._covariance = self._fit()
 
     @property
     def routing(self) -> RouteTargets:
@@ -160,39 +157,54 @@ class Population:
             return {**flags, JUDGE: JUDGE_SEVERITY}
         return flags
 
-    def _fit(self, counts: Vector) -> Vector:
-        """The model's coefficients (logit, agree, intercept) on the verdicts drawn ``counts`` times each."""
-        weights = self._design * counts
-        if not weights.sum():
-            return np.array([1.0, 0.0, 0.0])
-        effective = weights.sum() ** 2 / (weights**2).sum()  # Kish: what the weighted verdicts are worth
-        real = weights * effective / weights.sum()
-        prior = np.full(len(weights), self._shrinkage / len(weights))
-        x = np.column_stack([self.judged.logit, self.judged.agree])
-        coef, intercept = fit_logistic(np.vstack([x, x]), np.concatenate([self.labels, self._prior]),
-                                       np.concatenate([real, prior]), 1e-3,
-                                       offset=np.concatenate([self.judged.offset, self.judged.offset]))  # fmt: skip
-        return np.array([coef[0], coef[1], intercept])
+    def _fit(self) -> tuple[Vector, Vector]:
+        """The model's coefficients (intercept, logit, agree, agree x logit) and their covariance, from the verdicts.
+
+        Each verdict counts once: the queue draws by p and by whether an alert was raised, both
+        inputs of the model, so the draw says nothing more about the label (it is ignorable) and the
+        verdicts it oversampled where minimums move inform the model there.  Beside them: the shipped
+        p's pseudo-verdicts (``shrinkage`` in all) and, in each stratum, half a verdict of each label
+        at its calls' mean (a Jeffreys-like prior: a stratum whose verdicts all say one thing is not
+        read as certain, and no coefficient runs off to infinity).
+        """
+        j = self.judged
+        x = _features(j.logit, j.agree)
+        frames = sorted(set(self.frames))
+        means = np.array([x[[f == frame for f in self.frames]].mean(axis=0) for frame in frames]).reshape(-1, 4)
+        offsets = np.array([j.offset[[f == frame for f in self.frames]].mean() for frame in frames])
+        rows = np.vstack([x, x, means, means])
+        labels = np.concatenate(
+            [self.labels, _sigmoid(j.logit + j.offset), np.ones(len(frames)), np.zeros(len(frames))]
+        )
+        weights = np.concatenate([np.ones(len(x)), np.full(len(x), self._shrinkage / max(len(x), 1)),
+                                  np.full(2 * len(frames), 0.5)])  # fmt: skip
+        offset = np.concatenate([j.offset, j.offset, offsets, offsets])
+        if not len(x):
+            return np.array([0.0, 1.0, 0.0, 0.0]), np.zeros((4, 4))
+        coef, intercept = fit_logistic(rows[:, 1:], labels, weights, 1e-3, offset=offset)
+        model = np.concatenate([[intercept], coef])
+        q = _sigmoid(rows @ model + offset)
+        information = (rows * (weights * q * (1 - q))[:, None]).T @ rows + 1e-3 * np.eye(4)
+        return model, np.linalg.inv(information)
 
     def hallucinated(self, model: Vector) -> Vector:
         """Each traffic call's probability of being hallucinated under ``model``'s coefficients."""
         t = self.traffic
-        return _sigmoid(model[0] * t.logit + model[1] * t.agree + model[2] + t.offset)
+        return _sigmoid(_features(t.logit, t.agree) @ model + t.offset)
 
     def replicates(self, draws: int, seed: int) -> list[tuple[Vector, Vector]]:
-        """``draws`` bootstrap replicates: each traffic call's weight and its probability of being hallucinated."""
+        """``draws`` replicates of each traffic call's weight and its probability of being hallucinated.
+
+        The coefficients are drawn from their posterior (normal at the fit, with the inverse of its
+        information: Laplace's approximation), the traffic's weights from Poisson(1) (the calls to
+        come are another sample of the same application).
+        """
         rng = np.random.default_rng(seed)
-        by_frame: dict[str, list[int]] = {}
-        for index, frame in enumerate(self.frames):
-            by_frame.setdefault(frame, []).append(index)
+        spread = np.linalg.cholesky(self._covariance + 1e-12 * np.eye(4))
         out = []
         for _ in range(draws):
-            counts = np.zeros(len(self._verdicts))
-            for members in by_frame.values():
-                np.add.at(counts, rng.choice(members, size=len(members)), 1.0)
-            q = self.hallucinated(self._fit(counts))
-            weight = self.traffic.weight * rng.poisson(1.0, len(q))
-            out.append((weight, q))
+            model = self.model + spread @ rng.standard_normal(4)
+            out.append((self.traffic.weight * rng.poisson(1.0, len(self.traffic.weight)), self.hallucinated(model)))
         return out
 
     def alerted(self, fixed: Mapping[str, float], route: str) -> tuple[Vector, Vector]:
@@ -397,6 +409,12 @@ def _estimate_dict(estimate: Estimate) -> dict[str, Any]:
 
     return {"value": rounded(estimate.value), "low": rounded(estimate.low), "high": rounded(estimate.high),
             "verdicts": estimate.verdicts, "shortfall": estimate.shortfall, "short": bool(estimate.short)}  # fmt: skip
+
+
+def _features(logit: Vector, agree: Vector) -> Vector:
+    """The model's inputs with an intercept: the shipped p's logit, agreement, and agreement's own slope."""
+    out: Vector = np.column_stack([np.ones(len(logit)), logit, agree, agree * logit])
+    return out
 
 
 def _logit(p: Vector) -> Vector:

@@ -58,20 +58,30 @@ class AppCalibration:
         review: ReviewSettings,
         routing: RouteTargets,
         shipped_minimums: Mapping[str, float],
+        judging: bool = False,
+        renamed: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self._rates = rates
         self._maps = maps
         self._review = review
         self._routing = routing
         self._shipped_minimums = dict(shipped_minimums)
+        self.judging = judging  # whether a judge runs: its weight is shown only then
+        self._renamed = dict(renamed or {})
+
+    def route_name(self, app: str, route: str) -> str:
+        """What ``app``'s policy calls a rules' route (its own destination route), as its alerts name it."""
+        return self._renamed.get(app, {}).get(route, route)
 
     @classmethod
     def configured(cls, client: Client, settings: Settings) -> AppCalibration:
         """On ``settings``' database, review section, alert routes and shipped route minimums (of its profile)."""
         database, review = settings.clickhouse_database, settings.review
         shipped = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile).alert_probability
+        renamed = {name: dict(policy.routes) for name, policy in settings.policies.items()}
         return cls(RateStore(client, database, Strata.configured(review)), MapStore(client, database), review,
-                   RouteTargets.from_settings(settings.alerting), shipped)  # fmt: skip
+                   RouteTargets.from_settings(settings.alerting), shipped, settings.escalation.enabled,
+                   renamed)  # fmt: skip
 
     @property
     def maps(self) -> MapStore:

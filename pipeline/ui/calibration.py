@@ -21,6 +21,13 @@ from pipeline.config.review import ReviewSettings
 from pipeline.rate.maps import AppMap, UnknownVersion
 
 
+def _route_row(route: dict[str, Any], now: dict[str, Any], proposal: AppMap, name: str) -> dict[str, Any]:
+    """One route of a proposal as the table shows it: both minimums on the proposal's scale, named as alerts are."""
+    current = now.get("shipped_minimum")
+    return {**route, "name": name, "now": now,
+            "current_minimum": proposal.calibration.apply_one(current) if current is not None else None}  # fmt: skip
+
+
 def calibration_blueprint(calibration: AppCalibration, settings: ReviewSettings) -> Blueprint:
     """The section's data for the review template (``calibration_of``) and its Propose and Apply forms."""
     pages = Blueprint("calibration", __name__)
@@ -28,8 +35,13 @@ def calibration_blueprint(calibration: AppCalibration, settings: ReviewSettings)
 
     @pages.app_context_processor
     def _section() -> dict[str, Any]:
-        def calibration_of(app: str) -> dict[str, AppMap | None]:
-            return {"applied": maps.applied().get(app), "proposal": maps.proposal(app)}
+        def calibration_of(app: str) -> dict[str, Any]:
+            proposal = maps.proposal(app)
+            routes = [_route_row(r, now, proposal, calibration.route_name(app, r["route"]))
+                      for r, now in zip(proposal.report.get("routes", []), proposal.report.get("routes_before", []),
+                                        strict=False)] if proposal else []  # fmt: skip
+            return {"applied": maps.applied().get(app), "proposal": proposal, "routes": routes,
+                    "judging": calibration.judging}  # fmt: skip
 
         return {"calibration_of": calibration_of, "map_refresh_seconds": settings.map_refresh_seconds,
                 "auto_apply_after": settings.auto_apply_after, "judge_line": judge_line}  # fmt: skip

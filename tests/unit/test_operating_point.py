@@ -54,8 +54,8 @@ def faithful_share_alerted(minimum: float, slope: float, intercept: float) -> fl
 
 
 def test_a_census_of_a_known_application_lands_where_the_target_is_reached_by_hand():
-    # 8,000 calls, each judged: the p whose faithful calls above it are 3 % of the faithful is known exactly.
-    traffic, labels = app(4000, seed=1)
+    # 2,500 calls, each judged: the p whose faithful calls above it are 3 % of the faithful is known exactly.
+    traffic, labels = app(2500, seed=1)
     verdicts = [Verdict(c, bool(y), "all", 1.0) for c, y in zip(traffic, labels, strict=True)]
     chosen = slack(traffic, verdicts, draws=100)
     exact = next(m for m in np.linspace(0.5, 0.98, 4801) if faithful_share_alerted(m, 1.0, 0.0) <= 0.03)
