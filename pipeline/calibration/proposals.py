@@ -137,7 +137,7 @@ class AppCalibration:
 
 
 def held_back(proposal: Proposal) -> str:
-    """Why ``proposal`` is not applied without a person (it keeps the current map and every minimum); empty when it may be."""
+    """Why ``proposal`` is not applied without a person (it changes neither map nor minimum); empty when it may be."""
     measured = proposal.measured
     before = {r.route: r.shipped_minimum for r in proposal.routes_before}
     keeps_minimums = all(abs(r.shipped_minimum - before.get(r.route, -1.0)) < 1e-6 for r in proposal.routes)
