@@ -2,12 +2,12 @@
 
 Each labelled file is one application's traffic, scored as `halluwatch eval` scores it
 (bench/recalibration.py's scoring; ``--scored DIR`` reads the scores an earlier run kept there).
-Records are split by source document (``halluwatch train``'s split): the review queue's sampler
-draws ``--verdicts`` of them from the documents the verdict-model side kept, as
+Records are split by source document (``halluwatch train``'s split): the documents the verdict-model
+side kept are the traffic so far, where the review queue's sampler draws ``--verdicts`` of them, as
 bench/recalibration.py draws them, and their labels answer for the reviewer; the application's
 map and route minimums are refitted from them and the judge's weight from the judge's answers on
-the same calls (every call drawn for review is judged too).  Everything is then measured on the
-held-out documents, which no verdict and no fit saw.
+the same calls.  Everything is then measured on the calls to come, the held-out documents, which
+no verdict and no fit saw.
 
 The judge is simulated: on each record it answers the record's label with probability
 ``--judge-accuracy`` and the other label otherwise.  The budget is ``--judge-share`` of the
@@ -16,12 +16,12 @@ calls, given per minute of traffic (``--window`` calls a minute, in a random ord
 to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
 "Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
 
-``--minimums judged`` chooses the route minimums the judge runs under as the application's
-Propose chooses them (:func:`pipeline.calibration.app_map.route_estimates`), but on the p the
-rules read once each drawn verdict's judgment is weighed in (its "hallucinated" one more flag),
-not on the detectors' p; "before" keeps the minimums chosen on the detectors' p, with no judge.
-The map is fitted on the detectors' p either way, and a held-back proposal keeps the shipped
-minimums either way.
+The judge's answers are part of the application's traffic so far: it answered every drawn call
+and, within the same budget, the band's most valuable calls of each minute there.  The route
+minimums are chosen as Propose chooses them (:mod:`pipeline.calibration.operating_point`), on that
+traffic with the judged p included (a "hallucinated" answer one more flag), so that each route's
+target holds with the judge on; "before" chooses them on the same verdicts and traffic without the
+judge's answers.  A proposal that changes nothing keeps the shipped map and minimums either way.
 
 ``--real-judge`` asks the application's own model instead (bench/real_judge.py): Gemma 3 270M on
 llama-cpp-python's server as ``make test-llm`` runs it, or the endpoint of ``--judge-endpoint``,
@@ -36,8 +36,7 @@ document: on RAGTruth AUROC 0.827 in sample against 0.822 out of fold, recall of
 against 0.279.  Each row says which it is (``verdict_in_sample``).
 
     .venv/bin/python bench/escalation.py [FILE.jsonl ...] [--scored DIR] [--judge-accuracy 0.85]
-        [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100]
-        [--minimums detectors|judged] [--json]
+        [--judge-share 0.01,0.05,0.1,1] [--verdicts 0,100] [--seeds 5] [--window 100] [--json]
         [--real-judge --records 20 [--judge-endpoint URL --judge-model NAME] [--deadline 180]]
 """
 
@@ -58,24 +57,23 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from real_judge import ask, picked, standing_in, tally
-from recalibration import Application, Record, draw, refit, shared_sets
+from recalibration import Application, Record, draw, shared_sets
 
 from detectors.verdict import PlattScaling
 from pipeline.agreement.rules import AgreementRule
 from pipeline.calibration.alert_probability import RouteTargets
-from pipeline.calibration.app_map import JudgedCall, route_estimates
+from pipeline.calibration.app_map import JudgedCall, Proposal, propose
+from pipeline.calibration.operating_point import TrafficCall
 from pipeline.calibration.proposals import held_back
-from pipeline.config.alerting import JUDGE, JUDGE_SEVERITY
 from pipeline.config.settings import load_settings
 from pipeline.escalation.band import Escalation, decided_route, escalation, most_valuable
 from pipeline.judge.budget import BudgetLimits, JudgeBudget, LocalCounter
-from pipeline.judge.weight import SHIPPED_PRIOR, JudgedVerdict, JudgeWeight, Judgment, fit_weight
+from pipeline.judge.weight import SHIPPED_PRIOR, JudgeWeight, Judgment
 from pipeline.offline.evaluate import read_records
 from pipeline.offline.train import VERDICT_SETS, held_out
 from pipeline.tools.local_model import MODEL_ALIAS, LlamaServer, assemble_model
 
 ROUTES = ("page", "slack")
-MINIMUMS = ("detectors", "judged")  # what the route minimums are chosen on: the detectors' p, or the judged p
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +100,15 @@ def simulated_judgments(records: Sequence[Record], accuracy: float, seed: int) -
 
 def fitted(
     name: str, fitting: Sequence[Record], verdicts: int, seed: int, judgments: dict[str, Judgment],
-    routing: RouteTargets, shipped: dict[str, float], shrinkage: float, minimums_on: str = "detectors",
+    routing: RouteTargets, shipped: dict[str, float], shrinkage: float, share: float, window: int,
 ) -> Fitted:  # fmt: skip
     """The map, minimums and judge weight after ``verdicts`` drawn by the review queue's sampler (0: shipped).
 
-    ``minimums_on``: one of :data:`MINIMUMS`, what the judge's route minimums are chosen on.
+    The application's traffic so far is ``fitting``: the judge answered each drawn call and, within
+    ``share`` of the budget, the band's most valuable calls of each minute (under the shipped rules).
+    Its minimums are chosen on that traffic with the judged p included (the judge's "hallucinated"
+    one more flag), as Propose chooses them; "before" chooses them on the same verdicts and traffic
+    without the judge's answers.
     """
     if not verdicts:
         shipped_rules = routing.agreement(shipped)
@@ -115,38 +117,25 @@ def fitted(
     for r in fitting:
         population[r.stratum] = population.get(r.stratum, 0) + 1
     drawn = draw(fitting, verdicts, seed)
-    proposal = refit(name, drawn, population, routing, shipped, shrinkage)
-    applied = not held_back(proposal)
-    calibration, minimums = (proposal.calibration, proposal.minimums) if applied else (PlattScaling(), shipped)
-    weight = fit_weight([JudgedVerdict(judgments[r.key], r.hallucinated) for r, _ in drawn])
-    judged = minimums
-    if minimums_on == "judged" and applied:
-        judged = judged_minimums(drawn, population, calibration, weight, judgments, routing, shipped)
-    return Fitted(calibration, routing.agreement(judged), weight, len(drawn), routing.agreement(minimums), judged)
+    reviewed = {r.key for r, _ in drawn}
+    order = list(np.random.default_rng([seed, 3]).permutation(len(fitting)))
+    band = [escalation(routing.agreement(shipped), r.flags, r.probability, SHIPPED_PRIOR) for r in fitting]
+    asked = {fitting[i].key for i in escalated(name, band, share, window, order)} | reviewed
+    with_p = [r for r in fitting if r.probability is not None]
 
+    def proposed(judged: set[str]) -> Proposal:
+        calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags,
+                            judgments[r.key] if r.key in judged else None)
+                 for r, pi in drawn if r.probability is not None]  # fmt: skip
+        traffic = [TrafficCall(r.probability, r.flags, judgments[r.key] if r.key in judged else None) for r in with_p]
+        return propose(name, calls, population, routing, shipped, shrinkage=shrinkage, traffic=traffic)
 
-def judged_minimums(
-    drawn: Sequence[tuple[Record, float]], population: Mapping[str, int], calibration: PlattScaling,
-    weight: JudgeWeight, judgments: Mapping[str, Judgment], routing: RouteTargets, shipped: Mapping[str, float],
-) -> dict[str, float]:  # fmt: skip
-    """Each route's minimum as Propose chooses it, on the p the rules read once each verdict's judgment is in.
-
-    The verdicts' p goes through ``calibration`` (the map fitted on the detectors' p) and then the
-    judge's weight; a "hallucinated" the weight counts is one more flag, as the rules take it.  The
-    minimums are on the map's scale, as a proposal's are, and start from the shipped ones carried
-    through the map.
-    """
-    calls = []
-    for r, inclusion in drawn:
-        judgment = judgments[r.key]
-        p = None if r.probability is None else weight.apply(calibration.apply_one(r.probability), judgment)
-        if p is None:
-            continue
-        flags = {**r.flags, JUDGE: JUDGE_SEVERITY} if judgment == Judgment.HALLUCINATED and weight.weighs else r.flags
-        calls.append(JudgedCall(r.key, r.stratum, p, r.hallucinated, inclusion, flags))
-    on_map = {route: calibration.apply_one(minimum) for route, minimum in shipped.items()}
-    chosen = route_estimates(calls, population, PlattScaling(), routing, on_map)
-    return {e.route: float(e.min_probability) for e in chosen}
+    before, after = proposed(set()), proposed(asked)
+    if held_back(after):
+        shipped_rules = routing.agreement(shipped)
+        return Fitted(PlattScaling(), shipped_rules, after.judge, len(drawn), shipped_rules, shipped)
+    return Fitted(after.calibration, routing.agreement(after.minimums), after.judge, len(drawn),
+                  routing.agreement(before.minimums), after.minimums)  # fmt: skip
 
 
 def escalated(
@@ -196,13 +185,13 @@ def run_set(
         judgments = judge(seed)
         order = list(np.random.default_rng([seed, 2]).permutation(len(measured)))
         for verdicts in args.verdicts:
-            fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage, args.minimums)
-            p = [None if r.probability is None else fit.calibration.apply_one(r.probability) for r in measured]
-            calls = list(zip(measured, p, strict=True))
-            before = [decided_route(fit.without_judge, r.flags, q, fit.weight) for r, q in calls]
-            unjudged = [decided_route(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
-            band = [escalation(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
             for share in args.judge_share:
+                fit = fitted(name, fitting, verdicts, seed, judgments, routing, shipped, shrinkage, share, args.window)
+                p = [None if r.probability is None else fit.calibration.apply_one(r.probability) for r in measured]
+                calls = list(zip(measured, p, strict=True))
+                before = [decided_route(fit.without_judge, r.flags, q, fit.weight) for r, q in calls]
+                unjudged = [decided_route(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
+                band = [escalation(fit.agreement, r.flags, q, fit.weight) for r, q in calls]
                 judged = escalated(name, band, share, args.window, order)
                 after = [decided_route(fit.agreement, r.flags, q, fit.weight, judgments[r.key]) if i in judged
                          else now for i, (r, q, now) in enumerate(zip(measured, p, unjudged, strict=True))]  # fmt: skip
@@ -216,7 +205,7 @@ def run_set(
                 for key, value in values.items():
                     results.setdefault((verdicts, share), {}).setdefault(key, []).append(value)
     return [
-        {"set": name, **described, "minimums": args.minimums, "judge_share": share, "verdicts": verdicts,
+        {"set": name, **described, "judge_share": share, "verdicts": verdicts,
          "verdict_in_sample": name in VERDICT_SETS, "records": len(measured),
          "faithful": sum(not r.hallucinated for r in measured),
          **{k: round(statistics.mean(v), 4) for k, v in values.items()}}
@@ -272,8 +261,6 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--window", type=int, default=100, help="calls a minute: the budget is granted per minute")
     parser.add_argument("--workers", type=int, default=1, help="scoring workers, where a set is not kept")
-    parser.add_argument("--minimums", choices=MINIMUMS, default=MINIMUMS[0],
-                        help="the judge's route minimums: chosen on the detectors' p or on the judged p")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="one JSON object per setting (else a markdown table)")
     parser.add_argument("--real-judge", action="store_true", help="ask the application's own model, not a simulation")
     parser.add_argument("--records", type=int, default=20, help="real judge: held-out records asked per set")
