@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     NestedSecretsSettingsSource,
@@ -44,6 +44,7 @@ from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.retention import RetentionSettings
 from pipeline.config.review import ReviewSettings
+from pipeline.config.sources import Sources
 from pipeline.config.sampled import ConsistencySettings
 from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
 from pipeline.config.strong_secrets import StrongSecret
@@ -78,6 +79,9 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid",
         env_ignore_empty=True,
     )  # fmt: skip
+
+    # What load_settings read them from: errors about a setting name its source.
+    _sources: Sources = PrivateAttr(default_factory=lambda: Sources({}))
 
     # Where relative paths (embedded ClickHouse, worker state) live.
     data_dir: Path = DEFAULT_DATA_DIR
@@ -262,6 +266,10 @@ class Settings(BaseSettings):
         """The largest record the worker produces: an accepted message re-keyed or dead-lettered, with headers."""
         return self.max_message_bytes + PRODUCE_HEADROOM_BYTES
 
+    def source_of(self, *location: str) -> str:
+        """Where the setting at ``location`` came from (its variable, secret file or config file key); "" a default."""
+        return self._sources.of(location)
+
     @property
     def resolved_clickhouse_dsn(self) -> str:
         """The DSN to connect with: the configured one, or embedded chDB under ``data_dir``."""
@@ -302,8 +310,13 @@ class Settings(BaseSettings):
         )
 
 
-def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides."""
+def load_settings(
+    config_path: Path | None = None, options: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
+    """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides.
+
+    ``options`` names the command-line option behind an override, for errors that name its source.
+    """
     secrets_dir = os.environ.get(SECRETS_DIR_ENV)
     unknown = unknown_settings_message(
         os.environ, Path(secrets_dir) if secrets_dir else None, Settings, (CONFIG_ENV, SECRETS_DIR_ENV)
@@ -312,28 +325,38 @@ def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(unknown)
     path = config_path or _env_config_path() or _data_dir_settings(overrides)
     file_values = _read_yaml(path) if path else {}
+    sources = Sources(os.environ, Path(secrets_dir) if secrets_dir else None, path, file_values, options or {})
     try:
         # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
-        return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
+        settings = Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
     except ValidationError as exc:
-        where = f" (config file {path})" if path else ""
-        raise ConfigError(f"invalid configuration{where}:{_describe(exc)}") from None
+        raise ConfigError(f"invalid configuration:{_describe(exc, sources)}") from None
     except SettingsError as exc:  # a variable of a list or mapping setting that is not JSON
         field = re.search(r'field "(\w+)"', str(exc))
-        name = f"{ENV_PREFIX}{field[1].upper()}" if field else "a variable"
-        raise ConfigError(f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON)") from None
+        names = sources.not_json(Settings, field[1]) if field else []
+        name = " and ".join(names) or (f"a {ENV_PREFIX}{field[1].upper()} variable" if field else "a variable")
+        raise ConfigError(
+            f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON, "
+            """such as '["a", "b"]' or '{"key": "value"}')"""
+        ) from None
+    settings._sources = sources
+    return settings
 
 
-def _describe(error: ValidationError) -> str:
-    """The errors, field by field, without the input values pydantic would quote (they may be secrets).
+def _describe(error: ValidationError, sources: Sources) -> str:
+    """The errors, field by field, each with its source, without the input values of secrets.
 
     One error reads on the same line; several, one line each below.
     """
     lines = []
     for item in error.errors(include_input=False, include_url=False):
-        field = ".".join(str(part) for part in item["loc"]) or "settings"
+        location = [part for part in item["loc"] if not (isinstance(part, str) and "[" in part)]  # union tags
+        field = ".".join(str(part) for part in location) or "settings"
         message = item["msg"].removeprefix("Value error, ")  # our validators' own words
-        lines.append(f"{field}: {message}")
+        source = sources.quoted(location) if location else ""
+        if not source and sources.config_path is not None:
+            source = f"config file {sources.config_path}"
+        lines.append(f"{field} (from {source}): {message}" if source else f"{field}: {message}")
     return f" {lines[0]}" if len(lines) == 1 else "".join(f"\n  {line}" for line in lines)
 
 

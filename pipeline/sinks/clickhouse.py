@@ -66,6 +66,10 @@ class EmbeddedInUse(ClickHouseUnreachable):
         self.pid = pid
 
 
+class NoStore(RuntimeError):
+    """A command that only reads found no store where it looked; the message names where and what makes one."""
+
+
 class SinkUnavailable(RuntimeError):
     """The sink refused a flush; the rows are kept and the flush may be retried later."""
 
@@ -81,19 +85,43 @@ def connect(dsn: str, **options: Any) -> Client:
         return clickhouse_connect.get_client(dsn=dsn, **options)
 
 
-def open_clickhouse(settings: Settings) -> Client:
-    """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not."""
+def open_clickhouse(settings: Settings, create: bool = True) -> Client:
+    """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not.
+
+    ``create`` False (a command that only reads): NoStore when the embedded directory or the
+    database is not there, and nothing is created where it looked.
+    """
     dsn = settings.resolved_clickhouse_dsn
     if dsn.startswith(EMBEDDED_SCHEME):
-        directory = writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
+        path = Path(dsn.removeprefix(EMBEDDED_SCHEME))
+        if not create and not path.is_dir():
+            raise NoStore(_no_store(settings, f"no embedded ClickHouse in {path.parent}"))
+        directory = writable_dir(path, "embedded ClickHouse")
         pid = holder(directory)
         if pid is not None:  # asked before chDB, which would print its own failure on stderr
             raise EmbeddedInUse(f"ClickHouse at {redacted_dsn(dsn)}", pid, holder_words(directory, pid))
     try:
         with _driver_warnings_muted():
-            return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+            client = connect(dsn, **settings.clickhouse_tls.client_options(dsn))
     except ClickHouseError as exc:
         raise ClickHouseUnreachable(f"ClickHouse at {redacted_dsn(dsn)}", str(exc)) from exc
+    database = settings.clickhouse_database
+    if not create and not client.command(f"EXISTS DATABASE {database}"):
+        client.close()
+        raise NoStore(_no_store(settings, f"ClickHouse at {redacted_dsn(dsn)} has no database {database}"))
+    return client
+
+
+def _no_store(settings: Settings, missing: str) -> str:
+    """What is missing, the settings that pointed there, and the commands that make a store."""
+    if settings.resolved_clickhouse_dsn.startswith(EMBEDDED_SCHEME):
+        source = settings.source_of("data_dir") or "the default data directory, in this directory"
+        looked = f"data directory {settings.data_dir} (from {source})"
+    else:
+        looked = f"from {settings.source_of('clickhouse_dsn') or 'clickhouse_dsn'}"
+    return (f"no halluwatch store yet: {missing} ({looked}); `halluwatch demo` makes one with example traces "
+            "(read it with `halluwatch --data-dir .halluwatch/demo ...`), `halluwatch migrate` an empty one, "
+            "and a worker makes one as it starts")  # fmt: skip
 
 
 @contextlib.contextmanager

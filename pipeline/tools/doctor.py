@@ -297,13 +297,18 @@ def _delete_quietly(admin: Any, topic: str, timeout_seconds: float) -> None:
 
 
 def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable, open_clickhouse, pending_migrations
+    from pipeline.sinks.clickhouse import ClickHouseUnreachable, EmbeddedInUse, open_clickhouse, pending_migrations
 
     dsn = settings.resolved_clickhouse_dsn
     where = redacted_dsn(dsn)
     try:
         client = open_clickhouse(settings)
         version = client.query("SELECT version()").result_rows[0][0]
+    except EmbeddedInUse as exc:  # nothing to fix in the settings: the store is open elsewhere
+        raise _Failed(
+            f"{exc}: chDB admits one process per directory; check it while that process is stopped, "
+            "or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many"
+        ) from exc
     except Exception as exc:
         reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else exc
         raise _Failed(

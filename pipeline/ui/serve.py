@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from pathlib import Path
 
 from flask import Flask
@@ -29,6 +30,22 @@ logger = logging.getLogger(__name__)
 
 class UnmigratedDatabase(RuntimeError):
     """The database lacks tables or columns the pages read; the message says which and what to run."""
+
+
+class CannotListen(OSError):
+    """The pages' address cannot be listened on (taken, not this machine's); the message says which and what to do."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, taken before anything is printed or opened; CannotListen if not."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+        raise CannotListen(
+            f"cannot listen on {host}:{port} (from --host and --port): {reason}; stop what listens there "
+            "or give another --port (a host must be an address of this machine)"
+        ) from exc
 
 
 TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
