@@ -2,33 +2,19 @@
 
 from __future__ import annotations
 
-import getpass
-import json
-import logging
-import os
-import shlex
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING
 
 import click
 
-from detectors.config import Profile
-from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS
-from pipeline.cli.group import CONFIG_OPTION, Commands, ago, attribute_values, configured, main
-from pipeline.cli.store import held_store, migrated_client, open_client
+from pipeline.cli.group import CONFIG_OPTION, configured, main
+from pipeline.cli.store import migrated_client, open_client
 from pipeline.config.data_dirs import writable_dir
-from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, Settings
-from pipeline.words import counted
+from pipeline.config.settings import Settings
 
 if TYPE_CHECKING:
-    from clickhouse_connect.driver.client import Client
-
-    from pipeline.alerting.silence_store import SilenceStore
     from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.rate.store import Scope
-    from pipeline.sinks.clickhouse import EmbeddedInUse
 
 
 @main.command()
@@ -94,7 +80,7 @@ def calibrate(
     from pipeline.agreement.rules import AgreementRule
     from pipeline.calibration.alert_probability import RouteTargets
     from pipeline.config.policy_book import PolicyBook
-    from pipeline.offline.calibrate import CalibrationError, calibrate, diff_thresholds, write_thresholds
+    from pipeline.offline.calibrate import calibrate, diff_thresholds, write_thresholds
     from pipeline.offline.calibration_plots import write_plots
     from pipeline.offline.policy_calibration import calibrate_policies, describe, policies_document
 
@@ -111,11 +97,11 @@ def calibrate(
     settings = configured(config_path)
     labelled = _labelled_scores(settings, input_path, since, workers)
     current = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
-    rule = AgreementRule.fromconfigured(settings.alerting, PolicyBook(settings, current))
+    rule = AgreementRule.from_settings(settings.alerting, PolicyBook(settings, current))
     result = calibrate(
         labelled, current, rule, target_precision=target_precision,
         cost_ratio=cost_ratio, min_positives=min_positives, holdout=holdout,
-        routing=RouteTargets.fromconfigured(settings.alerting),
+        routing=RouteTargets.from_settings(settings.alerting),
     )  # fmt: skip
     targets = {name: p.target_precision for name, p in settings.policies.items() if p.target_precision}
     maps = {name: PlattScaling(*fitted) for name, fitted in current.recalibration.items()}
@@ -146,8 +132,8 @@ def calibrate(
 def _calibrate_app(settings: Settings, app: str, apply_version: str | None) -> None:
     """``calibrate --app``: propose the application's map from its verdicts, or apply a stored one."""
     from pipeline.calibration.app_map import describe
-    from pipeline.calibration.proposals import AppCalibration, NoVerdicts
-    from pipeline.rate.maps import MapStore, UnknownVersion
+    from pipeline.calibration.proposals import AppCalibration
+    from pipeline.rate.maps import MapStore
 
     client = migrated_client(settings)
     now = datetime.now(UTC)

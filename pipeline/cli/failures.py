@@ -166,10 +166,9 @@ def _reason(chain: list[BaseException]) -> str | None:
 
 
 _REASON_WORDS = (
-    ("authentication failed", ("authentication failed", "code: 516", "sasl authentication", "401", "unauthorized")),
+    ("authentication failed", ("authentication failed", "code: 516", "sasl authentication", "unauthorized")),
     ("TLS failed", ("ssl", "certificate", "handshake")),
-    ("name not resolved", ("failed to resolve", "name or service not known", "nodename nor servname",
-                           "temporary failure in name resolution")),  # fmt: skip
+    ("name not resolved", ("failed to resolve", "name or service not known", "temporary failure in name resolution")),
     ("connection refused", ("connection refused", "econnrefused", "connect failed")),
     ("timed out", ("timed out", "timeout")),
     # librdkafka with every broker down and no word why: nothing answered at the address.

@@ -2,34 +2,19 @@
 
 from __future__ import annotations
 
-import getpass
-import json
 import logging
-import os
-import shlex
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from detectors.config import Profile
-from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS
-from pipeline.cli.store import held_store, migrated_client, open_client
-from pipeline.config.data_dirs import writable_dir
-from pipeline.config.settings import Settings, load_settings
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
-from pipeline.words import counted
+from pipeline.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from clickhouse_connect.driver.client import Client
-
-    from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.rate.store import Scope
-    from pipeline.sinks.clickhouse import EmbeddedInUse
+    pass
 
 
 CONFIG_OPTION = click.option(
@@ -42,13 +27,15 @@ CONFIG_OPTION = click.option(
 
 def configured(config_path: Path | None) -> Settings:
     """The settings of this run (ConfigError names the bad value's source), with logging set up and secrets masked."""
-    data_dir = click.get_current_context().find_root().params.get("data_dir")
+    ctx = click.get_current_context(silent=True)
+    data_dir = ctx.find_root().params.get("data_dir") if ctx else None
     # --data-dir names the embedded store itself: an exported HALLUWATCH_CLICKHOUSE_DSN cannot divert it.
     store = {"data_dir": data_dir, "clickhouse_dsn": ""} if data_dir else {}
     settings = load_settings(config_path, {name: "--data-dir" for name in store}, **store)
     configure_logging(settings.log_level, settings.log_format)
     install_scrubber(secret_values(settings))  # client errors may quote a token or a DSN password
-    click.get_current_context().meta[_SETTINGS] = settings  # for the failure's words: sources and secrets
+    if ctx:
+        ctx.meta[_SETTINGS] = settings  # for the failure's words: sources and secrets
     return settings
 
 
@@ -59,6 +46,7 @@ class Commands(click.Group):
     """The command group: a failure ends a command with a few plain lines and exit status 1 (failures.py)."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the command; what it lets through becomes plain lines, or one line on a fault of ours."""
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -100,8 +88,8 @@ def main(debug: bool, data_dir: Path | None) -> None:
     """Trace-layer hallucination detection: OTLP spans from Kafka -> detectors -> ClickHouse."""
 
 
-
 def attribute_values(attributes: tuple[str, ...], option: str) -> dict[str, str]:
+    """``KEY=VALUE`` options as a mapping; a usage error naming ``option`` for one without ``=``."""
     pairs = [attribute.partition("=") for attribute in attributes]
     if any(not equals or not key for key, equals, _ in pairs):
         raise click.BadParameter("expected KEY=VALUE", param_hint=option)
@@ -116,4 +104,3 @@ def ago(text: str, option: str) -> datetime:
     if duration is None:
         raise click.BadParameter(f"{text!r}: a duration such as 7d, 36h or 90m (0: now)", param_hint=option)
     return datetime.now(UTC) - duration
-

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import getpass
-import json
-import logging
-import os
-import shlex
-import sys
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING
 
 import click
 
-from detectors.config import Profile
-from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS
-from pipeline.cli.group import CONFIG_OPTION, Commands, ago, attribute_values, configured, main
-from pipeline.config.data_dirs import writable_dir
-from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, Settings
-from pipeline.words import counted
+from pipeline.config.settings import Settings
 
 if TYPE_CHECKING:
     from clickhouse_connect.driver.client import Client
 
-    from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.rate.store import Scope
     from pipeline.sinks.clickhouse import EmbeddedInUse
 
 

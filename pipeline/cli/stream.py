@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import getpass
-import json
-import logging
-import os
-import shlex
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING
 
 import click
 
-from detectors.config import Profile
-from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS
-from pipeline.cli.group import CONFIG_OPTION, Commands, ago, attribute_values, configured, main
-from pipeline.cli.store import held_store, migrated_client, open_client
-from pipeline.config.data_dirs import writable_dir
-from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, Settings
-from pipeline.words import counted
+from pipeline.cli.group import CONFIG_OPTION, configured, main
+from pipeline.cli.store import open_client
 
 if TYPE_CHECKING:
-    from clickhouse_connect.driver.client import Client
-
-    from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.rate.store import Scope
-    from pipeline.sinks.clickhouse import EmbeddedInUse
+    pass
 
 
 @main.command()
@@ -54,7 +38,10 @@ def migrate(config_path: Path | None) -> None:
 
     settings = configured(config_path)
     applied = apply_migrations(
-        open_client(settings, create=True), settings.clickhouse_database, settings.retention, settings.clickhouse_cluster
+        open_client(settings, create=True),
+        settings.clickhouse_database,
+        settings.retention,
+        settings.clickhouse_cluster,
     )
     where = f"{redacted_dsn(settings.resolved_clickhouse_dsn)} database {settings.clickhouse_database}"
     click.echo(f"applied {', '.join(applied)} to {where}" if applied else f"{where} is up to date")

@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import logging
-import os
-import shlex
-import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 import click
 
 from detectors.config import Profile
-from pipeline.alerting.silences import MAX_DURATION, SELECTOR_KEYS
-from pipeline.cli.group import CONFIG_OPTION, Commands, ago, attribute_values, configured, main
-from pipeline.cli.store import held_store, migrated_client, open_client
+from pipeline.cli.group import CONFIG_OPTION, configured, main
+from pipeline.cli.store import open_client
 from pipeline.config.data_dirs import writable_dir
-from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV, Settings
-from pipeline.words import counted
 
 if TYPE_CHECKING:
-    from clickhouse_connect.driver.client import Client
-
-    from pipeline.alerting.silence_store import SilenceStore
-    from pipeline.offline.scored_calls import LabelledScores
-    from pipeline.rate.store import Scope
-    from pipeline.sinks.clickhouse import EmbeddedInUse
+    pass
 
 
 @main.command()
@@ -56,7 +43,6 @@ def baseline(
     Writes a versioned YAML file (default DATA_DIR/baselines.yaml); point
     HALLUWATCH_BASELINES_FILE at it so workers load it at start.
     """
-    from detectors.baselines import BaselineError
     from detectors.confidence import DETECTOR as CONFIDENCE
     from pipeline.offline.baseline import run_baseline
 
@@ -186,7 +172,7 @@ def train(
     outputs = list(tqdm(scoring, total=len(records), unit="rec"))  # records are grouped by set, in file order
     thresholds = load_thresholds(settings.thresholds_file, settings.detectors.embeddings.profile)
     verdict = training.train_verdict(
-        records, outputs, thresholds.by_detector, RouteTargets.fromconfigured(settings.alerting)
+        records, outputs, thresholds.by_detector, RouteTargets.from_settings(settings.alerting)
     )
     data = {name: {"file": path.name, "sha256": training.file_sha256(path)} for name, path in files.items()}
     verdict_path = output_dir / "verdict.json"

@@ -44,8 +44,8 @@ from pipeline.config.monitors import MonitorConfig, check_monitor_names
 from pipeline.config.policy import Policies, check_policies
 from pipeline.config.retention import RetentionSettings
 from pipeline.config.review import ReviewSettings
-from pipeline.config.sources import Sources
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.sources import Sources
 from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
 from pipeline.config.strong_secrets import StrongSecret
 from pipeline.config.ui import UISettings

@@ -62,8 +62,14 @@ class Sources:
     def not_json(self, model: type[BaseModel], top_field: str) -> list[str]:
         """The variables below ``top_field`` that set a model, list or mapping with a value that is not JSON."""
         prefix = PREFIX + top_field.upper()
-        names = [name for name in sorted(self.environ) if name.upper() == prefix or name.upper().startswith(prefix + NESTED)]
-        return [name for name in names if takes_json(model, name.upper()[len(PREFIX):]) and not _is_json(self.environ[name])]
+        names = [
+            name for name in sorted(self.environ) if name.upper() == prefix or name.upper().startswith(prefix + NESTED)
+        ]
+        return [
+            name
+            for name in names
+            if takes_json(model, name.upper()[len(PREFIX) :]) and not _is_json(self.environ[name])
+        ]
 
     def _variable(self, upper: str) -> str | None:
         return next((name for name, value in self.environ.items() if name.upper() == upper and value != ""), None)

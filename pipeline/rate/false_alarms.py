@@ -102,5 +102,7 @@ def false_alarm_lines(routes: list[RouteFalseAlarms], app: str) -> list[str]:
     lines = ["false alarms by route (faithful calls alerted on it or a route before it, of the faithful):"]
     lines += [f"  {r.words()}" for r in routes]
     if any(r.over_target for r in routes):
-        lines.append(f"  a route above its target: recalibrate (`halluwatch calibrate --app {app or 'NAME'}`) and apply it")
+        lines.append(
+            f"  a route above its target: recalibrate (`halluwatch calibrate --app {app or 'NAME'}`) and apply it"
+        )
     return lines
