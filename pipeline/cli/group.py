@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import SecretStr
 
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
@@ -30,8 +31,8 @@ def configured(config_path: Path | None) -> Settings:
     ctx = click.get_current_context(silent=True)
     data_dir = ctx.find_root().params.get("data_dir") if ctx else None
     # --data-dir names the embedded store itself: an exported HALLUWATCH_CLICKHOUSE_DSN cannot divert it.
-    store = {"data_dir": data_dir, "clickhouse_dsn": ""} if data_dir else {}
-    settings = load_settings(config_path, {name: "--data-dir" for name in store}, **store)
+    store = {"data_dir": data_dir, "clickhouse_dsn": SecretStr("")} if data_dir else {}
+    settings = load_settings(config_path, store, "--data-dir")
     configure_logging(settings.log_level, settings.log_format)
     install_scrubber(secret_values(settings))  # client errors may quote a token or a DSN password
     if ctx:

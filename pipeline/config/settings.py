@@ -311,21 +311,24 @@ class Settings(BaseSettings):
 
 
 def load_settings(
-    config_path: Path | None = None, options: Mapping[str, str] | None = None, **overrides: Any
+    config_path: Path | None = None, pinned: Mapping[str, Any] | None = None, pinned_by: str = "", **overrides: Any
 ) -> Settings:
     """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides.
 
-    ``options`` names the command-line option behind an override, for errors that name its source.
+    ``pinned`` values beat every source, the environment too (a command-line option, named
+    ``pinned_by`` where errors name a setting's source).
     """
+    pinned = pinned or {}
     secrets_dir = os.environ.get(SECRETS_DIR_ENV)
     unknown = unknown_settings_message(
         os.environ, Path(secrets_dir) if secrets_dir else None, Settings, (CONFIG_ENV, SECRETS_DIR_ENV)
     )
     if unknown:
         raise ConfigError(unknown)
-    path = config_path or _env_config_path() or _data_dir_settings(overrides)
+    path = config_path or _env_config_path() or _data_dir_settings({**overrides, **pinned})
     file_values = _read_yaml(path) if path else {}
-    sources = Sources(os.environ, Path(secrets_dir) if secrets_dir else None, path, file_values, options or {})
+    sources = Sources(os.environ, Path(secrets_dir) if secrets_dir else None, path, file_values,
+                      dict.fromkeys(pinned, pinned_by))  # fmt: skip
     try:
         # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
         settings = Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
@@ -339,6 +342,7 @@ def load_settings(
             f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON, "
             """such as '["a", "b"]' or '{"key": "value"}')"""
         ) from None
+    settings = settings.model_copy(update=pinned) if pinned else settings
     settings._sources = sources
     return settings
 

@@ -41,7 +41,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port))
     except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
+        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()  # not create_server's own "while ..."
         raise CannotListen(
             f"cannot listen on {host}:{port} (from --host and --port): {reason}; stop what listens there "
             "or give another --port (a host must be an address of this machine)"

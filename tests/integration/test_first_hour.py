@@ -59,7 +59,7 @@ def empty(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("command", READERS, ids=lambda c: " ".join(c[:2]))
 def test_a_read_in_a_fresh_directory_says_there_is_no_store_and_creates_none(empty: Path, command: tuple[str, ...]):
-    stderr = failed_plainly(run(empty, *command))
+    stderr = failed_plainly(run(empty, *command, HALLUWATCH_ALERTING__SLACK_BOT_TOKEN="xoxb-test"))  # review-digest's
     assert "no halluwatch store yet" in stderr
     assert "data directory .halluwatch (from the default" in stderr and "halluwatch demo" in stderr
     assert "halluwatch migrate" in stderr
@@ -129,13 +129,11 @@ def test_a_bad_config_file_value_is_named_by_file_and_key(empty: Path):
     ],
     ids=["refused", "unresolved"],
 )
-@pytest.mark.parametrize("command", [READERS[0], ("migrate",), ("monitors",)], ids=lambda c: c[0])
+@pytest.mark.parametrize("command", [READERS[0], ("migrate",), ("conventions",)], ids=lambda c: c[0])
 def test_clickhouse_out_of_reach_is_named_with_its_address_source_and_reason(
     empty: Path, dsn: str, reason: str, command: tuple[str, ...]
 ):
-    config = empty / "monitors.yaml"  # monitors reads the store only with a monitor configured
-    config.write_text("monitors:\n  by_service:\n    route: console\n", encoding="utf-8")
-    stderr = failed_plainly(run(empty, *command, "--config", str(config), HALLUWATCH_CLICKHOUSE_DSN=dsn))
+    stderr = failed_plainly(run(empty, *command, HALLUWATCH_CLICKHOUSE_DSN=dsn))
     host = dsn.rsplit("@", 1)[1]
     assert f"cannot reach ClickHouse at {host} (from HALLUWATCH_CLICKHOUSE_DSN): {reason}; " in stderr
     assert "hunter2" not in stderr and "HTTPConnectionPool" not in stderr
