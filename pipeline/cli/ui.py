@@ -39,7 +39,7 @@ def ui(config_path: Path | None, host: str, port: int) -> None:
     settings = configured(config_path)
     listening = listening_socket(host, port)  # a taken port is said before the store opens or a URL is printed
     try:
-        app, access = triage_app(settings)
+        app, access = triage_app(settings, create=False)  # pages over no store would only say to migrate
     except EmbeddedInUse as exc:
         pages = pages_address(settings.data_dir)
         instead = f"open the pages it serves at {pages}" if pages else (

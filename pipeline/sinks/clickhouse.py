@@ -95,7 +95,7 @@ def open_clickhouse(settings: Settings, create: bool = True) -> Client:
     if dsn.startswith(EMBEDDED_SCHEME):
         path = Path(dsn.removeprefix(EMBEDDED_SCHEME))
         if not create and not path.is_dir():
-            raise NoStore(_no_store(settings, f"no embedded ClickHouse in {path.parent}"))
+            raise NoStore(_no_store(settings, database_only=False))
         directory = writable_dir(path, "embedded ClickHouse")
         pid = holder(directory)
         if pid is not None:  # asked before chDB, which would print its own failure on stderr
@@ -108,20 +108,26 @@ def open_clickhouse(settings: Settings, create: bool = True) -> Client:
     database = settings.clickhouse_database
     if not create and not client.command(f"EXISTS DATABASE {database}"):
         client.close()
-        raise NoStore(_no_store(settings, f"ClickHouse at {redacted_dsn(dsn)} has no database {database}"))
+        raise NoStore(_no_store(settings, database_only=True))
     return client
 
 
-def _no_store(settings: Settings, missing: str) -> str:
-    """What is missing, the settings that pointed there, and the commands that make a store."""
-    if settings.resolved_clickhouse_dsn.startswith(EMBEDDED_SCHEME):
-        source = settings.source_of("data_dir") or "the default data directory, in this directory"
-        looked = f"data directory {settings.data_dir} (from {source})"
-    else:
-        looked = f"from {settings.source_of('clickhouse_dsn') or 'clickhouse_dsn'}"
-    return (f"no halluwatch store yet: {missing} ({looked}); `halluwatch demo` makes one with example traces "
-            "(read it with `halluwatch --data-dir .halluwatch/demo ...`), `halluwatch migrate` an empty one, "
-            "and a worker makes one as it starts")  # fmt: skip
+def _no_store(settings: Settings, database_only: bool) -> str:
+    """What is missing (the ClickHouse, or only its database), where it was looked for, and what makes a store."""
+    dsn, database = settings.resolved_clickhouse_dsn, settings.clickhouse_database
+    if not dsn.startswith(EMBEDDED_SCHEME):
+        source = settings.source_of("clickhouse_dsn") or "clickhouse_dsn"
+        return (f"no halluwatch store yet: ClickHouse at {redacted_dsn(dsn)} (from {source}) has no database "
+                f"{database}; `halluwatch migrate` creates it, as a worker does when it starts")  # fmt: skip
+    source = settings.source_of("data_dir")
+    looked = f"data directory {settings.data_dir} ({f'from {source}' if source else 'the default, in this directory'})"
+    demo = settings.data_dir / "demo"
+    beside = (f"; the demo's store is in {demo}: `halluwatch --data-dir {demo} ...` reads it"
+              if (demo / "clickhouse").is_dir() else "")  # fmt: skip
+    holds = f"no database {database} in its embedded ClickHouse" if database_only else "no embedded ClickHouse"
+    return (f"no halluwatch store yet: {looked} holds {holds}{beside}; `halluwatch demo` makes one "
+            "with example traces (then `halluwatch --data-dir .halluwatch/demo ...` reads it), `halluwatch migrate` "
+            "an empty one, and a worker one as it starts")  # fmt: skip
 
 
 @contextlib.contextmanager

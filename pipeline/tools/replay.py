@@ -16,11 +16,9 @@ so tests and demos exercise the same input as production.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
 import itertools
-import logging
 import os
 import struct
 import sys
@@ -37,7 +35,7 @@ from tqdm import tqdm
 
 from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, encode_traces_json, split_by_trace
-from pipeline.tools.kafka_clients import LOGGER_NAME, client_config
+from pipeline.tools.kafka_clients import ConnectionReasons, client_config
 
 _LENGTH = struct.Struct(">I")
 _P = TypeVar("_P", TracesData, LogsData)
@@ -53,18 +51,6 @@ class TraceFileError(ValueError):
 
 class ReplayError(RuntimeError):
     """Traces could not be delivered to Kafka (broker unreachable, delivery failed or timed out)."""
-
-
-@contextlib.contextmanager
-def _log_muted(name: str) -> Iterator[None]:
-    """Drop the ``name`` logger's records below ERROR for a while (what the error raised then says anyway)."""
-    logger = logging.getLogger(name)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 def _open_write(path: PathLike) -> io.BufferedIOBase:
@@ -253,17 +239,14 @@ def replay(
     batches = iter(traces)
     first = next(batches, None)  # a file that is not OTLP fails here, before the broker is bothered
     timeout_ms = int(delivery_timeout_seconds * 1000)
-    reasons: list[str] = []  # librdkafka's words for a failed connection: refused, unresolvable, TLS, SASL
-    own = {"message.timeout.ms": timeout_ms, "linger.ms": 20, "error_cb": lambda error: reasons.append(error.str())}
+    reasons = ConnectionReasons()
+    own = {"message.timeout.ms": timeout_ms, "linger.ms": 20, "error_cb": reasons}
     producer = Producer(client_config(bootstrap, own, config or {}))
     try:
         # Fail fast with a clear message instead of letting every message time out.
         producer.list_topics(timeout=delivery_timeout_seconds)
     except KafkaException as exc:
-        with _log_muted(LOGGER_NAME):  # the reason goes into the error, said once there
-            producer.poll(0)
-        said = "; ".join(dict.fromkeys(reasons)) or str(exc)
-        raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {said}") from exc
+        raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {reasons.said(producer, exc)}") from exc
 
     deliveries = _Deliveries()
     messages = spans = log_records = value_bytes = 0

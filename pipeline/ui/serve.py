@@ -52,9 +52,9 @@ TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
 ADDRESS_FILE = "ui_address"  # where the running pages listen, for commands that read through them
 
 
-def triage_app(settings: Settings) -> tuple[Flask, Access]:
-    """The triage application on the configured ClickHouse, and who it admits."""
-    store = TriageStore(open_clickhouse(settings), settings.clickhouse_database)
+def triage_app(settings: Settings, create: bool = True) -> tuple[Flask, Access]:
+    """The triage application on the configured ClickHouse, and who it admits (``create``: as open_clickhouse)."""
+    store = TriageStore(open_clickhouse(settings, create), settings.clickhouse_database)
     gaps = store.schema_gaps()
     if gaps:
         raise UnmigratedDatabase(
