@@ -7,15 +7,11 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import main
 from pipeline.config.settings import ENV_PREFIX, MODEL_CACHE_ENV
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import CONFIG_OPTION, configured, main
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()

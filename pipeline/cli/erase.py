@@ -5,16 +5,12 @@ from __future__ import annotations
 import getpass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import CONFIG_OPTION, configured, main
 from pipeline.cli.store import migrated_client
 from pipeline.words import counted
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from pydantic import SecretStr
@@ -13,10 +13,6 @@ from pydantic import SecretStr
 from pipeline.config.logs import configure_logging
 from pipeline.config.secrets import install_scrubber, secret_values
 from pipeline.config.settings import Settings, load_settings
-
-if TYPE_CHECKING:
-    pass
-
 
 CONFIG_OPTION = click.option(
     "--config",

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import CONFIG_OPTION, Commands, configured, main
 from pipeline.cli.store import migrated_client
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.group(cls=Commands)

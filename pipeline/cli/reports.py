@@ -4,16 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import CONFIG_OPTION, ago, configured, main
 from pipeline.cli.store import migrated_client
 from pipeline.config.data_dirs import writable_dir
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()

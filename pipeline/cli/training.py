@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 import click
 
@@ -13,9 +13,6 @@ from detectors.config import Profile
 from pipeline.cli.group import CONFIG_OPTION, configured, main
 from pipeline.cli.store import open_client
 from pipeline.config.data_dirs import writable_dir
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from pipeline.cli.group import CONFIG_OPTION, configured, main
 from pipeline.cli.store import held_store
-
-if TYPE_CHECKING:
-    pass
 
 
 @main.command()
