@@ -8,6 +8,7 @@ worker's embedded data.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -41,11 +42,16 @@ def listening_socket(host: str, port: int) -> socket.socket:
     try:
         return socket.create_server((host, port))
     except OSError as exc:
-        reason = (os.strerror(exc.errno) if exc.errno else str(exc)).lower()  # not create_server's own "while ..."
-        raise CannotListen(
-            f"cannot listen on {host}:{port} (from --host and --port): {reason}; stop what listens there "
-            "or give another --port (a host must be an address of this machine)"
-        ) from exc
+        # The system's words for the error, without create_server's "(while attempting to bind ...)".
+        reason = os.strerror(exc.errno).lower() if exc.errno and exc.errno > 0 else "name not resolved"
+        todo = _LISTEN_ADVICE.get(exc.errno or 0, "give --host an address of this machine (127.0.0.1, or 0.0.0.0: all)")
+        raise CannotListen(f"cannot listen on {host}:{port} (from --host and --port): {reason}; {todo}") from exc
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "stop what listens there, or give another --port",
+    errno.EACCES: "ports below 1024 need privileges: give another --port",
+}
 
 
 TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
