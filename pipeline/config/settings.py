@@ -325,8 +325,11 @@ def load_settings(
     )
     if unknown:
         raise ConfigError(unknown)
+    if secrets_dir and not Path(secrets_dir).is_dir():
+        raise ConfigError(f"{SECRETS_DIR_ENV}={secrets_dir} is not a directory: name the folder of the secret files")
     path = config_path or _env_config_path() or _data_dir_settings({**overrides, **pinned})
-    file_values = _read_yaml(path) if path else {}
+    named_by = "--config" if config_path else CONFIG_ENV if _env_config_path() else "the data directory's own"
+    file_values = _read_yaml(path, named_by) if path else {}
     sources = Sources(os.environ, Path(secrets_dir) if secrets_dir else None, path, file_values,
                       dict.fromkeys(pinned, pinned_by))  # fmt: skip
     try:
@@ -376,11 +379,12 @@ def _env_config_path() -> Path | None:
     return Path(value) if value else None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path, named_by: str) -> dict[str, Any]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"cannot read config file {path} (from {named_by}): {reason}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if document is None:
