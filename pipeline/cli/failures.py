@@ -59,9 +59,14 @@ def fault_line(error: BaseException, command: str) -> str:
 
 
 def _plain(error: BaseException) -> str | None:
-    """The message of our errors that name what to fix; a file the system refused, by name."""
+    """The message of our errors that name what to fix; Slack's refusal in its word; a file the system refused."""
     if isinstance(error, _plain_errors()):
         return str(error)
+    from slack_sdk.errors import SlackApiError
+
+    if isinstance(error, SlackApiError):  # its own code: channel_not_found, invalid_auth, ...
+        return (f"Slack refused the request: {error.response.get('error')}; check alerting.slack_bot_token "
+                "and that the bot is in the channel")  # fmt: skip
     if isinstance(error, OSError) and error.filename and error.strerror:
         return f"{error.filename}: {error.strerror.lower()}"
     return None
