@@ -109,7 +109,8 @@ def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
         return
 
     reasons = ConnectionReasons()
-    admin = AdminClient({**_kafka_config(settings, timeout_seconds), "error_cb": reasons})
+    config: dict[str, Any] = {**_kafka_config(settings, timeout_seconds), "error_cb": reasons}
+    admin = AdminClient(config)
     try:
         metadata = admin.list_topics(timeout=timeout_seconds)
     except Exception as exc:
