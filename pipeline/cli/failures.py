@@ -171,7 +171,17 @@ def _reason(chain: list[BaseException]) -> str | None:
 
 
 _REASON_WORDS = (
-    ("authentication failed", ("authentication failed", "code: 516", "sasl authentication", "unauthorized")),
+    (
+        "authentication failed",
+        (
+            "authentication failed",
+            "code: 516",
+            "sasl authentication",
+            "unauthorized",
+            "error code: 401",
+            "invalid_api_key",
+        ),
+    ),
     ("TLS failed", ("ssl", "certificate", "handshake")),
     ("name not resolved", ("failed to resolve", "name or service not known", "temporary failure in name resolution")),
     ("connection refused", ("connection refused", "econnrefused", "connect failed")),

@@ -99,6 +99,12 @@ def test_rate_reads_through_the_pages_and_says_why_when_they_refuse_it(served):
     assert through.returncode == 0, through.stderr
     assert through.stdout.startswith("app default, ") and "false alarms by route" in through.stdout
 
+    # doctor names the holder and what works, not the DSN's user and password: nothing there is wrong.
+    doctor = halluwatch(env, "doctor", "--timeout", "2")
+    (checked,) = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  clickhouse:")]
+    assert f"is in use by process {served[1].pid}" in checked and "check it while that process is stopped" in checked
+    assert "check clickhouse_dsn" not in checked
+
     wrong_token = halluwatch({**env, "HALLUWATCH_UI__TOKEN": secrets.token_hex(24)}, "rate", "--app", "default")
     assert wrong_token.returncode == 1
     (line,) = wrong_token.stderr.splitlines()

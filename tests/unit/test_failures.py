@@ -90,3 +90,16 @@ def test_a_fault_of_ours_is_one_line_and_its_traceback_is_behind_debug():
     )
     debugged = CliRunner().invoke(root, ["--debug", "boom"])
     assert isinstance(debugged.exception, KeyError)  # raised as it is: click's runner holds the traceback
+
+
+def test_the_judges_endpoint_is_named_by_its_own_setting(monkeypatch: pytest.MonkeyPatch):
+    import httpx
+    import openai
+
+    monkeypatch.setenv("HALLUWATCH_CONSISTENCY__LLM__BASE_URL", "http://llm.internal:8000/v1")
+    failed = openai.APIConnectionError(request=httpx.Request("POST", "http://llm.internal:8000/v1/chat/completions"))
+    line = explain(_chained(failed, ConnectionRefusedError(111, "Connection refused")), load_settings())
+    assert line == (
+        "cannot reach the judge's endpoint at llm.internal:8000 (from HALLUWATCH_CONSISTENCY__LLM__BASE_URL): "
+        "connection refused; start it there, or fix the host and port in HALLUWATCH_CONSISTENCY__LLM__BASE_URL"
+    )
