@@ -51,9 +51,10 @@ def explain(error: BaseException, settings: Settings | None) -> str | None:
     return scrub(text, secret_values(settings)) if settings is not None else text
 
 
-def fault_line(error: BaseException, command: str) -> str:
-    """The one line of a fault of ours: which command, the exception, and how to see its traceback."""
+def fault_line(error: BaseException, command: str, settings: Settings | None) -> str:
+    """The one line of a fault of ours: which command, the exception (secrets masked), how to see its traceback."""
     shown = f"{type(error).__name__}: {error}".splitlines()[0][:300]
+    shown = scrub(shown, secret_values(settings)) if settings is not None else shown
     return (f"halluwatch {command} failed on a fault of its own ({shown}), not on anything in your setup; "
             f"`halluwatch --debug {command} ...` shows the traceback to report")  # fmt: skip
 

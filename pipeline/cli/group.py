@@ -51,14 +51,15 @@ class Commands(click.Group):
         except Exception as exc:
             from pipeline.cli.failures import explain, fault_line
 
-            explained = explain(exc, ctx.meta.get(_SETTINGS))
+            settings = ctx.meta.get(_SETTINGS)
+            explained = explain(exc, settings)
             if explained is not None:
                 raise click.ClickException(explained) from exc
             if ctx.find_root().params.get("debug"):
                 raise
             logging.getLogger("pipeline.cli").debug("fault of ours", exc_info=exc)
             command = " ".join(filter(None, [ctx.command_path.partition(" ")[2], ctx.invoked_subcommand]))
-            raise click.ClickException(fault_line(exc, command)) from exc
+            raise click.ClickException(fault_line(exc, command, settings)) from exc
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command with its whole first sentence: click's default cuts them at 45 characters with "…"."""
