@@ -313,8 +313,8 @@ def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
         version = client.query("SELECT version()").result_rows[0][0]
     except EmbeddedInUse as exc:  # nothing to fix in the settings: the store is open elsewhere
         raise _Failed(
-            f"{exc}: chDB admits one process per directory; check it while that process is stopped, "
-            "or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many"
+            f"{exc.where} is {exc.reason}: chDB admits one process per directory; check it while that process "
+            "is stopped, or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many"
         ) from exc
     except Exception as exc:
         reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else exc
