@@ -113,7 +113,9 @@ def _connection(error: BaseException, settings: Settings | None) -> str | None:
         answer = next((str(e) for e in chain if type(e).__module__.startswith("clickhouse_connect")), str(error))
         first = answer.strip().splitlines()[0] if answer.strip() else type(error).__name__
         return f"ClickHouse at {service.address} (from {service.source}) refused the request: {first[:300]}"
-    return (f"cannot reach {service.name} at {service.address} (from {service.source}): {reason}; "
+    waited = max((getattr(e, "waited_seconds", 0.0) for e in chain), default=0.0)  # a worker retries at start
+    retried = f", for {waited:g}s (clickhouse_startup_wait_seconds)" if waited else ""
+    return (f"cannot reach {service.name} at {service.address} (from {service.source}): {reason}{retried}; "
             f"{service.hints[reason]} in {service.source}")  # fmt: skip
 
 

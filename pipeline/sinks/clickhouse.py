@@ -49,10 +49,11 @@ _DRIVER_LOGGERS = ("urllib3.connectionpool", "clickhouse_connect.driver")
 class ClickHouseUnreachable(RuntimeError):
     """ClickHouse could not be reached (by the worker: and migrated within the start-up wait)."""
 
-    def __init__(self, where: str, reason: str) -> None:
+    def __init__(self, where: str, reason: str, waited_seconds: float = 0.0) -> None:
         super().__init__(f"{where}: {reason}")
         self.where = where  # "ClickHouse at <DSN without password>"
         self.reason = reason
+        self.waited_seconds = waited_seconds  # how long it was retried (the worker's start-up wait), 0: tried once
 
 
 class EmbeddedInUse(ClickHouseUnreachable):
@@ -164,9 +165,8 @@ def open_migrated(settings: Settings) -> Client:
         except Exception as exc:  # driver errors are many types; all mean "not ready"
             reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else str(exc)
             if time.monotonic() + delay > deadline:
-                raise ClickHouseUnreachable(
-                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s", reason
-                ) from exc
+                waited = settings.clickhouse_startup_wait_seconds
+                raise ClickHouseUnreachable(f"{where} not ready within {waited:g}s", reason, waited) from exc
             logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, reason)
         time.sleep(delay)
         delay = min(delay * 2, settings.write_retry_max_seconds)
