@@ -115,3 +115,17 @@ def _is_mapping(annotation: object) -> bool:
 
 def _is_union(annotation: object) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
+def takes_json(model: type[BaseModel], path: str) -> bool:
+    """Whether the variable ``FIELD__SUB__...`` (upper case) sets a model, a list or a mapping, hence reads JSON."""
+    head, _, rest = path.partition(NESTED)
+    fields = {name.upper(): info.annotation for name, info in model.model_fields.items()}
+    if head not in fields:
+        return False
+    nested = _model_of(fields[head])
+    if rest:
+        return takes_json(nested, rest) if nested is not None else False  # below a mapping: the user's values
+    candidates = typing.get_args(fields[head]) if _is_union(fields[head]) else (fields[head],)
+    return nested is not None or _is_mapping(fields[head]) or any(typing.get_origin(c) in (list, tuple, set)
+                                                                   for c in candidates)  # fmt: skip

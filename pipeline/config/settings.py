@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BeforeValidator, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, PrivateAttr, SecretStr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     NestedSecretsSettingsSource,
@@ -45,6 +45,7 @@ from pipeline.config.policy import Policies, check_policies
 from pipeline.config.retention import RetentionSettings
 from pipeline.config.review import ReviewSettings
 from pipeline.config.sampled import ConsistencySettings
+from pipeline.config.sources import Sources
 from pipeline.config.stream import JoinConfig, LogJoinSettings, StreamSettings
 from pipeline.config.strong_secrets import StrongSecret
 from pipeline.config.ui import UISettings
@@ -78,6 +79,9 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", secrets_nested_delimiter="__", extra="forbid",
         env_ignore_empty=True,
     )  # fmt: skip
+
+    # What load_settings read them from: errors about a setting name its source.
+    _sources: Sources = PrivateAttr(default_factory=lambda: Sources({}))
 
     # Where relative paths (embedded ClickHouse, worker state) live.
     data_dir: Path = DEFAULT_DATA_DIR
@@ -262,6 +266,10 @@ class Settings(BaseSettings):
         """The largest record the worker produces: an accepted message re-keyed or dead-lettered, with headers."""
         return self.max_message_bytes + PRODUCE_HEADROOM_BYTES
 
+    def source_of(self, *location: str) -> str:
+        """Where the setting at ``location`` came from (its variable, secret file or config file key); "" a default."""
+        return self._sources.of(location)
+
     @property
     def resolved_clickhouse_dsn(self) -> str:
         """The DSN to connect with: the configured one, or embedded chDB under ``data_dir``."""
@@ -302,38 +310,60 @@ class Settings(BaseSettings):
         )
 
 
-def load_settings(config_path: Path | None = None, **overrides: Any) -> Settings:
-    """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides."""
+def load_settings(
+    config_path: Path | None = None, pinned: Mapping[str, Any] | None = None, pinned_by: str = "", **overrides: Any
+) -> Settings:
+    """Build settings from env, the YAML file (argument or ``HALLUWATCH_CONFIG``) and overrides.
+
+    ``pinned`` values beat every source, the environment too (a command-line option, named
+    ``pinned_by`` where errors name a setting's source).
+    """
+    pinned = pinned or {}
     secrets_dir = os.environ.get(SECRETS_DIR_ENV)
     unknown = unknown_settings_message(
         os.environ, Path(secrets_dir) if secrets_dir else None, Settings, (CONFIG_ENV, SECRETS_DIR_ENV)
     )
     if unknown:
         raise ConfigError(unknown)
-    path = config_path or _env_config_path() or _data_dir_settings(overrides)
-    file_values = _read_yaml(path) if path else {}
+    if secrets_dir and not Path(secrets_dir).is_dir():
+        raise ConfigError(f"{SECRETS_DIR_ENV}={secrets_dir} is not a directory: name the folder of the secret files")
+    path = config_path or _env_config_path() or _data_dir_settings({**overrides, **pinned})
+    named_by = "--config" if config_path else CONFIG_ENV if _env_config_path() else "the data directory's own"
+    file_values = _read_yaml(path, named_by) if path else {}
+    sources = Sources(os.environ, Path(secrets_dir) if secrets_dir else None, path, file_values,
+                      dict.fromkeys(pinned, pinned_by))  # fmt: skip
     try:
         # _secrets_dir is BaseSettings' own init argument, unknown to the plugin that types the fields.
-        return Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
+        settings = Settings(_secrets_dir=secrets_dir or None, **{**file_values, **overrides})  # type: ignore[call-arg]
     except ValidationError as exc:
-        where = f" (config file {path})" if path else ""
-        raise ConfigError(f"invalid configuration{where}:{_describe(exc)}") from None
+        raise ConfigError(f"invalid configuration:{_describe(exc, sources)}") from None
     except SettingsError as exc:  # a variable of a list or mapping setting that is not JSON
         field = re.search(r'field "(\w+)"', str(exc))
-        name = f"{ENV_PREFIX}{field[1].upper()}" if field else "a variable"
-        raise ConfigError(f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON)") from None
+        names = sources.not_json(Settings, field[1]) if field else []
+        name = " and ".join(names) or (f"a {ENV_PREFIX}{field[1].upper()} variable" if field else "a variable")
+        raise ConfigError(
+            f"invalid configuration: {name} is not JSON (a list or mapping setting takes JSON, "
+            """such as '["a", "b"]' or '{"key": "value"}')"""
+        ) from None
+    settings = settings.model_copy(update=pinned) if pinned else settings
+    settings._sources = sources
+    return settings
 
 
-def _describe(error: ValidationError) -> str:
-    """The errors, field by field, without the input values pydantic would quote (they may be secrets).
+def _describe(error: ValidationError, sources: Sources) -> str:
+    """The errors, field by field, each with its source, without the input values of secrets.
 
     One error reads on the same line; several, one line each below.
     """
     lines = []
     for item in error.errors(include_input=False, include_url=False):
-        field = ".".join(str(part) for part in item["loc"]) or "settings"
+        location = [part for part in item["loc"] if not (isinstance(part, str) and "[" in part)]  # union tags
+        field = ".".join(str(part) for part in location) or "settings"
         message = item["msg"].removeprefix("Value error, ")  # our validators' own words
-        lines.append(f"{field}: {message}")
+        source = sources.quoted(location) if location else ""
+        if not source and sources.config_path is not None:
+            source = f"config file {sources.config_path}"
+        lines.append(f"{field} (from {source}): {message}" if source else f"{field}: {message}")
     return f" {lines[0]}" if len(lines) == 1 else "".join(f"\n  {line}" for line in lines)
 
 
@@ -349,11 +379,12 @@ def _env_config_path() -> Path | None:
     return Path(value) if value else None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path, named_by: str) -> dict[str, Any]:
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        reason = (exc.strerror or str(exc)).lower()
+        raise ConfigError(f"cannot read config file {path} (from {named_by}): {reason}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if document is None:

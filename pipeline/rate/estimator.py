@@ -97,11 +97,19 @@ def estimate_ratio(
         if len(judged.get(name, ())) < min(2, population[name])
     }
     if total == 0 or short:
-        missing = ", ".join(f"{count} in stratum {name}" for name, count in short.items())
+        # How many more each stratum needs, not how many it has: what the reviewer is to do.
+        missing = ", ".join(f"{count} more in stratum {name}" for name, count in short.items())
         needed = _effective_size_for(target_half_width, planning_value)
         more = min(max(needed - judged_now, sum(short.values())), total - judged_now)
+        words = f"too few verdicts: {missing} needed" if missing else "too few verdicts: no calls"
         return Estimate(
-            None, None, None, units, more, f"too few verdicts: {missing or 'no calls'}", tuple(short.items())
+            None,
+            None,
+            None,
+            units,
+            more,
+            words,
+            tuple(short.items()),
         )
     shares = {name: population[name] / total for name in strata}
     # Each judged call stands for its stratum's share over the stratum's verdicts.

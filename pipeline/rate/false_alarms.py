@@ -97,10 +97,12 @@ def _estimate(
     return estimate_ratio(population, judged)
 
 
-def false_alarm_lines(routes: list[RouteFalseAlarms]) -> list[str]:
-    """The lines `halluwatch rate` adds: each route's false alarms on this traffic, and what to do when above."""
+def false_alarm_lines(routes: list[RouteFalseAlarms], app: str) -> list[str]:
+    """The lines `halluwatch rate` adds: each route's false alarms on ``app``'s traffic, and what to do when above."""
     lines = ["false alarms by route (faithful calls alerted on it or a route before it, of the faithful):"]
     lines += [f"  {r.words()}" for r in routes]
     if any(r.over_target for r in routes):
-        lines.append("  a route above its target: recalibrate (`halluwatch calibrate --app NAME`) and apply it")
+        lines.append(
+            f"  a route above its target: recalibrate (`halluwatch calibrate --app {app or 'NAME'}`) and apply it"
+        )
     return lines

@@ -49,10 +49,11 @@ _DRIVER_LOGGERS = ("urllib3.connectionpool", "clickhouse_connect.driver")
 class ClickHouseUnreachable(RuntimeError):
     """ClickHouse could not be reached (by the worker: and migrated within the start-up wait)."""
 
-    def __init__(self, where: str, reason: str) -> None:
+    def __init__(self, where: str, reason: str, waited_seconds: float = 0.0) -> None:
         super().__init__(f"{where}: {reason}")
         self.where = where  # "ClickHouse at <DSN without password>"
         self.reason = reason
+        self.waited_seconds = waited_seconds  # how long it was retried (the worker's start-up wait), 0: tried once
 
 
 class EmbeddedInUse(ClickHouseUnreachable):
@@ -64,6 +65,10 @@ class EmbeddedInUse(ClickHouseUnreachable):
     def __init__(self, where: str, pid: int, holder: str = "") -> None:
         super().__init__(where, f"in use by {holder or (f'process {pid}' if pid else 'another process')}")
         self.pid = pid
+
+
+class NoStore(RuntimeError):
+    """A command that only reads found no store where it looked; the message names where and what makes one."""
 
 
 class SinkUnavailable(RuntimeError):
@@ -81,19 +86,49 @@ def connect(dsn: str, **options: Any) -> Client:
         return clickhouse_connect.get_client(dsn=dsn, **options)
 
 
-def open_clickhouse(settings: Settings) -> Client:
-    """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not."""
+def open_clickhouse(settings: Settings, create: bool = True) -> Client:
+    """A client for the configured ClickHouse, with its TLS options; ClickHouseUnreachable says why not.
+
+    ``create`` False (a command that only reads): NoStore when the embedded directory or the
+    database is not there, and nothing is created where it looked.
+    """
     dsn = settings.resolved_clickhouse_dsn
     if dsn.startswith(EMBEDDED_SCHEME):
-        directory = writable_dir(Path(dsn.removeprefix(EMBEDDED_SCHEME)), "embedded ClickHouse")
+        path = Path(dsn.removeprefix(EMBEDDED_SCHEME))
+        if not create and not path.is_dir():
+            raise NoStore(_no_store(settings, database_only=False))
+        directory = writable_dir(path, "embedded ClickHouse")
         pid = holder(directory)
         if pid is not None:  # asked before chDB, which would print its own failure on stderr
             raise EmbeddedInUse(f"ClickHouse at {redacted_dsn(dsn)}", pid, holder_words(directory, pid))
     try:
         with _driver_warnings_muted():
-            return connect(dsn, **settings.clickhouse_tls.client_options(dsn))
+            client = connect(dsn, **settings.clickhouse_tls.client_options(dsn))
     except ClickHouseError as exc:
         raise ClickHouseUnreachable(f"ClickHouse at {redacted_dsn(dsn)}", str(exc)) from exc
+    database = settings.clickhouse_database
+    if not create and not client.command(f"EXISTS DATABASE {database}"):
+        client.close()
+        raise NoStore(_no_store(settings, database_only=True))
+    return client
+
+
+def _no_store(settings: Settings, database_only: bool) -> str:
+    """What is missing (the ClickHouse, or only its database), where it was looked for, and what makes a store."""
+    dsn, database = settings.resolved_clickhouse_dsn, settings.clickhouse_database
+    if not dsn.startswith(EMBEDDED_SCHEME):
+        source = settings.source_of("clickhouse_dsn") or "clickhouse_dsn"
+        return (f"no halluwatch store yet: ClickHouse at {redacted_dsn(dsn)} (from {source}) has no database "
+                f"{database}; `halluwatch migrate` creates it, as a worker does when it starts")  # fmt: skip
+    source = settings.source_of("data_dir")
+    looked = f"data directory {settings.data_dir} ({f'from {source}' if source else 'the default, in this directory'})"
+    demo = settings.data_dir / "demo"
+    beside = (f"; the demo's store is in {demo}: `halluwatch --data-dir {demo} ...` reads it"
+              if (demo / "clickhouse").is_dir() else "")  # fmt: skip
+    holds = f"no database {database} in its embedded ClickHouse" if database_only else "no embedded ClickHouse"
+    return (f"no halluwatch store yet: {looked} holds {holds}{beside}; `halluwatch demo` makes one "
+            "with example traces (then `halluwatch --data-dir .halluwatch/demo ...` reads it), `halluwatch migrate` "
+            "an empty one, and a worker one as it starts")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -130,9 +165,8 @@ def open_migrated(settings: Settings) -> Client:
         except Exception as exc:  # driver errors are many types; all mean "not ready"
             reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else str(exc)
             if time.monotonic() + delay > deadline:
-                raise ClickHouseUnreachable(
-                    f"{where} not ready within {settings.clickhouse_startup_wait_seconds:g}s", reason
-                ) from exc
+                waited = settings.clickhouse_startup_wait_seconds
+                raise ClickHouseUnreachable(f"{where} not ready within {waited:g}s", reason, waited) from exc
             logger.warning("%s not ready, retrying in %.1fs: %s", where, delay, reason)
         time.sleep(delay)
         delay = min(delay * 2, settings.write_retry_max_seconds)

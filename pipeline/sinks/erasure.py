@@ -35,7 +35,7 @@ _LISTED = 10  # the traces an ambiguous prefix lists before "and N more"
 
 
 class ErasureRefused(ValueError):
-    """A selector that cannot be erased by: its key is not erasable, or its trace prefix names several traces."""
+    """A selector that cannot be erased by: its key is not erasable, its trace prefix too short or naming several."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +68,13 @@ def matched_traces(client: Client, database: str, selector: Selector, erasable_k
             raise ErasureRefused(f"{selector.key} is not erasable; erasable: {keys} (settings retention.erasable_keys)")
         return _calls_traces(client, database, "erasable[{key:String}] = {value:String}", selector)
     whole = _stored_traces(client, database, "trace_id = {value:String}", selector)
-    if whole or len(selector.value) < MIN_PREFIX:
+    if whole:
         return whole
+    if len(selector.value) < MIN_PREFIX:
+        raise ErasureRefused(
+            f"trace {selector.value} is no stored trace id, and as a prefix its {len(selector.value)} characters "
+            f"are too few: give {MIN_PREFIX} or more (a whole id has 32); nothing was removed"
+        )
     by_prefix = _stored_traces(client, database, "startsWith(trace_id, {value:String})", selector)
     if len(by_prefix) > 1:
         listed = ", ".join(by_prefix[:_LISTED]) + (

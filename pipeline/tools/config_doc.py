@@ -45,7 +45,10 @@ demo` leaves in `.halluwatch/demo`), then the defaults below, which run everythi
 machine. Secrets can
 also be files in `HALLUWATCH_SECRETS_DIR`, each named like its variable in lower case
 (`halluwatch_alerting__slack_bot_token`). An unknown or invalid value stops the process at start
-with the field named; an unknown `HALLUWATCH_*` variable with the closest valid name. Settings
+with the field named and where it was given: the variable as you set it
+(`escalation.enabled (from HALLUWATCH_ESCALATION__ENABLED=maybe)`, a secret's value never quoted),
+the secret file, or the config file and its key; an unknown `HALLUWATCH_*` variable with the
+closest valid name. Settings
 marked *secret* never show in logs, errors or `halluwatch doctor`. Besides the settings, only
 `HALLUWATCH_CONFIG` and `HALLUWATCH_SECRETS_DIR` are read, and the service-link variables
 Kubernetes adds for a Service named `halluwatch` are let through; faust's own unprefixed

@@ -27,7 +27,7 @@ from pipeline.config.secrets import scrub, secret_values
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import BROKER_LOG
 from pipeline.tools.instrumentation_gaps import scope_gaps, summary
-from pipeline.tools.kafka_clients import client_config
+from pipeline.tools.kafka_clients import ConnectionReasons, client_config
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +108,14 @@ def _kafka(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
         )  # fmt: skip
         return
 
-    admin = AdminClient(_kafka_config(settings, timeout_seconds))
+    reasons = ConnectionReasons()
+    config: dict[str, Any] = {**_kafka_config(settings, timeout_seconds), "error_cb": reasons}
+    admin = AdminClient(config)
     try:
         metadata = admin.list_topics(timeout=timeout_seconds)
     except Exception as exc:
-        admin.poll(0)  # librdkafka's reason (refused, unresolvable, TLS, SASL) to the log, once
-        raise _Failed(f"cannot reach the brokers: {exc}; {_kafka_hint(settings)}") from exc
+        said = reasons.said(admin, exc, quiet=False)  # logged too: a log shipper keeps librdkafka's line
+        raise _Failed(f"cannot reach the brokers: {said}; {_kafka_hint(settings)}") from exc
     yield Check("kafka", True, f"reached {len(metadata.brokers)} broker(s) at {settings.kafka_bootstrap}")
     try:
         yield _kafka_permissions(settings, timeout_seconds)
@@ -297,13 +299,23 @@ def _delete_quietly(admin: Any, topic: str, timeout_seconds: float) -> None:
 
 
 def _clickhouse(settings: Settings, timeout_seconds: float) -> Iterator[Check]:
-    from pipeline.sinks.clickhouse import ClickHouseUnreachable, open_clickhouse, pending_migrations
+    from pipeline.sinks.clickhouse import (
+        ClickHouseUnreachable,
+        EmbeddedInUse,
+        open_clickhouse,
+        pending_migrations,
+    )
 
     dsn = settings.resolved_clickhouse_dsn
     where = redacted_dsn(dsn)
     try:
-        client = open_clickhouse(settings)
+        client = open_clickhouse(settings)  # as the worker would: it creates the store
         version = client.query("SELECT version()").result_rows[0][0]
+    except EmbeddedInUse as exc:  # nothing to fix in the settings: the store is open elsewhere
+        raise _Failed(
+            f"{exc.where} is {exc.reason}: chDB admits one process per directory; check it while that process "
+            "is stopped, or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many"
+        ) from exc
     except Exception as exc:
         reason = exc.reason if isinstance(exc, ClickHouseUnreachable) else exc
         raise _Failed(

@@ -69,3 +69,30 @@ def client_config(bootstrap: str, *settings: Mapping[str, Any]) -> dict[str, Any
     for more in settings:
         config.update(more)
     return config
+
+
+class ConnectionReasons:
+    """librdkafka's words for why a client cannot reach its brokers (refused, unresolvable, TLS, SASL).
+
+    Pass it as the client's ``error_cb``; :meth:`said` serves the pending callbacks, with the
+    librdkafka log muted where the error raised is all a person reads (``quiet``).
+    """
+
+    def __init__(self) -> None:
+        self._said: dict[str, None] = {}  # in order, each once
+
+    def __call__(self, error: Any) -> None:
+        """The error callback librdkafka calls: keep what it said."""
+        self._said[error.str()] = None
+
+    def said(self, client: Any, failure: Exception, quiet: bool = True) -> str:
+        """What librdkafka said while ``client`` failed, or ``failure``'s own words when it said nothing."""
+        logger = logging.getLogger(LOGGER_NAME)
+        level = logger.level
+        if quiet:
+            logger.setLevel(logging.ERROR)
+        try:
+            client.poll(0)
+        finally:
+            logger.setLevel(level)
+        return "; ".join(self._said) or str(failure)

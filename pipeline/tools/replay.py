@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from pipeline.ingest.otlp_logs import decode_logs, encode_logs_json
 from pipeline.ingest.otlp_traces import Encoding, UndecodableMessage, decode_traces, encode_traces_json, split_by_trace
-from pipeline.tools.kafka_clients import client_config
+from pipeline.tools.kafka_clients import ConnectionReasons, client_config
 
 _LENGTH = struct.Struct(">I")
 _P = TypeVar("_P", TracesData, LogsData)
@@ -239,13 +239,14 @@ def replay(
     batches = iter(traces)
     first = next(batches, None)  # a file that is not OTLP fails here, before the broker is bothered
     timeout_ms = int(delivery_timeout_seconds * 1000)
-    producer = Producer(client_config(bootstrap, {"message.timeout.ms": timeout_ms, "linger.ms": 20}, config or {}))
+    reasons = ConnectionReasons()
+    own = {"message.timeout.ms": timeout_ms, "linger.ms": 20, "error_cb": reasons}
+    producer = Producer(client_config(bootstrap, own, config or {}))
     try:
         # Fail fast with a clear message instead of letting every message time out.
         producer.list_topics(timeout=delivery_timeout_seconds)
     except KafkaException as exc:
-        producer.poll(0)  # librdkafka's reason (refused, unresolvable, TLS, SASL) to the log, once
-        raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {exc}") from exc
+        raise ReplayError(f"Kafka broker at {bootstrap} unreachable: {reasons.said(producer, exc)}") from exc
 
     deliveries = _Deliveries()
     messages = spans = log_records = value_bytes = 0

@@ -74,7 +74,8 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contrac
     def report_and_routes(window: Scope) -> tuple[RateReport, list[RouteFalseAlarms], list[str]]:
         """The rate report, each alert route's false alarms, and both as `halluwatch rate` prints them."""
         report, measured = rate_with_false_alarms(rates, window, routes, settings.target_half_width)
-        return report, measured, report_lines(report, settings.target_half_width) + false_alarm_lines(measured)
+        lines = report_lines(report, settings.target_half_width) + false_alarm_lines(measured, window.app)
+        return report, measured, lines
 
     def scope(app: str) -> Scope:
         return queue.calibration.window(app, datetime.now(UTC))

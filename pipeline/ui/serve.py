@@ -8,8 +8,10 @@ worker's embedded data.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from pathlib import Path
 
 from flask import Flask
@@ -31,13 +33,34 @@ class UnmigratedDatabase(RuntimeError):
     """The database lacks tables or columns the pages read; the message says which and what to run."""
 
 
+class CannotListen(OSError):
+    """The pages' address cannot be listened on (taken, not this machine's); the message says which and what to do."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host:port``, taken before anything is printed or opened; CannotListen if not."""
+    try:
+        return socket.create_server((host, port))
+    except OSError as exc:
+        # The system's words for the error, without create_server's "(while attempting to bind ...)".
+        reason = os.strerror(exc.errno).lower() if exc.errno and exc.errno > 0 else "name not resolved"
+        todo = _LISTEN_ADVICE.get(exc.errno or 0, "give --host an address of this machine (127.0.0.1, or 0.0.0.0: all)")
+        raise CannotListen(f"cannot listen on {host}:{port} (from --host and --port): {reason}; {todo}") from exc
+
+
+_LISTEN_ADVICE = {
+    errno.EADDRINUSE: "stop what listens there, or give another --port",
+    errno.EACCES: "ports below 1024 need privileges: give another --port",
+}
+
+
 TOKEN_FILE = "ui_token"  # noqa: S105 - a file name, not a token
 ADDRESS_FILE = "ui_address"  # where the running pages listen, for commands that read through them
 
 
-def triage_app(settings: Settings) -> tuple[Flask, Access]:
-    """The triage application on the configured ClickHouse, and who it admits."""
-    store = TriageStore(open_clickhouse(settings), settings.clickhouse_database)
+def triage_app(settings: Settings, create: bool = True) -> tuple[Flask, Access]:
+    """The triage application on the configured ClickHouse, and who it admits (``create``: as open_clickhouse)."""
+    store = TriageStore(open_clickhouse(settings, create), settings.clickhouse_database)
     gaps = store.schema_gaps()
     if gaps:
         raise UnmigratedDatabase(

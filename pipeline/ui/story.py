@@ -42,6 +42,11 @@ class Passage:
     text: str
     in_question: bool = False
 
+    @property
+    def shown_id(self) -> str:
+        """The id worth showing beside the number: none when it is only a position ("1", "0"), which says nothing."""
+        return "" if self.id.strip().isdigit() else self.id
+
 
 @dataclass(frozen=True, slots=True)
 class ToolUse:

@@ -81,14 +81,15 @@ def proxied(tmp_path: Path) -> Iterator[tuple[dict[str, str], subprocess.Popen[s
     ],
 )
 def test_a_command_beside_ui_names_the_process_and_what_works_instead_in_one_line(served, command):
-    env, ui, address = served
+    env, ui, _ = served
     result = halluwatch(env, *command)
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
     where = f"chdb://{(Path(env['HALLUWATCH_DATA_DIR']) / 'clickhouse').resolve()}"
     holder = re.escape(f"Error: ClickHouse at {where} is in use by process {ui.pid} (")
     assert re.match(rf"{holder}[^)]*-m pipeline\.cli ui --port \d+\): chDB admits one process per directory; ", line)
-    assert line.endswith(f"stop it, run this again, then start it again; or read its triage pages at {address}; "
+    # Not its pages: they neither erase, export nor write a report.
+    assert line.endswith("stop it, run this again, then start it again; "
                          "or point HALLUWATCH_CLICKHOUSE_DSN at a ClickHouse server, which admits many")  # fmt: skip
 
 
@@ -97,6 +98,12 @@ def test_rate_reads_through_the_pages_and_says_why_when_they_refuse_it(served):
     through = halluwatch(env, "rate", "--app", "default")
     assert through.returncode == 0, through.stderr
     assert through.stdout.startswith("app default, ") and "false alarms by route" in through.stdout
+
+    # doctor names the holder and what works, not the DSN's user and password: nothing there is wrong.
+    doctor = halluwatch(env, "doctor", "--timeout", "2")
+    (checked,) = [line for line in doctor.stdout.splitlines() if line.startswith("FAIL  clickhouse:")]
+    assert f"is in use by process {served[1].pid}" in checked and "check it while that process is stopped" in checked
+    assert "check clickhouse_dsn" not in checked
 
     wrong_token = halluwatch({**env, "HALLUWATCH_UI__TOKEN": secrets.token_hex(24)}, "rate", "--app", "default")
     assert wrong_token.returncode == 1

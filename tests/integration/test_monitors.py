@@ -279,4 +279,6 @@ def test_the_monitors_command_says_in_one_line_when_clickhouse_is_out_of_reach(t
     )  # fmt: skip
     assert result.returncode == 1
     (line,) = result.stderr.splitlines()
-    assert line.startswith("Error: ClickHouse at http://halluwatch:***@127.0.0.1:1/: ")
+    source = f"clickhouse_dsn in config file {config}"
+    assert line.startswith(f"Error: cannot reach ClickHouse at 127.0.0.1:1 (from {source}): connection refused; ")
+    assert "hunter2-secret" not in line

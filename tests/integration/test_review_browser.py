@@ -32,7 +32,7 @@ from pipeline.ui.queries import TriageStore
 from pipeline.ui.review import ReviewQueue
 from pipeline.ui.web import create_app
 from tests.chromium import chromium_path
-from tests.integration.test_triage_browser import _screenshot, serving
+from tests.integration.test_triage_browser import _screenshot, overflowing, serving
 
 pytestmark = pytest.mark.integration
 
@@ -168,6 +168,7 @@ def test_blind_review_of_every_application_shows_what_the_model_did_and_the_find
                     assert page.locator("strong.stratum").count() == 1
                     assert "inclusion probability" in page.inner_text("p.drawn")
                     assert page.locator("form.review-undo button").is_visible()
+                    assert overflowing(page) == [], name
                     if not judged:
                         _screenshot(page, "review-judged.png")
                     judged[name] = judged.get(name, 0) + 1

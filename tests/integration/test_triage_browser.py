@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -58,6 +59,18 @@ def _screenshot(page: Page, name: str) -> None:
     folder = os.environ.get("TRIAGE_SCREENSHOTS_DIR")
     if folder:
         page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+# Hints and notes that stick out of the box they are in, or of their own (their first words, to name them).
+_OVERFLOWING = """() => [...document.querySelectorAll('.hint, .note')].filter(e => {
+  const box = e.getBoundingClientRect(), parent = e.parentElement.getBoundingClientRect();
+  return box.right > parent.right + 1 || box.left < parent.left - 1 || e.scrollWidth > e.clientWidth + 1;
+}).map(e => e.textContent.trim().slice(0, 60))"""
+
+
+def overflowing(page: Page) -> list[str]:
+    """The hints and notes of the page that overflow their boxes."""
+    return list(page.evaluate(_OVERFLOWING))
 
 
 def _slack_click(response_url: str, trace_id: str, span_id: str) -> bytes:
@@ -118,6 +131,13 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             for flagged in store.flagged_calls(ListFilters(), 100):
                 page.goto(f"{base_url}/trace/{flagged.trace_id}")
                 assert page.locator(".model-did").first.bounding_box()["y"] < 900, flagged.service
+                # The decision on the whole call is on the first screen too, whole.
+                whole = page.locator("div.whole-call").first.bounding_box()
+                assert whole is not None and whole["y"] + whole["height"] <= 900, flagged.service
+                assert overflowing(page) == [], flagged.service
+                # A source's id is shown when it says more than its number ("[1] 1" does not).
+                for label in page.locator("ol.sources span.source-id").all_inner_texts():
+                    assert re.fullmatch(r"\[\d+\]( · id \S+)?( in the question)?", label.strip()), label
             page.goto(f"{base_url}/trace/{alerted.trace_id}")
             # Top-down: the probability and why, the answer, the alert, then the detectors; raw evidence a key away.
             heights = [page.locator(selector).first.bounding_box()["y"]
@@ -138,6 +158,9 @@ def test_on_call_opens_the_alerted_trace_sees_the_flagged_words_and_marks_a_fals
             contradiction.locator("button.false-alarm").click()
             page.wait_for_selector(".flash")
             assert "Recorded: false alarm" in page.inner_text(".flash")
+            # Back at its call, below the page's top: what was recorded is still in view.
+            recorded = page.locator(".flash").bounding_box()
+            assert recorded is not None and 0 <= recorded["y"] < 900, recorded
             assert "the brochure says 1889" in page.locator("section.labels").inner_text()
             # The verdict stands on the row it was given on, in place of the buttons, and can be undone.
             judged = page.locator("table.findings tr.flagged", has_text="contradiction")

@@ -25,5 +25,5 @@ def test_every_command_summary_is_whole(group: list[str]):
 def test_ui_and_rate_help_say_how_to_sign_in_and_where_the_demo_keeps_its_data():
     for command in ("ui", "rate"):
         output = " ".join(CliRunner().invoke(main, [command, "--help"]).output.split())
-        assert "HALLUWATCH_DATA_DIR=.halluwatch/demo" in output, command
+        assert "halluwatch --data-dir .halluwatch/demo" in output, command
         assert "sign in" in output, command

@@ -25,19 +25,18 @@ def _poll_for(producer: Producer, seconds: float) -> None:
         producer.poll(0.1)
 
 
-def test_replay_to_a_closed_port_logs_one_line_in_the_log_format_and_nothing_raw(capfd, caplog):
+def test_replay_to_a_closed_port_says_librdkafkas_reason_once_in_its_error_and_nothing_raw(capfd, caplog):
     caplog.set_level(logging.INFO)
     port = free_port()
-    with pytest.raises(ReplayError, match="unreachable"):
+    with pytest.raises(ReplayError, match="unreachable") as error:
         replay(example_traces()[:1], bootstrap=f"127.0.0.1:{port}", topic="spans", encoding=Encoding.OTLP_PROTO,
                keyed=True, progress=False, delivery_timeout_seconds=2)  # fmt: skip
     assert "|FAIL|" not in capfd.readouterr().err  # librdkafka printed nothing itself (%3|...|FAIL|rdkafka#...)
-    (record,) = [r for r in caplog.records if r.name == LOGGER_NAME]  # about 40 refused connections in 2 s
-    assert record.levelno == logging.WARNING  # librdkafka retries them: the command's own error is the error
-    assert re.fullmatch(
-        rf"127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: {REFUSED} {AFTER} \[FAIL\]",
-        record.getMessage(),
-    ), record.getMessage()
+    # About 40 refused connections in 2 s: the reason is in the command's error, said once, and not logged beside it.
+    assert [r for r in caplog.records if r.name == LOGGER_NAME and r.levelno >= logging.WARNING] == []
+    assert re.search(
+        rf"127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: {REFUSED}", str(error.value)
+    )
 
 
 def test_repeats_are_held_back_for_the_window_then_counted(caplog):

@@ -17,9 +17,9 @@ ENV = {"HALLUWATCH_CLICKHOUSE_DSN": f"http://halluwatch:{SECRET}@clickhouse:8123
 LOGGING = textwrap.dedent(f"""
     import logging, warnings
     from mode import Service
-    from pipeline.cli import _settings
+    from pipeline.cli import configured
 
-    _settings(None)
+    configured(None)
     logging.getLogger("faust.transport.drivers.aiokafka").warning("fetch failed: %s", "bad password {SECRET}")
     Service().log.info("starting %d stages", 4)  # mode's own logger, as faust's services log
     logging.getLogger("pipeline.agreement.stage").info("alert on trace %s", "4bf9", extra={{"trace_id": "4bf9"}})

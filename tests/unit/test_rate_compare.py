@@ -33,7 +33,7 @@ def test_the_sentence_says_worse_better_or_no_clear_change():
 
 
 def test_no_comparison_while_a_side_has_too_few_verdicts():
-    short = Estimate(None, None, None, 0, 40, "too few verdicts: 2 in stratum hr / alerted")
+    short = Estimate(None, None, None, 0, 40, "too few verdicts: 2 more in stratum hr / alerted needed")
     assert comparison_sentence("hr", ("in this week", short), ("in last week", _rate(0.03, 0.02, 0.04))) == (
         "hr: no comparison yet: too few verdicts in this week"
     )

@@ -131,7 +131,7 @@ def test_too_few_verdicts_names_the_strata_short_of_them_and_how_many_more_would
     judged = {"p 0.00-0.50": [Judged(0.0)]}
     estimate = estimate_ratio(population, judged, planning_value=0.1)
     assert estimate.value is None
-    assert estimate.shortfall == "too few verdicts: 1 in stratum p 0.00-0.50, 2 in stratum p 0.50-1.00"
+    assert estimate.shortfall == "too few verdicts: 1 more in stratum p 0.00-0.50, 2 more in stratum p 0.50-1.00 needed"
     # A binomial sample at the model's 10 %: 1.96^2 * 0.1 * 0.9 / 0.02^2 = 865 verdicts, one judged.
     assert estimate.more_for_target == 864
 

@@ -44,7 +44,7 @@ def test_a_policy_that_re_points_its_routes_is_measured_on_its_own_route(routes:
     report = report_of(Scope(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 8, tzinfo=UTC), app="hr"),
                        COUNTS, VERDICTS)  # fmt: skip
     assert oncall.precision.value == pytest.approx(2 / 3) == report.precision.value, "the totals agree with the line"
-    lines = report_lines(report, 0.02) + false_alarm_lines([oncall])
+    lines = report_lines(report, 0.02) + false_alarm_lines([oncall], "hr")
     assert any(line.startswith("  alert rule precision: 66.7 %") for line in lines)
     assert any(line.startswith("  hr-oncall: 4.8 % false alarms") and line.endswith("precision 0.67") for line in lines)
     assert not any("page" in line or "slack" in line for line in lines)

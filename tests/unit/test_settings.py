@@ -170,9 +170,10 @@ def test_an_empty_variable_counts_as_unset_and_a_mapping_that_is_not_json_is_nam
     monkeypatch.setenv("HALLUWATCH_FINDINGS_OTLP_HEADERS", "authorization=Bearer t")
     with pytest.raises(ConfigError) as error:
         load_settings()
-    assert str(error.value) == (
-        "invalid configuration: HALLUWATCH_FINDINGS_OTLP_HEADERS is not JSON (a list or mapping setting takes JSON)"
-    )  # and not the value: it may be a secret
+    assert str(error.value).startswith(
+        "invalid configuration: HALLUWATCH_FINDINGS_OTLP_HEADERS is not JSON (a list or mapping setting takes JSON"
+    )
+    assert "Bearer" not in str(error.value)  # not the value: it may be a secret
 
 
 def test_every_kind_of_valid_variable_is_accepted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
@@ -196,7 +197,10 @@ def test_a_commit_interval_longer_than_the_watchdog_allows_is_rejected(monkeypat
     monkeypatch.setenv("HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS", "10")
     with pytest.raises(ConfigError) as error:
         load_settings()
-    assert "kafka_commit_interval_seconds: must be at most 3 s (got 10)" in str(error.value)
+    assert (
+        "kafka_commit_interval_seconds (from HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS=10): must be at most 3 s (got 10)"
+        in str(error.value)
+    )
     assert "dropped-records watchdog" in str(error.value)
     monkeypatch.setenv("HALLUWATCH_KAFKA_COMMIT_INTERVAL_SECONDS", "3")
     assert load_settings().kafka_commit_interval_seconds == 3
@@ -217,7 +221,8 @@ def test_a_clickhouse_dsn_of_another_scheme_is_refused_in_one_line(tmp_path: Pat
                             text=True, timeout=60, check=False)  # fmt: skip
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.splitlines() == [
-        f"Error: invalid configuration: clickhouse_dsn: {scheme}; accepted: chdb://, http://, https:// "
+        f"Error: invalid configuration: clickhouse_dsn (from HALLUWATCH_CLICKHOUSE_DSN): {scheme}; "
+        "accepted: chdb://, http://, https:// "
         "(or empty: embedded chDB under data_dir)"
     ]
 

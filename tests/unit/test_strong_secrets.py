@@ -32,7 +32,10 @@ def test_a_placeholder_is_refused_in_one_line_naming_the_setting(monkeypatch, va
     monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError) as error:
         load_settings()
-    assert str(error.value) == f"invalid configuration: {GUARDED[variable]}: a placeholder, not a secret: {ADVICE}"
+    assert (
+        str(error.value)
+        == f"invalid configuration: {GUARDED[variable]} (from {variable}): a placeholder, not a secret: {ADVICE}"
+    )
 
 
 @pytest.mark.parametrize("variable", sorted(GUARDED))
@@ -40,7 +43,10 @@ def test_a_short_secret_is_refused_and_a_random_one_taken(monkeypatch, variable:
     monkeypatch.setenv(variable, "s3cr3t-K3y-q9")
     with pytest.raises(ConfigError) as error:
         load_settings()
-    assert str(error.value) == f"invalid configuration: {GUARDED[variable]}: shorter than 16 characters: {ADVICE}"
+    assert (
+        str(error.value)
+        == f"invalid configuration: {GUARDED[variable]} (from {variable}): shorter than 16 characters: {ADVICE}"
+    )
     assert "s3cr3t" not in str(error.value)
     monkeypatch.setenv(variable, secrets.token_hex(16))
     load_settings()
@@ -61,6 +67,6 @@ def test_the_ui_and_the_worker_do_not_start_with_the_example_files_placeholders(
     assert (result.returncode, result.stdout) == (1, "")
     assert result.stderr.splitlines() == [
         "Error: invalid configuration:",
-        f"  ui.token: a placeholder, not a secret: {ADVICE}",
-        f"  ui.session_secret: a placeholder, not a secret: {ADVICE}",
+        f"  ui.token (from HALLUWATCH_UI__TOKEN): a placeholder, not a secret: {ADVICE}",
+        f"  ui.session_secret (from HALLUWATCH_UI__SESSION_SECRET): a placeholder, not a secret: {ADVICE}",
     ]
