@@ -105,7 +105,8 @@ def fitted(
     """The map, minimums and judge weight after ``verdicts`` drawn by the review queue's sampler (0: shipped).
 
     The application's traffic so far is ``fitting``: the judge answered each drawn call and, within
-    ``share`` of the budget, the band's most valuable calls of each minute (under the shipped rules).
+    ``share`` of the budget, the band's most valuable calls of each minute (under the minimums chosen
+    without it).
     Its minimums are chosen on that traffic with the judged p included (the judge's "hallucinated"
     one more flag), as Propose chooses them; "before" chooses them on the same verdicts and traffic
     without the judge's answers.
@@ -118,9 +119,6 @@ def fitted(
         population[r.stratum] = population.get(r.stratum, 0) + 1
     drawn = draw(fitting, verdicts, seed)
     reviewed = {r.key for r, _ in drawn}
-    order = list(np.random.default_rng([seed, 3]).permutation(len(fitting)))
-    band = [escalation(routing.agreement(shipped), r.flags, r.probability, SHIPPED_PRIOR) for r in fitting]
-    asked = {fitting[i].key for i in escalated(name, band, share, window, order)} | reviewed
     with_p = [r for r in fitting if r.probability is not None]
 
     def proposed(judged: set[str]) -> Proposal:
@@ -130,7 +128,13 @@ def fitted(
         traffic = [TrafficCall(r.probability, r.flags, judgments[r.key] if r.key in judged else None) for r in with_p]
         return propose(name, calls, population, routing, shipped, shrinkage=shrinkage, traffic=traffic)
 
-    before, after = proposed(set()), proposed(asked)
+    before = proposed(set())
+    # The judge's band on the traffic so far as it runs once the minimums chosen without it are applied.
+    rules = routing.agreement(before.minimums)
+    band = [escalation(rules, r.flags, None if r.probability is None else before.calibration.apply_one(r.probability),
+                       before.judge) for r in fitting]  # fmt: skip
+    order = list(np.random.default_rng([seed, 3]).permutation(len(fitting)))
+    after = proposed({fitting[i].key for i in escalated(name, band, share, window, order)} | reviewed)
     if held_back(after):
         shipped_rules = routing.agreement(shipped)
         return Fitted(PlattScaling(), shipped_rules, after.judge, len(drawn), shipped_rules, shipped)

@@ -27,6 +27,7 @@ from clickhouse_connect.driver.client import Client
 from flask import Blueprint, abort, flash, g, jsonify, redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
 
+from pipeline.calibration.app_map import operating_point_lines
 from pipeline.calibration.proposals import AppCalibration
 from pipeline.config.alert_routes import AlertRoutes
 from pipeline.config.review import ReviewSettings
@@ -155,7 +156,10 @@ def review_blueprint(triage: TriageStore, queue: ReviewQueue, contracts: Contrac
             window = scope_from_query(request.args, request.args.getlist("attr"))
         except ValueError as exc:
             abort(400, description=f"not a scope: {exc}")
-        return jsonify(lines=report_and_routes(window)[2])
+        lines = report_and_routes(window)[2]
+        if window.app:  # as `halluwatch rate --app` prints them beside an open store
+            lines += operating_point_lines(window.app, queue.calibration.maps.proposal(window.app))
+        return jsonify(lines=lines)
 
     @pages.post("/review/verdict")
     def verdict() -> ResponseReturnValue:
