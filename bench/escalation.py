@@ -14,7 +14,8 @@ The judge is simulated: on each record it answers the record's label with probab
 calls, given per minute of traffic (``--window`` calls a minute, in a random order) through
 :class:`pipeline.judge.budget.JudgeBudget`; each minute the band's most valuable calls go
 to the judge (:mod:`pipeline.escalation.band`), and the route is decided again with the answer.
-"Before" is the same map and minimums without a judge.  Means over ``--seeds`` draws.
+"Before" is the map and minimums chosen without the judge's answers, with no judge; ``*_unjudged``
+is "after"'s rules with its answers left out (what the answers alone add).  Means over ``--seeds`` draws.
 
 The judge's answers are part of the application's traffic so far: it answered every drawn call
 and, within the same budget, the band's most valuable calls of each minute there.  The route
@@ -201,6 +202,8 @@ def run_set(
                          else now for i, (r, q, now) in enumerate(zip(measured, p, unjudged, strict=True))]  # fmt: skip
                 values = {f"{k}_before": v for k, v in rates(measured, before).items()}
                 values |= {f"{k}_after": v for k, v in rates(measured, after).items()}
+                # The same rules without the judge's answers: what its answers alone add.
+                values |= {f"{k}_unjudged": v for k, v in rates(measured, unjudged).items()}
                 values |= {"judge_calls": len(judged), "band": sum(e is not None for e in band),
                            "judged_verdicts": fit.judged_verdicts,
                            "weight_hallucinated": fit.weight.shift(Judgment.HALLUCINATED),

@@ -13,11 +13,13 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "escalation.py"
 sys.path.insert(0, str(BENCH.parent))
 
-from escalation import judged_minimums  # noqa: E402
-from recalibration import Application, Record, draw, refit  # noqa: E402
+from recalibration import Application, Record, draw  # noqa: E402
 
 from detectors.thresholds import load_thresholds  # noqa: E402
+from detectors.verdict import PlattScaling  # noqa: E402
 from pipeline.calibration.alert_probability import RouteTargets  # noqa: E402
+from pipeline.calibration.app_map import JudgedCall, route_estimates  # noqa: E402
+from pipeline.calibration.operating_point import TrafficCall  # noqa: E402
 from pipeline.config.settings import load_settings  # noqa: E402
 from pipeline.judge.weight import JudgeWeight, Judgment  # noqa: E402
 from pipeline.rate.sampler import Strata  # noqa: E402
@@ -75,13 +77,13 @@ def test_a_judge_no_better_than_chance_is_given_no_weight_after_the_verdicts(tmp
 
 def test_a_perfect_judge_within_its_budget_only_adds_caught_calls_and_removes_false_alarms(tmp_path: Path) -> None:
     rows = bench(synthetic_app(tmp_path), accuracy=1.0)
-    for row in rows:
-        assert row["recall_after"] >= row["recall_before"]
-        assert row["alerted_faithful_after"] <= row["alerted_faithful_before"]
+    for row in rows:  # under the same rules, its answers only add caught calls and remove false alarms
+        assert row["recall_after"] >= row["recall_unjudged"]
+        assert row["alerted_faithful_after"] <= row["alerted_faithful_unjudged"]
         assert row["judge_calls"] <= row["band"]
     full = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 1.0)
     short = next(r for r in rows if r["verdicts"] == 100 and r["judge_share"] == 0.01)
-    assert full["recall_after"] > full["recall_before"] and short["judge_calls"] < full["judge_calls"]
+    assert full["recall_after"] > full["recall_unjudged"] and short["judge_calls"] < full["judge_calls"]
 
 
 def scored_records(count: int = 300) -> list[Record]:
@@ -99,20 +101,25 @@ def scored_records(count: int = 300) -> list[Record]:
 
 
 def minimums_both_ways(weight: JudgeWeight, judgment: Judgment) -> tuple[dict[str, float], dict[str, float]]:
-    """The proposal's minimums (on the detectors' p) and :func:`judged_minimums` on the same 100 verdicts."""
+    """The minimums chosen on 100 verdicts and the traffic without the judge's answers, and with ``judgment`` on all."""
     app = Application.configured()
     records = scored_records()
     population: dict[str, int] = {}
     for r in records:
         population[r.stratum] = population.get(r.stratum, 0) + 1
     drawn = draw(records, 100, seed=0)
-    proposal = refit("app", drawn, population, app.routing, app.shipped, app.shrinkage)
-    judgments = dict.fromkeys((r.key for r in records), judgment)
-    judged = judged_minimums(drawn, population, proposal.calibration, weight, judgments, app.routing, app.shipped)
-    return proposal.minimums, judged
+
+    def chosen(answer: Judgment | None) -> dict[str, float]:
+        calls = [JudgedCall(r.key, r.stratum, r.probability, r.hallucinated, pi, r.flags, answer) for r, pi in drawn]
+        traffic = [TrafficCall(r.probability, r.flags, answer) for r in records]
+        routes = route_estimates(calls, population, PlattScaling(), app.routing, app.shipped, True, traffic, weight,
+                                 app.shrinkage)  # fmt: skip
+        return {r.route: r.min_probability for r in routes}
+
+    return chosen(None), chosen(judgment)
 
 
-def test_minimums_chosen_on_the_judged_p_are_the_proposals_where_the_judge_has_no_weight() -> None:
+def test_minimums_chosen_with_the_judges_answers_are_those_without_where_the_judge_has_no_weight() -> None:
     detectors, judged = minimums_both_ways(JudgeWeight.none(), Judgment.HALLUCINATED)
     assert judged.keys() == detectors.keys() == {"page", "slack"}
     assert judged == pytest.approx(detectors, abs=1e-9)
