@@ -1,7 +1,8 @@
 """The whole path on the real stack: SDK -> collector-contrib -> Apache Kafka -> two workers -> alerts, triage.
 
 Phase one is steady traffic over both OTLP protocols (the example traces, their GenAI log
-records, and an application under the official openai instrumentation). Phase two sends the
+records, and an application under the official openai instrumentation), and the example
+traces again through Rotel in each of its two Kafka formats, to the same topics. Phase two sends the
 examples again while one worker is SIGKILLed (the group coordinator hands its partitions to
 the other) and the broker is restarted (the collector's retry and the workers reconnect);
 the killed worker then comes back. Every LLM call must be stored exactly once, every alert
@@ -24,7 +25,12 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES
 from tests.integration.compose_env import check_triage_service, local_environment, service_environment
-from tests.integration.faults import assert_alerts_match_findings, assert_stored_exactly_once, read_topic
+from tests.integration.faults import (
+    assert_alerts_match_findings,
+    assert_stored_exactly_once,
+    llm_span_ids,
+    read_topic,
+)
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, Request
 from tests.stack.kafka import KafkaBroker
 from tests.stack.topology import Stack, running_stack
@@ -63,7 +69,10 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     sent += send_examples(EXAMPLES, Protocol.GRPC, grpc)
     sent += send_examples(LOG_EVENT_EXAMPLES, Protocol.HTTP, http)
     sent.append(run_instrumented_app(grpc, stack.local.llm_url, 3, tmp_path))
-    calls = len(EXAMPLES) + len(LOG_EVENT_EXAMPLES) + 6
+    # Rotel beside it, to the same topics: protobuf values, and JSON ones (a bare array of resources).
+    for rotel in stack.rotel.values():
+        sent += send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
+    calls = len(set(llm_span_ids(sent)))
     stack.wait("phase one settled", lambda: _settled(stack, calls), timeout=300)
 
     # Phase two: the examples again, while worker-2 is SIGKILLed and the broker restarts.
@@ -79,7 +88,7 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     sender.join(timeout=120)
     assert not sender.is_alive()
     sent += second
-    calls += len(EXAMPLES)
+    calls = len(set(llm_span_ids(sent)))
     stack.wait("phase two judged by the surviving worker", lambda: _settled(stack, calls), timeout=300)
     stack.workers[1].start()
     stack.wait("worker-2 back in the group", stack.workers[1].healthy, timeout=240)

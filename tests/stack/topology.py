@@ -40,6 +40,7 @@ from tests.openai_server import OpenAIServer
 from tests.servers import AlertingServer
 from tests.stack.collector import Addresses, CollectorProcess
 from tests.stack.kafka import KafkaBroker
+from tests.stack.rotel import RotelFormat, RotelProcess
 
 Query = Callable[[str], list[tuple[Any, ...]]]
 
@@ -89,6 +90,7 @@ class Stack:
     workers: list[Worker]
     local: Local
     home: Path
+    rotel: dict[RotelFormat, RotelProcess]
     faults: list[str] = field(default_factory=list)
 
     def topic(self, name: str) -> str:
@@ -127,7 +129,7 @@ class Stack:
 
 @contextmanager
 def running_stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cache: Path, tmp: Path) -> Iterator[Stack]:
-    """Start the collector, migrate, two workers; stop them all on exit (the broker is the caller's)."""
+    """Start the collector, Rotel in both formats, migrate, two workers; stop them on exit (not the broker)."""
     dot_env = dot_env_file()
     clickhouse = compose_file()["services"]["clickhouse"]["environment"]
     user, password = (interpolate(str(clickhouse[k]), dot_env) for k in ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"))
@@ -163,7 +165,9 @@ def running_stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cach
             port = free_port()
             env = local_environment(service_environment("worker", dot_env), local(name, port), home)
             workers.append(Worker(name, env, empty_dir(tmp / f"{name}-cwd"), tmp / f"{name}.log", port))
-        result = Stack(kafka, addresses, alerting, dot_env, database, query, workers, local("triage", 0), home)
+        topics = [setting(workers[0].env, name) for name in ("kafka_input_topic", "kafka_logs_topic")]
+        rotel = {form: stack.enter_context(RotelProcess(kafka.bootstrap, *topics, form, tmp)) for form in RotelFormat}
+        result = Stack(kafka, addresses, alerting, dot_env, database, query, workers, local("triage", 0), home, rotel)
         for worker in workers:
             worker.start()
             stack.callback(lambda w=worker: w.process is not None and w.process.poll() is None and w.process.kill())
