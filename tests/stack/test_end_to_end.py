@@ -54,6 +54,8 @@ def _traces_named(request: Request, traces: set[str]) -> set[str]:
 def _settled(stack: Stack, calls: int) -> bool:
     """Every record consumed, every call judged, every alert delivered and none added for 3 s."""
     judged = stack.query(f"SELECT uniqExact(trace_id, span_id) FROM {stack.database}.findings")[0][0]
+    stored = stack.query(f"SELECT uniqExact(trace_id, span_id) FROM {stack.database}.llm_calls")[0][0]
+    stack.progress = f"{judged} of {calls} calls judged, {stored} stored"
     if judged < calls or not stack.caught_up():
         return False
     before = stack.query(ALERTS_SQL.format(db=stack.database))
@@ -62,6 +64,7 @@ def _settled(stack: Stack, calls: int) -> bool:
     return bool(after) and after == before and all(status == "delivered" for _, _, status in after)
 
 
+@pytest.mark.timeout(1200)
 def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: Stack, tmp_path: Path):
     grpc, http = (f"127.0.0.1:{port}" for port in (stack.addresses.otlp_grpc_port, stack.addresses.otlp_http_port))
     sent: list[TracesData] = []
@@ -73,7 +76,7 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     for rotel in stack.rotel.values():
         sent += send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
     calls = len(set(llm_span_ids(sent)))
-    stack.wait("phase one settled", lambda: _settled(stack, calls), timeout=300)
+    stack.wait("phase one settled", lambda: _settled(stack, calls), timeout=240)
 
     # Phase two: the examples again, while worker-2 is SIGKILLed and the broker restarts.
     second: list[TracesData] = []

@@ -92,6 +92,7 @@ class Stack:
     home: Path
     rotel: dict[RotelFormat, RotelProcess]
     faults: list[str] = field(default_factory=list)
+    progress: str = ""  # what the last check of a wait saw, for its failure message
 
     def topic(self, name: str) -> str:
         return setting(self.workers[0].env, name)
@@ -103,7 +104,7 @@ class Stack:
             for worker in self.workers:
                 exited = worker.process is not None and worker.process.poll() is not None
                 assert worker.stopped or not exited, f"{worker.name} exited:\n{tail(worker.log)}"
-            assert time.monotonic() < deadline, f"no {what} in {timeout:g}s:\n" + "\n".join(
+            assert time.monotonic() < deadline, f"no {what} in {timeout:g}s ({self.progress}):\n" + "\n".join(
                 f"--- {w.name}\n{tail(w.log)}" for w in self.workers
             )
             time.sleep(0.5)
@@ -118,10 +119,13 @@ class Stack:
                 metadata = consumer.list_topics(topic, timeout=10).topics[topic]
                 partitions = [TopicPartition(topic, p) for p in metadata.partitions]
                 committed = {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
-                for tp in partitions:
-                    high = consumer.get_watermark_offsets(tp, timeout=10)[1]
-                    if high > 0 and committed[tp.partition] < high:
-                        return False
+                lag = sum(
+                    max(consumer.get_watermark_offsets(tp, timeout=10)[1] - max(committed[tp.partition], 0), 0)
+                    for tp in partitions
+                )
+                if lag:
+                    self.progress = f"{topic}: {lag} records not committed by {group}"
+                    return False
             return True
         finally:
             consumer.close()
