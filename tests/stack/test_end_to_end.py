@@ -47,16 +47,21 @@ def stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cache_dir: P
         yield running
 
 
+def _calls(sent: dict[str, list[TracesData]]) -> dict[str, set[tuple[str, str]]]:
+    return {path: set(llm_span_ids(traces)) for path, traces in sent.items()}
+
+
 def _traces_named(request: Request, traces: set[str]) -> set[str]:
     return set(re.findall(r"[0-9a-f]{32}", json.dumps(request.body))) & traces
 
 
-def _settled(stack: Stack, calls: int) -> bool:
+def _settled(stack: Stack, sent: dict[str, list[TracesData]]) -> bool:
     """Every record consumed, every call judged, every alert delivered and none added for 3 s."""
-    judged = stack.query(f"SELECT uniqExact(trace_id, span_id) FROM {stack.database}.findings")[0][0]
-    stored = stack.query(f"SELECT uniqExact(trace_id, span_id) FROM {stack.database}.llm_calls")[0][0]
-    stack.progress = f"{judged} of {calls} calls judged, {stored} stored"
-    if judged < calls or not stack.caught_up():
+    judged = set(stack.query(f"SELECT DISTINCT trace_id, span_id FROM {stack.database}.findings"))
+    # Per path (collector and protocol, Rotel and format): judged of sent, for the failure message.
+    counts = {path: (len(calls & judged), len(calls)) for path, calls in _calls(sent).items()}
+    stack.progress = ", ".join(f"{path} {done}/{total}" for path, (done, total) in counts.items())
+    if any(done < total for done, total in counts.values()) or not stack.caught_up():
         return False
     before = stack.query(ALERTS_SQL.format(db=stack.database))
     time.sleep(3)
@@ -67,20 +72,21 @@ def _settled(stack: Stack, calls: int) -> bool:
 @pytest.mark.timeout(1200)
 def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: Stack, tmp_path: Path):
     grpc, http = (f"127.0.0.1:{port}" for port in (stack.addresses.otlp_grpc_port, stack.addresses.otlp_http_port))
-    sent: list[TracesData] = []
-    # Phase one: steady traffic over both protocols.
-    sent += send_examples(EXAMPLES, Protocol.GRPC, grpc)
-    sent += send_examples(LOG_EVENT_EXAMPLES, Protocol.HTTP, http)
-    sent.append(run_instrumented_app(grpc, stack.local.llm_url, 3, tmp_path))
+    # Phase one: steady traffic over both protocols, what each path carried kept apart.
+    sent = {
+        "otelcol grpc": send_examples(EXAMPLES, Protocol.GRPC, grpc),
+        "otelcol http": send_examples(LOG_EVENT_EXAMPLES, Protocol.HTTP, http),
+        "openai-v2 app, otelcol grpc": [run_instrumented_app(grpc, stack.local.llm_url, 3, tmp_path)],
+    }
     # Rotel beside it, to the same topics: protobuf values, and JSON ones (a bare array of resources).
-    for rotel in stack.rotel.values():
-        sent += send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
-    calls = len(set(llm_span_ids(sent)))
-    stack.wait("phase one settled", lambda: _settled(stack, calls), timeout=240)
+    for form, rotel in stack.rotel.items():
+        sent[f"rotel {form}"] = send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
+    stack.wait("phase one settled", lambda: _settled(stack, sent), timeout=240)
 
     # Phase two: the examples again, while worker-2 is SIGKILLed and the broker restarts.
     second: list[TracesData] = []
     sender = threading.Thread(target=lambda: second.extend(send_examples(EXAMPLES, Protocol.HTTP, http)))
+    sent["otelcol http, faults"] = second
     sender.start()
     stack.workers[1].stop(signal.SIGKILL)
     stack.faults.append("worker SIGKILL mid-stream")
@@ -90,18 +96,17 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     stack.faults.append("broker restart mid-stream")
     sender.join(timeout=120)
     assert not sender.is_alive()
-    sent += second
-    calls = len(set(llm_span_ids(sent)))
-    stack.wait("phase two judged by the surviving worker", lambda: _settled(stack, calls), timeout=300)
+    stack.wait("phase two judged by the surviving worker", lambda: _settled(stack, sent), timeout=300)
     stack.workers[1].start()
     stack.wait("worker-2 back in the group", stack.workers[1].healthy, timeout=240)
-    stack.wait("all settled", lambda: _settled(stack, calls), timeout=120)
+    stack.wait("all settled", lambda: _settled(stack, sent), timeout=120)
     for worker in stack.workers:
         assert worker.stop() == 0, worker.log.read_text()[-4000:]
 
     # Every LLM call stored once (non-LLM spans dropped), one finding per detector.
-    stored = assert_stored_exactly_once(stack.query, stack.database, sent)
-    assert stored.llm_spans_sent == calls and span_count(sent) > calls  # the HTTP roots, tools, retrievals: dropped
+    everything = [trace for traces in sent.values() for trace in traces]
+    stored = assert_stored_exactly_once(stack.query, stack.database, everything)
+    assert span_count(everything) > stored.llm_spans_sent  # the HTTP roots, tools, retrievals: dropped
     # Exactly the alerts the stored findings call for, each delivered once to Slack and PagerDuty.
     alerts = read_topic(stack.kafka.bootstrap, stack.topic("kafka_alerts_topic"))
     alerted = assert_alerts_match_findings(stack.query, stack.database, alerts)
