@@ -81,7 +81,7 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     # Rotel beside it, to the same topics: protobuf values, and JSON ones (a bare array of resources).
     for form, rotel in stack.rotel.items():
         sent[f"rotel {form}"] = send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
-    stack.wait("phase one settled", lambda: _settled(stack, sent), timeout=240)
+    stack.wait("phase one settled", lambda: _settled(stack, sent), timeout=300)
 
     # Phase two: the examples again, while worker-2 is SIGKILLed and the broker restarts.
     second: list[TracesData] = []
