@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from pipeline.config.settings import Settings
-from pipeline.tools.kafka_clients import client_config
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +34,7 @@ def create_missing_topics(settings: Settings, timeout_seconds: float = 30) -> li
     Never fails the start: a broker that refuses (no permission, not up yet) leaves the topics
     to faust's own declaration, with a warning.
     """
-    config = client_config(settings.kafka_bootstrap, settings.kafka_security.confluent_config())
-    admin = AdminClient(config)
+    admin = AdminClient({"bootstrap.servers": settings.kafka_bootstrap, **settings.kafka_security.confluent_config()})
     try:
         existing = admin.list_topics(timeout=timeout_seconds).topics
     except KafkaException as exc:
