@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
+.PHONY: install chromium stack-parts test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
 
 install: $(INSTALLED)
 
@@ -29,7 +29,13 @@ $(INSTALLED): pyproject.toml
 chromium:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-test: install chromium
+# tests/stack runs the upstream Collector and Apache Kafka (docs/operations.md, "Tested on the real
+# stack"): built with Go and fetched with Maven once into ~/.cache/halluwatch/, rebuilt only when
+# infra/collector/builder.yaml or infra/kafka/pom.xml change. Needs go, mvn and java.
+stack-parts: install
+	$(BIN)/python -m tests.stack.build
+
+test: install chromium stack-parts
 	$(BIN)/pytest
 
 test-unit: install

@@ -89,7 +89,7 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = "127.0.0.1:9092"  # bootstrap servers, comma-separated
     kafka_group_id: str = "halluwatch"  # the consumer group: scale out by running more workers in it
     kafka_input_topic: str = "otlp_spans"  # the collector's kafka exporter topic
-    # "auto" sniffs each value (JSON starts with "{"); name the encoding to be strict.
+    # "auto" sniffs each value (JSON starts with "{", or "[" as Rotel writes it); name the encoding to be strict.
     kafka_input_encoding: Literal["auto", "otlp_proto", "otlp_json"] = "auto"
     kafka_findings_topic: str = "halluwatch.findings"
     kafka_dlq_topic: str = "halluwatch.dlq"

@@ -1,7 +1,9 @@
 """Decoding the OpenTelemetry Collector's Kafka payloads (docs/architecture.md).
 
 Two encodings reach us: ``otlp_proto`` (one protobuf ``TracesData`` per message, wire
-identical to ``ExportTraceServiceRequest``) and ``otlp_json`` (OTLP/JSON).  OTLP/JSON
+identical to ``ExportTraceServiceRequest``) and ``otlp_json`` (OTLP/JSON, either the
+``{"resourceSpans": [...]}`` object or, as Rotel's ``--kafka-exporter-format json`` writes
+it, the bare array of ``ResourceSpans`` / ``ResourceLogs``).  OTLP/JSON
 writes trace and span ids as *hex* strings while protobuf's canonical JSON mapping
 reads ``bytes`` fields as base64, so ids are rewritten to base64 before the generic
 parser sees them; everything else is the stock protobuf JSON parser.
@@ -24,6 +26,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, TracesDa
 from pipeline.untrusted import MalformedRecord, json_document
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+# First bytes of an OTLP/JSON value: an object, or Rotel's bare array of resources.
+_JSON_STARTS = (b"{", b"[")
 _Payload = TypeVar("_Payload", bound=Message)
 # The objects of an OTLP/JSON document whose ids are hex strings.
 IdObjects = Callable[[dict[str, Any]], Iterator[dict[str, Any]]]
@@ -48,8 +52,8 @@ def decode_traces(value: bytes, encoding: Encoding | None = None) -> TracesData:
     """Decode one message value; with no ``encoding`` given, detect it.
 
     Detection cannot rely on a leading newline meaning JSON: every ``TracesData`` starts
-    with byte 0x0A.  A value starting with ``{`` is JSON; anything else is tried as
-    protobuf first and as JSON (pretty-printed, leading whitespace) second.
+    with byte 0x0A.  A value starting with ``{`` or ``[`` is JSON; anything else is tried
+    as protobuf first and as JSON (pretty-printed, leading whitespace) second.
     """
     return decode_payload(value, encoding, TracesData(), _span_objects)
 
@@ -62,12 +66,12 @@ def decode_payload(value: bytes, encoding: Encoding | None, payload: _Payload, i
     """
     if not value:
         raise UndecodableMessage("empty message value")
-    if encoding is Encoding.OTLP_JSON or (encoding is None and value[:1] == b"{"):
+    if encoding is Encoding.OTLP_JSON or (encoding is None and value[:1] in _JSON_STARTS):
         return _decode_json(value, payload, id_objects)
     try:
         return _decode_proto(value, payload)
     except UndecodableMessage:
-        if encoding is None and value.lstrip()[:1] == b"{":
+        if encoding is None and value.lstrip()[:1] in _JSON_STARTS:
             return _decode_json(value, payload, id_objects)
         raise
 
@@ -96,8 +100,11 @@ def _decode_json(value: bytes, payload: _Payload, id_objects: IdObjects) -> _Pay
         document = json_document(value)
     except MalformedRecord as exc:
         raise UndecodableMessage(f"not OTLP/JSON: {exc}") from exc
+    if isinstance(document, list):
+        # Rotel's JSON: the list of resources without the ``*Data`` object around it.
+        document = {payload.DESCRIPTOR.fields[0].json_name: document}
     if not isinstance(document, dict):
-        raise UndecodableMessage("OTLP/JSON payload is not an object")
+        raise UndecodableMessage("OTLP/JSON payload is neither an object nor an array of resources")
     try:
         for obj in id_objects(document):
             _hex_ids_to_base64(obj)

@@ -173,7 +173,7 @@ class SpanBatchProcessor:
         except UndecodableMessage as exc:
             self._dead_letter(result, message, "undecodable", exc.reason)
             return
-        if message.key is None:
+        if not message.key:  # null, or empty as Rotel's kafka exporter sends it: unkeyed either way
             per_trace = split_by_trace(traces)
             if len(per_trace) > 1:
                 # Mixed traces: re-key before anything per-trace sees them (docs/architecture.md).

@@ -14,6 +14,7 @@ from pipeline.ui.access import Access
 from pipeline.ui.serve import UnmigratedDatabase, keep_address, keep_token, triage_app
 from pipeline.worker.app import PipelineWorker
 from pipeline.worker.health import HEALTH_PATH, WorkerEndpoint
+from pipeline.worker.topics import create_missing_topics
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def run_worker(settings: Settings) -> None:
             keep_address(base_url, settings.data_dir)
             sign_in = f"; sign in with the token in {token_file}" if token_file else ""
             logger.info("triage pages on %s/%s", settings.alerting.ui_base_url.rstrip("/") or base_url, sign_in)
+    create_missing_topics(settings)  # before the group join: its first assignment must see them all
     try:
         faust_worker(pipeline_worker).execute_from_commandline()
     except SystemExit as exit_:

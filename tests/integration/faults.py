@@ -38,8 +38,11 @@ from pipeline.agreement.rules import counts_toward_agreement
 from pipeline.config.alerting import AlertingSettings
 from pipeline.sinks.finding import Finding
 
-# The attribute prefixes that make a span an LLM call, in the conventions the examples use.
+# The attribute prefixes that make a span an LLM call, in the conventions the examples use,
+# unless it is a tool run or a retrieval (GenAI's execute_tool / retrieval, OpenInference's kinds).
 LLM_ATTRIBUTE_PREFIXES = ("gen_ai.", "llm.", "openinference.")
+NOT_CALLS = {("gen_ai.operation.name", "execute_tool"), ("gen_ai.operation.name", "retrieval"),
+             ("openinference.span.kind", "TOOL"), ("openinference.span.kind", "RETRIEVER")}  # fmt: skip
 
 Query = Callable[[str], list[tuple[Any, ...]]]
 
@@ -58,7 +61,9 @@ def llm_span_ids(traces: Iterable[TracesData]) -> Iterator[tuple[str, str]]:
         for resource_spans in trace.resource_spans:
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    if any(kv.key.startswith(LLM_ATTRIBUTE_PREFIXES) for kv in span.attributes):
+                    keys = {kv.key for kv in span.attributes}
+                    kinds = {(kv.key, kv.value.string_value) for kv in span.attributes}
+                    if any(key.startswith(LLM_ATTRIBUTE_PREFIXES) for key in keys) and not kinds & NOT_CALLS:
                         yield span.trace_id.hex(), span.span_id.hex()
 
 

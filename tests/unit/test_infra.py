@@ -88,16 +88,20 @@ def test_worker_environment_is_valid_settings(compose, monkeypatch):
     assert port and int(port.group(1)) == settings.metrics_port
 
 
-def test_collector_exports_traces_and_logs_to_the_topics_the_worker_reads():
+def test_collector_exports_traces_and_logs_to_the_topics_the_worker_reads(compose):
     config = _yaml(INFRA / "otel-collector.yaml")
+    addresses = compose["services"]["otel-collector"]["environment"]
     kafka = config["exporters"]["kafka"]
     defaults = Settings()
     assert kafka["traces"] == {"topic": defaults.kafka_input_topic, "encoding": "otlp_proto"}
     assert kafka["logs"] == {"topic": defaults.kafka_logs_topic, "encoding": "otlp_proto"}
     assert kafka["partition_traces_by_id"] is True
-    assert kafka["brokers"] == ["kafka:9092"]
+    # Addresses are the environment's, which compose sets to its own network's (and the defaults agree).
+    assert kafka["brokers"] == "${env:KAFKA_BROKERS:-kafka:9092}" and addresses["KAFKA_BROKERS"] == "kafka:9092"
     protocols = config["receivers"]["otlp"]["protocols"]
-    assert protocols["grpc"]["endpoint"].endswith(":4317") and protocols["http"]["endpoint"].endswith(":4318")
+    assert protocols["grpc"]["endpoint"] == "${env:OTLP_GRPC_ENDPOINT:-0.0.0.0:4317}"
+    assert protocols["http"]["endpoint"] == "${env:OTLP_HTTP_ENDPOINT:-0.0.0.0:4318}"
+    assert (addresses["OTLP_GRPC_ENDPOINT"], addresses["OTLP_HTTP_ENDPOINT"]) == ("0.0.0.0:4317", "0.0.0.0:4318")
     pipelines = config["service"]["pipelines"]
     for signal in ("traces", "logs"):
         assert pipelines[signal]["receivers"] == ["otlp"] and "kafka" in pipelines[signal]["exporters"]

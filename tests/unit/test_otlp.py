@@ -75,6 +75,17 @@ def test_json_round_trip_and_sniffing():
     assert decode_traces(traces.SerializeToString()) == traces
 
 
+@pytest.mark.parametrize("encoding", [Encoding.OTLP_JSON, None])
+@pytest.mark.parametrize("indent", [None, 2])
+def test_bare_array_of_resource_spans_reads_as_the_object(encoding, indent):
+    """Rotel's ``--kafka-exporter-format json``: the ``resourceSpans`` list without its object."""
+    document = _otlp_json((TRACE_A, TRACE_B))
+    bare = json.dumps(document["resourceSpans"], indent=indent).encode()
+    traces = decode_traces(bare, encoding)
+    assert traces == decode_traces(json.dumps(document).encode())
+    assert [ctx.trace_id for ctx in iter_spans(traces)] == [TRACE_A, TRACE_B]
+
+
 def test_attribute_values_convert_to_python():
     span_context = next(iter_spans(decode_traces(json.dumps(_otlp_json()).encode())))
     assert span_context.resource == {"service.name": "svc"}
@@ -89,6 +100,9 @@ def test_attribute_values_convert_to_python():
         (b"", None),
         (b"{bad json", Encoding.OTLP_JSON),
         (b"[1, 2]", Encoding.OTLP_JSON),
+        (b"[1, 2]", None),
+        (b'[{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]', None),
+        (b'"resourceSpans"', Encoding.OTLP_JSON),
         (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', Encoding.OTLP_JSON),
         (b"\xff\xfe\x00garbage", Encoding.OTLP_PROTO),
         (b"\xc3\x28", Encoding.OTLP_JSON),

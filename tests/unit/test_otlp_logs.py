@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,16 @@ def test_genai_records_grouped_by_their_span(encoding: Encoding | None) -> None:
     assert user.body == {"content": QUESTION}
     assert user.attributes == {"gen_ai.system": "openai"}
     assert user.time_unix_nano > 0
+
+
+@pytest.mark.parametrize("encoding", [Encoding.OTLP_JSON, None])
+def test_bare_array_of_resource_logs_reads_as_the_object(encoding: Encoding | None) -> None:
+    """Rotel's ``--kafka-exporter-format json``: the ``resourceLogs`` list without its object."""
+    _, logs_payload = _recorded()
+    document = json.loads(encode_logs_json(decode_logs(logs_payload)))
+    logs = decode_logs(json.dumps(document["resourceLogs"]).encode(), encoding)
+    assert logs == LogsData.FromString(logs_payload)
+    assert len(genai_records(logs)) == 2
 
 
 def test_otlp_json_ids_are_hex() -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from detectors.base import Detector, DetectorResult, DetectorStatus
@@ -55,9 +56,11 @@ def test_non_llm_traffic_produces_no_calls():
     assert (result.spans, result.llm_calls, result.findings) == (30, [], [])
 
 
-def test_unkeyed_mixed_batch_is_split_and_rekeyed_not_processed():
+@pytest.mark.parametrize("no_key", [None, b""])
+def test_unkeyed_mixed_batch_is_split_and_rekeyed_not_processed(no_key):
+    """A null key (collector-contrib without partition_traces_by_id) or an empty one (Rotel's)."""
     traces = example_traces()[:3]
-    mixed = InboundMessage(None, b"".join(t.SerializeToString() for t in traces))
+    mixed = InboundMessage(no_key, b"".join(t.SerializeToString() for t in traces))
     result = SpanBatchProcessor(DetectorSuite([FixedScoreDetector()]), "v").process([mixed])
     assert result.llm_calls == [] and result.spans == 0
     keys = sorted(key for key, _ in result.rekeyed)

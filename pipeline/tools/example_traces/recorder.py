@@ -6,16 +6,18 @@ the benchmarks parse the same bytes production does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from opentelemetry import trace
 from opentelemetry._logs import Logger
 from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.logs.v1.logs_pb2 import LogsData
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
-from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
@@ -26,11 +28,16 @@ MS = 1_000_000  # nanoseconds per millisecond
 
 
 class Recorder:
-    """Records traces and logs with private SDK pipelines (the global providers are never set)."""
+    """Records traces and logs with private SDK pipelines (the global providers are never set).
 
-    def __init__(self) -> None:
+    ``forward`` makes a span and a log processor per service that also get everything, as an
+    application's SDK would export it (to a collector over OTLP, say); :meth:`flush` flushes them.
+    """
+
+    def __init__(self, forward: Callable[[], tuple[SpanProcessor, LogRecordProcessor]] | None = None) -> None:
         self._exporter = InMemorySpanExporter()
         self._log_exporter = InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
+        self._forward = forward
         self._providers: dict[str, tuple[TracerProvider, LoggerProvider]] = {}
 
     def _providers_of(self, service: str) -> tuple[TracerProvider, LoggerProvider]:
@@ -42,8 +49,18 @@ class Recorder:
             tracer_provider.add_span_processor(SimpleSpanProcessor(self._exporter))
             logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
             logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self._log_exporter))
+            if self._forward is not None:
+                span_processor, log_processor = self._forward()
+                tracer_provider.add_span_processor(span_processor)
+                logger_provider.add_log_record_processor(log_processor)
             self._providers[service] = (tracer_provider, logger_provider)
         return self._providers[service]
+
+    def flush(self) -> None:
+        """Export what the forwarding processors hold, and shut them down."""
+        for tracer_provider, logger_provider in self._providers.values():
+            tracer_provider.shutdown()
+            logger_provider.shutdown()
 
     def tracer(self, service: str, scope: str) -> trace.Tracer:
         """Return a tracer of ``scope`` whose spans carry ``service`` as their resource."""

@@ -1,0 +1,179 @@
+"""The topology of infra/docker-compose.yml started here: collector, Kafka, migrate, workers, triage.
+
+Real: collector-contrib built from infra/collector/builder.yaml on infra/otel-collector.yaml,
+Apache Kafka with the kafka service's settings, `halluwatch migrate` / `worker` / `ui` with the
+compose file's environment (tests/integration/compose_env.py). Stand-ins: the HTTP shim over
+chDB for the ClickHouse server, tests/servers.py's fakes for Slack and PagerDuty, and
+tests/openai_server.py for the sampled detectors' LLM endpoint.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+from confluent_kafka import Consumer, TopicPartition
+
+from pipeline.tools.demo_broker import free_port
+from tests.integration.compose_env import (
+    Local,
+    compose_file,
+    dot_env_file,
+    empty_dir,
+    interpolate,
+    local_environment,
+    service_environment,
+    setting,
+    start_halluwatch,
+    tail,
+)
+from tests.integration.faults import PasswordClickHouseShim
+from tests.openai_server import OpenAIServer
+from tests.servers import AlertingServer
+from tests.stack.collector import Addresses, CollectorProcess
+from tests.stack.kafka import KafkaBroker
+from tests.stack.rotel import RotelFormat, RotelProcess
+
+Query = Callable[[str], list[tuple[Any, ...]]]
+
+
+@dataclass
+class Worker:
+    """One `halluwatch worker` process as the compose worker service runs it."""
+
+    name: str
+    env: dict[str, str]
+    cwd: Path
+    log: Path
+    metrics_port: int
+    process: subprocess.Popen[bytes] | None = None
+    stopped: bool = True
+
+    def start(self) -> None:
+        self.process = start_halluwatch(["worker"], self.env, self.cwd, self.log)
+        self.stopped = False
+
+    def healthy(self) -> bool:
+        url = f"http://127.0.0.1:{self.metrics_port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.process is not None
+        self.stopped = True
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(timeout=90)
+
+
+@dataclass
+class Stack:
+    """The running topology and what tests read of it."""
+
+    kafka: KafkaBroker
+    addresses: Addresses
+    alerting: AlertingServer
+    dot_env: dict[str, str]
+    database: str
+    query: Query
+    workers: list[Worker]
+    local: Local
+    home: Path
+    rotel: dict[RotelFormat, RotelProcess]
+    faults: list[str] = field(default_factory=list)
+    progress: str = ""  # what the last check of a wait saw, for its failure message
+
+    def topic(self, name: str) -> str:
+        return setting(self.workers[0].env, name)
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float) -> None:
+        """Wait for ``done``, failing early when a running worker exited."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            for worker in self.workers:
+                exited = worker.process is not None and worker.process.poll() is not None
+                assert worker.stopped or not exited, f"{worker.name} exited:\n{tail(worker.log)}"
+            assert time.monotonic() < deadline, f"no {what} in {timeout:g}s ({self.progress}):\n" + "\n".join(
+                f"--- {w.name}\n{tail(w.log)}" for w in self.workers
+            )
+            time.sleep(0.5)
+
+    def caught_up(self, topic_settings: tuple[str, ...] = ("kafka_input_topic", "kafka_logs_topic")) -> bool:
+        """The workers' group committed every record of the collector's topics (real Kafka's watermarks)."""
+        group = setting(self.workers[0].env, "kafka_group_id")
+        consumer = Consumer({"bootstrap.servers": self.kafka.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            for name in topic_settings:
+                topic = self.topic(name)
+                metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+                partitions = [TopicPartition(topic, p) for p in metadata.partitions]
+                committed = {tp.partition: tp.offset for tp in consumer.committed(partitions, timeout=10)}
+                lag = sum(
+                    max(consumer.get_watermark_offsets(tp, timeout=10)[1] - max(committed[tp.partition], 0), 0)
+                    for tp in partitions
+                )
+                if lag:
+                    self.progress = f"{topic}: {lag} records not committed by {group}"
+                    return False
+            return True
+        finally:
+            consumer.close()
+
+
+@contextmanager
+def running_stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cache: Path, tmp: Path) -> Iterator[Stack]:
+    """Start the collector, Rotel in both formats, migrate, two workers; stop them on exit (not the broker)."""
+    dot_env = dot_env_file()
+    clickhouse = compose_file()["services"]["clickhouse"]["environment"]
+    user, password = (interpolate(str(clickhouse[k]), dot_env) for k in ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"))
+    # The triage pages' and the workers' users (infra/README.md), beside the administrator.
+    others = {"halluwatch_ui": dot_env["CLICKHOUSE_UI_PASSWORD"],
+              "halluwatch_worker": dot_env["CLICKHOUSE_WORKER_PASSWORD"]}  # fmt: skip
+    with ExitStack() as stack:
+        addresses = Addresses(kafka.bootstrap, free_port(), free_port(), free_port())
+        stack.enter_context(CollectorProcess(otelcol, addresses, tmp / "collector.log"))
+        shim = stack.enter_context(PasswordClickHouseShim(chdb_path, user, password, others))
+        alerting = stack.enter_context(AlertingServer())
+        llm = stack.enter_context(OpenAIServer(default_answer="The warranty lasts two years."))
+        home = empty_dir(tmp / "home")
+
+        def local(name: str, metrics_port: int) -> Local:
+            return Local(kafka.bootstrap, shim.port, f"http://127.0.0.1:{addresses.otlp_http_port}", llm.base_url,
+                         alerting, empty_dir(tmp / f"{name}-data"), model_cache, metrics_port)  # fmt: skip
+
+        client = clickhouse_connect.get_client(dsn=shim.dsn_for(user, password))
+        stack.callback(client.close)
+        database = setting(service_environment("worker", dot_env), "clickhouse_database")
+        client.command(f"DROP DATABASE IF EXISTS {database}")  # the session's chDB is shared
+        stack.callback(client.command, f"DROP DATABASE IF EXISTS {database}")
+
+        def query(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(row) for row in client.query(sql).result_rows]
+
+        migrate_env = local_environment(service_environment("migrate", dot_env), local("migrate", free_port()), home)
+        migration = start_halluwatch(["migrate"], migrate_env, empty_dir(tmp / "migrate-cwd"), tmp / "migrate.log")
+        assert migration.wait(timeout=120) == 0, tail(tmp / "migrate.log")
+        workers = []
+        for name in ("worker-1", "worker-2"):
+            port = free_port()
+            env = local_environment(service_environment("worker", dot_env), local(name, port), home)
+            workers.append(Worker(name, env, empty_dir(tmp / f"{name}-cwd"), tmp / f"{name}.log", port))
+        topics = [setting(workers[0].env, name) for name in ("kafka_input_topic", "kafka_logs_topic")]
+        rotel = {form: stack.enter_context(RotelProcess(kafka.bootstrap, *topics, form, tmp)) for form in RotelFormat}
+        result = Stack(kafka, addresses, alerting, dot_env, database, query, workers, local("triage", 0), home, rotel)
+        for worker in workers:
+            worker.start()
+            stack.callback(lambda w=worker: w.process is not None and w.process.poll() is None and w.process.kill())
+        result.wait("both workers in the group", lambda: all(w.healthy() for w in workers), timeout=240)
+        yield result

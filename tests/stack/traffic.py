@@ -1,0 +1,69 @@
+"""Applications' telemetry through the real OpenTelemetry SDK, exported over OTLP/gRPC or OTLP/HTTP.
+
+The example traces are recorded with the SDK (pipeline/tools/example_traces) and forwarded by
+its batch processors and OTLP exporters; the official openai instrumentation runs in an
+application process of its own (tests/stack/instrumented_app.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
+from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.sdk._logs import LogRecordProcessor
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.sdk.trace import SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from pipeline.tools.example_traces.examples import Example
+from pipeline.tools.example_traces.recorder import MS, Recorder
+from pipeline.tools.example_traces.recording import recorded
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Protocol(StrEnum):
+    GRPC = "grpc"
+    HTTP = "http"
+
+
+def _processors(protocol: Protocol, host_port: str) -> tuple[SpanProcessor, LogRecordProcessor]:
+    if protocol is Protocol.GRPC:
+        spans = GrpcSpanExporter(endpoint=host_port, insecure=True)
+        return BatchSpanProcessor(spans), BatchLogRecordProcessor(GrpcLogExporter(endpoint=host_port, insecure=True))
+    url = f"http://{host_port}"
+    spans_http, logs_http = HttpSpanExporter(endpoint=f"{url}/v1/traces"), HttpLogExporter(endpoint=f"{url}/v1/logs")
+    return BatchSpanProcessor(spans_http), BatchLogRecordProcessor(logs_http)
+
+
+def send_examples(examples: Sequence[Example], protocol: Protocol, host_port: str) -> list[TracesData]:
+    """Record ``examples`` (fresh trace ids each time), export them to ``host_port``; what was sent."""
+    recorder = Recorder(forward=lambda: _processors(protocol, host_port))
+    traces = recorded(examples, time.time_ns() - len(examples) * 1_000 * MS, recorder)
+    recorder.flush()
+    return traces
+
+
+def run_instrumented_app(grpc_host_port: str, llm_base_url: str, pairs: int, tmp: Path) -> TracesData:
+    """The openai-instrumented application's ``2 * pairs`` calls; the spans it exported."""
+    sent = tmp / "instrumented-spans.bin"
+    env = {**os.environ, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "true"}
+    app = [sys.executable, "-m", "tests.stack.instrumented_app"]
+    command = [*app, grpc_host_port, llm_base_url, str(pairs), str(sent)]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return TracesData.FromString(sent.read_bytes())
+
+
+def span_count(traces: Sequence[TracesData]) -> int:
+    return sum(len(scope.spans) for trace in traces for rs in trace.resource_spans for scope in rs.scope_spans)
