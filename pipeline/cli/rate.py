@@ -54,8 +54,8 @@ def rate(
     from pipeline.calibration.app_map import operating_point_lines
     from pipeline.config.alert_routes import AlertRoutes
     from pipeline.rate.compare import comparison_sentence
-    from pipeline.rate.maps import MapStore
     from pipeline.rate.false_alarms import false_alarm_lines, rate_with_false_alarms
+    from pipeline.rate.maps import MapStore
     from pipeline.rate.report import rate_report, report_lines
     from pipeline.rate.sampler import Strata
     from pipeline.rate.store import RateStore, Scope
