@@ -318,15 +318,15 @@ def choose_minimums(
         if not choose:
             index, note = at_held, "the current gate"
         else:
-            index, note = _choose(alarms, at_held, target, short, faithful_verdicts)
+            index, note = _choose(alarms, at_held, target, short, faithful_verdicts, bool(gated.any()))
         minimum = float(candidates[index])
         fixed[route] = minimum
         on_shipped = population.on_shipped(minimum)
         if index == at_held and held_on_shipped and route in held_on_shipped:
             on_shipped = held_on_shipped[route]
         band, more = ("", 0)
-        if choose and index == at_held:
-            band, more = _what_would_move(alarms, candidates, at_held, target, verdicts)
+        if choose and index == at_held and gated.any():
+            band, more = _what_would_move(alarms, candidates, at_held, target, verdicts, faithful_verdicts)
         chosen.append(RouteChoice(route, minimum, target, alarms.at(index, faithful_verdicts),
                                   precision.at(index, verdicts), caught.at(index, verdicts), note,
                                   on_shipped, band, more))  # fmt: skip
@@ -341,10 +341,14 @@ def _candidates(scores: Vector, held: float) -> Vector:
     return np.unique(np.concatenate([[0.0, held], ordered + 1e-9]))
 
 
-def _choose(alarms: _Shares, at_held: int, target: float, short: str, faithful_verdicts: int) -> tuple[int, str]:
-    """The index of the route's minimum among the candidates, and why."""
+def _choose(
+    alarms: _Shares, at_held: int, target: float, short: str, faithful_verdicts: int, gates: bool
+) -> tuple[int, str]:
+    """The index of the route's minimum among the candidates, and why (``gates``: some call's alert depends on it)."""
     if short:
         return at_held, f"the current gate kept: {short}"
+    if not gates and alarms.value[at_held] <= target:  # every minimum lets the same calls through
+        return at_held, "the current gate kept: no call of the window reaches this route's gated rules"
     lowest = _lowest_shown(alarms.high, target)
     speaks = faithful_verdicts * target >= 1  # else even a route at its target shows no false alarm among them
     if speaks and lowest is not None and lowest < at_held:
@@ -379,13 +383,14 @@ def _lowest_shown(shares: Vector, target: float) -> int | None:
 
 
 def _what_would_move(
-    alarms: _Shares, candidates: Vector, at_held: int, target: float, verdicts: int
+    alarms: _Shares, candidates: Vector, at_held: int, target: float, verdicts: int, faithful_verdicts: int
 ) -> tuple[str, int]:
     """Where the verdicts that could lower a kept minimum lie (a band of p), and about how many more it takes.
 
     The band runs from the lowest minimum whose estimate keeps the target to the current one: verdicts
     there decide how many faithful calls a lower minimum lets through.  The bound's excess over the
-    estimate narrows as one over the square root of the verdicts.
+    estimate narrows as one over the square root of the verdicts; and the faithful verdicts must reach
+    ``1 / target``, drawn at the share of faithful the verdicts hold so far.
     """
     lowest = _lowest_shown(alarms.value, target)
     if lowest is None or lowest >= at_held or not verdicts:
@@ -393,6 +398,9 @@ def _what_would_move(
     step = at_held - 1
     value, high = float(alarms.value[step]), float(alarms.high[step])
     more = math.ceil(verdicts * (((high - value) / (target - value)) ** 2 - 1)) if high > target else 0
+    short_of_faithful = math.ceil(1 / target) - faithful_verdicts
+    if short_of_faithful > 0:
+        more = max(more, math.ceil(short_of_faithful * verdicts / max(faithful_verdicts, 1)))
     return f"p {candidates[lowest]:.2f}-{candidates[at_held]:.2f}", max(1, more)
 
 
