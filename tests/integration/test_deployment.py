@@ -154,7 +154,10 @@ def test_worker_as_compose_runs_it(tmp_path: Path, chdb_path: Path, model_cache_
             migrate_env = local_environment(service_environment("migrate", env), local, home)
             migration = start_halluwatch(["migrate"], migrate_env, empty_dir(tmp_path / f"{name}-cwd"), outputs[name])
             assert migration.wait(timeout=120) == (1 if name == "refused" else 0), tail(outputs[name])
-        assert shim.refused > 0 and "AUTHENTICATION_FAILED" in outputs["refused"].read_text()
+        said = outputs["refused"].read_text()
+        refusal = "authentication failed; check the user and password in HALLUWATCH_CLICKHOUSE_DSN"
+        assert shim.refused > 0 and refusal in said
+        assert wrong["CLICKHOUSE_PASSWORD"] not in said
         refused = shim.refused
 
         worker = start_halluwatch(["worker"], worker_env, empty_dir(tmp_path / "worker-cwd"), outputs["worker"])
