@@ -88,10 +88,16 @@ def test_no_judged_verdicts_leave_the_prior_and_the_command_says_so(
     insert_escalated(client, name, unjudged)
     insert_verdicts(client, name, [(c, c.index % 2 == 0) for c in unjudged])
     config = tmp_path / "halluwatch.yaml"
-    config.write_text(yaml.safe_dump({"clickhouse_dsn": f"chdb://{chdb_path}", "clickhouse_database": name}))
+    base = {"clickhouse_dsn": f"chdb://{chdb_path}", "clickhouse_database": name}
+    # With escalation on, the judge's weight is part of what the proposal says; with it off, it is not shown.
+    config.write_text(yaml.safe_dump({**base, "escalation": {"enabled": True}}))
     result = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--app", APP])
     assert result.exit_code == 0, result.output
     assert "the judge's answers: sensitivity 0.65, specificity 0.65" in result.output
     assert "the shipped prior" in result.output
+    config.write_text(yaml.safe_dump(base))
+    quiet = CliRunner().invoke(main, ["calibrate", "--config", str(config), "--app", APP])
+    assert quiet.exit_code == 0, quiet.output
+    assert "the judge's answers" not in quiet.output
     stored = _calibration(client, name).maps.proposal(APP)
     assert stored is not None and stored.judge == SHIPPED_PRIOR
