@@ -59,9 +59,11 @@ def _judge(web: FlaskClient, call: tuple[str, str], verdict: str) -> str:
     return answer.get_data(as_text=True)
 
 
+_NOW = datetime.now(UTC)  # one window for every estimate a test compares (its header names the window's minutes)
+
+
 def _scope() -> Scope:
-    now = datetime.now(UTC)
-    return Scope(now - timedelta(days=REVIEW.window_days), now + timedelta(seconds=1), app=APP)
+    return Scope(_NOW - timedelta(days=REVIEW.window_days), _NOW + timedelta(hours=1), app=APP)
 
 
 def _estimate(database: tuple[Client, str]) -> list[str]:
