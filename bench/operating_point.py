@@ -44,7 +44,6 @@ from pipeline.calibration.proposals import held_back
 from pipeline.offline.evaluate import read_records
 
 CEILING_TARGET = 0.03
-README_SECTION = "## Operating points on calls to come"
 
 
 def documents(path: Path) -> dict[str, str]:
