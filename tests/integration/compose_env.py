@@ -24,6 +24,7 @@ import yaml
 
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import free_port
+from tests.orphans import die_with_parent
 from tests.servers import AlertingServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,7 +194,10 @@ def local_environment(compose_env: Mapping[str, str], local: Local, home: Path) 
 def start_halluwatch(args: list[str], env: Mapping[str, str], cwd: Path, output: Path) -> subprocess.Popen[bytes]:
     """``halluwatch ARGS`` as a compose service runs it: that environment only, started in ``cwd``."""
     with open(output, "wb") as log:
-        return subprocess.Popen([str(HALLUWATCH), *args], env=dict(env), cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        command = [str(HALLUWATCH), *args]
+        return subprocess.Popen(
+            command, env=dict(env), cwd=cwd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
 
 
 def empty_dir(path: Path) -> Path:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from tests.orphans import die_with_parent
 from tests.stack.cache import built_once, require, run_step, say
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,6 +123,7 @@ class CollectorProcess:
                 env=self.addresses.environment(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + 60
         while not self._healthy():

@@ -22,6 +22,7 @@ import yaml
 from confluent_kafka.admin import AdminClient
 
 from pipeline.tools.demo_broker import free_port
+from tests.orphans import die_with_parent
 from tests.stack.cache import built_once, require, run_step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +125,9 @@ class KafkaBroker:
         """Start the JVM on the formatted log directory; return once it answers metadata requests."""
         with open(self.log_path.with_suffix(".out"), "ab") as out:
             command = self._java("kafka.Kafka", str(self.data_dir / "server.properties"), jvm=JVM)
-            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            )
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         deadline = time.monotonic() + 120
         while True:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from pipeline.tools.demo_broker import free_port
+from tests.orphans import die_with_parent
 
 
 class RotelFormat(StrEnum):
@@ -53,7 +54,9 @@ class RotelProcess:
 
     def __enter__(self) -> RotelProcess:
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            )
         deadline = time.monotonic() + 30
         while True:
             assert self.process.poll() is None, self.log_path.read_text(errors="replace")
