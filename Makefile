@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 
-.PHONY: install chromium stack-parts test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
+.PHONY: install chromium stack-parts stack test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
 
 install: $(INSTALLED)
 
@@ -34,6 +34,14 @@ chromium:
 # infra/collector/builder.yaml or infra/kafka/pom.xml change. Needs go, mvn and java.
 stack-parts: install
 	$(BIN)/python -m tests.stack.build
+
+# The real stack once, as the end-to-end test runs it (collector-contrib, Apache Kafka, two workers),
+# STACK_TRACES traces of steady traffic, then a worker SIGKILL and a broker restart; prints a summary
+# (alert latency, calls stored, alerts delivered) and fails on a lost, repeated or missed one.
+# STACK_JSON=FILE also writes it as one JSON object.
+STACK_TRACES ?= 300
+stack: stack-parts
+	$(BIN)/python -m tests.stack.run --traces $(STACK_TRACES) $(if $(STACK_JSON),--json $(STACK_JSON))
 
 test: install chromium stack-parts
 	$(BIN)/pytest

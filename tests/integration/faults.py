@@ -118,13 +118,8 @@ class Alerted:
         return f"alerts published {self.published} for {self.traces} traces ({self.expected_traces} expected)"
 
 
-def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[Message]) -> Alerted:
-    """Exactly the traces whose stored findings satisfy an alert rule were alerted, with the right rules.
-
-    A trace's findings may reach the agreement stage in two batches, so a lower-priority
-    rule may fire before the one all its flags make; every rule fired must match the
-    trace's flags, and the first (highest-priority) rule they match must be among them.
-    """
+def rules_called_for(query: Query, database: str) -> dict[str, list[str]]:
+    """The alert rules each trace's stored findings satisfy, highest priority first; traces none fits left out."""
     defaults = AlertingSettings()  # the worker's rules, and its detectors that read one signal (count once)
     rules = [rule.resolved(load_thresholds().alert_probability) for rule in defaults.rules]
     signal_of = defaults.signal_of()
@@ -141,7 +136,17 @@ def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[M
         trace: [r.name for r in rules if r.matches(flags, signal_of, probability.get(trace))]
         for trace, flags in flagged.items()
     }
-    expected = {trace: names for trace, names in matching.items() if names}
+    return {trace: names for trace, names in matching.items() if names}
+
+
+def assert_alerts_match_findings(query: Query, database: str, alerts: Iterable[Message]) -> Alerted:
+    """Exactly the traces whose stored findings satisfy an alert rule were alerted, with the right rules.
+
+    A trace's findings may reach the agreement stage in two batches, so a lower-priority
+    rule may fire before the one all its flags make; every rule fired must match the
+    trace's flags, and the first (highest-priority) rule they match must be among them.
+    """
+    expected = rules_called_for(query, database)
     fired: dict[str, set[str]] = defaultdict(set)
     published = 0
     for message in alerts:

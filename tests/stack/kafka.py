@@ -125,10 +125,9 @@ class KafkaBroker:
         """Start the JVM on the formatted log directory; return once it answers metadata requests."""
         with open(self.log_path.with_suffix(".out"), "ab") as out:
             command = self._java("kafka.Kafka", str(self.data_dir / "server.properties"), jvm=JVM)
-            self.process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-            )
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+        # Quiet: until the broker listens, every probe would log "Connection refused" to stderr.
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 2})
         deadline = time.monotonic() + 120
         while True:
             assert self.process.poll() is None, f"kafka exited {self.process.returncode}:\n{self.log()}"

@@ -11,62 +11,32 @@ the stored findings call for delivered exactly once, and nothing else stored.
 
 from __future__ import annotations
 
-import json
-import re
-import signal
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.tools.example_traces.examples import EXAMPLES, LOG_EVENT_EXAMPLES
 from tests.integration.compose_env import check_triage_service, local_environment, service_environment
 from tests.integration.faults import (
     assert_alerts_match_findings,
     assert_stored_exactly_once,
-    llm_span_ids,
     read_topic,
 )
-from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, Request
+from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH
 from tests.stack.kafka import KafkaBroker
+from tests.stack.summary import traces_named
 from tests.stack.topology import Stack, running_stack
 from tests.stack.traffic import Protocol, run_instrumented_app, send_examples, span_count
 
 pytestmark = pytest.mark.usefixtures("exported_model")
-
-ALERTS_SQL = "SELECT trace_id, destination, status FROM {db}.alerts FINAL ORDER BY ALL"
 
 
 @pytest.fixture
 def stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cache_dir: Path, tmp_path: Path) -> Iterator[Stack]:
     with running_stack(kafka, otelcol, chdb_path, model_cache_dir, tmp_path) as running:
         yield running
-
-
-def _calls(sent: dict[str, list[TracesData]]) -> dict[str, set[tuple[str, str]]]:
-    return {path: set(llm_span_ids(traces)) for path, traces in sent.items()}
-
-
-def _traces_named(request: Request, traces: set[str]) -> set[str]:
-    return set(re.findall(r"[0-9a-f]{32}", json.dumps(request.body))) & traces
-
-
-def _settled(stack: Stack, sent: dict[str, list[TracesData]]) -> bool:
-    """Every record consumed, every call judged, every alert delivered and none added for 3 s."""
-    judged = set(stack.query(f"SELECT DISTINCT trace_id, span_id FROM {stack.database}.findings"))
-    # Per path (collector and protocol, Rotel and format): judged of sent, for the failure message.
-    counts = {path: (len(calls & judged), len(calls)) for path, calls in _calls(sent).items()}
-    stack.progress = ", ".join(f"{path} {done}/{total}" for path, (done, total) in counts.items())
-    if any(done < total for done, total in counts.values()) or not stack.caught_up():
-        return False
-    before = stack.query(ALERTS_SQL.format(db=stack.database))
-    time.sleep(3)
-    after = stack.query(ALERTS_SQL.format(db=stack.database))
-    return bool(after) and after == before and all(status == "delivered" for _, _, status in after)
 
 
 @pytest.mark.timeout(1200)
@@ -81,25 +51,10 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     # Rotel beside it, to the same topics: protobuf values, and JSON ones (a bare array of resources).
     for form, rotel in stack.rotel.items():
         sent[f"rotel {form}"] = send_examples(EXAMPLES, Protocol.HTTP, rotel.http_host_port)
-    stack.wait("phase one settled", lambda: _settled(stack, sent), timeout=300)
+    stack.wait("phase one settled", lambda: stack.settled(sent), timeout=300)
 
     # Phase two: the examples again, while worker-2 is SIGKILLed and the broker restarts.
-    second: list[TracesData] = []
-    sender = threading.Thread(target=lambda: second.extend(send_examples(EXAMPLES, Protocol.HTTP, http)))
-    sent["otelcol http, faults"] = second
-    sender.start()
-    stack.workers[1].stop(signal.SIGKILL)
-    stack.faults.append("worker SIGKILL mid-stream")
-    stack.kafka.stop()
-    time.sleep(5)  # down for a while: the collector's sends fail and are retried
-    stack.kafka.start()
-    stack.faults.append("broker restart mid-stream")
-    sender.join(timeout=120)
-    assert not sender.is_alive()
-    stack.wait("phase two judged by the surviving worker", lambda: _settled(stack, sent), timeout=300)
-    stack.workers[1].start()
-    stack.wait("worker-2 back in the group", stack.workers[1].healthy, timeout=240)
-    stack.wait("all settled", lambda: _settled(stack, sent), timeout=120)
+    stack.through_faults(lambda: send_examples(EXAMPLES, Protocol.HTTP, http), sent)
     for worker in stack.workers:
         assert worker.stop() == 0, worker.log.read_text()[-4000:]
 
@@ -110,11 +65,11 @@ def test_llm_calls_through_collector_and_kafka_stored_and_alerted_once(stack: St
     # Exactly the alerts the stored findings call for, each delivered once to Slack and PagerDuty.
     alerts = read_topic(stack.kafka.bootstrap, stack.topic("kafka_alerts_topic"))
     alerted = assert_alerts_match_findings(stack.query, stack.database, alerts)
-    deliveries = stack.query(ALERTS_SQL.format(db=stack.database))
+    deliveries = stack.deliveries()
     delivered = {trace for trace, _, _ in deliveries}
     assert alerted.expected_traces == alerted.traces == len(delivered) > 0
     posts, pages = stack.alerting.requests(SLACK_POST_PATH), stack.alerting.requests(PAGERDUTY_PATH)
-    per_trace = Counter(trace for post in posts for trace in _traces_named(post, delivered))
+    per_trace = Counter(trace for post in posts for trace in traces_named(post, delivered))
     assert per_trace == Counter({trace: 1 for trace in delivered}), per_trace
     assert len(posts) == sum(d.startswith("slack:") for _, d, _ in deliveries)
     assert len(pages) == sum(d.startswith("pagerduty") for _, d, _ in deliveries)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 
 import clickhouse_connect
 from confluent_kafka import Consumer, TopicPartition
+from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.tools.demo_broker import free_port
 from tests.integration.compose_env import (
@@ -35,7 +37,7 @@ from tests.integration.compose_env import (
     start_halluwatch,
     tail,
 )
-from tests.integration.faults import PasswordClickHouseShim
+from tests.integration.faults import PasswordClickHouseShim, llm_span_ids
 from tests.openai_server import OpenAIServer
 from tests.servers import AlertingServer
 from tests.stack.collector import Addresses, CollectorProcess
@@ -109,6 +111,46 @@ class Stack:
             )
             time.sleep(0.5)
 
+    def settled(self, sent: Mapping[str, Sequence[TracesData]]) -> bool:
+        """Every record consumed, every call sent judged, every alert delivered and none added for 3 s."""
+        judged = set(self.query(f"SELECT DISTINCT trace_id, span_id FROM {self.database}.findings"))
+        # Per path (collector and protocol, Rotel and format): judged of sent, for the failure message.
+        counts = {path: (len(calls & judged), len(calls)) for path, calls in calls_by_path(sent).items()}
+        self.progress = ", ".join(f"{path} {done}/{total}" for path, (done, total) in counts.items())
+        if any(done < total for done, total in counts.values()) or not self.caught_up():
+            return False
+        before = self.deliveries()
+        time.sleep(3)
+        after = self.deliveries()
+        return bool(after) and after == before and all(status == "delivered" for _, _, status in after)
+
+    def deliveries(self) -> list[tuple[str, str, str]]:
+        """(trace id, destination, status) of every alert the routers recorded."""
+        sql = f"SELECT trace_id, destination, status FROM {self.database}.alerts FINAL ORDER BY ALL"
+        return [(str(trace), str(destination), str(status)) for trace, destination, status in self.query(sql)]
+
+    def through_faults(self, send: Callable[[], list[TracesData]], sent: dict[str, list[TracesData]]) -> None:
+        """Run ``send`` while worker-2 is SIGKILLed and the broker restarts; settle; bring worker-2 back.
+
+        What ``send`` sent goes into ``sent`` under "faults" before anything settles.
+        """
+        during: list[TracesData] = []
+        sent["otelcol http, faults"] = during
+        sender = threading.Thread(target=lambda: during.extend(send()))
+        sender.start()
+        self.workers[1].stop(signal.SIGKILL)
+        self.faults.append("worker SIGKILL mid-stream")
+        self.kafka.stop()
+        time.sleep(5)  # down for a while: the collector's sends fail and are retried
+        self.kafka.start()
+        self.faults.append("broker restart mid-stream")
+        sender.join(timeout=120)
+        assert not sender.is_alive(), "the application's exports did not finish in 120 s"
+        self.wait("the faults' traffic judged by the surviving worker", lambda: self.settled(sent), timeout=300)
+        self.workers[1].start()
+        self.wait("worker-2 back in the group", self.workers[1].healthy, timeout=240)
+        self.wait("all settled", lambda: self.settled(sent), timeout=120)
+
     def caught_up(self, topic_settings: tuple[str, ...] = ("kafka_input_topic", "kafka_logs_topic")) -> bool:
         """The workers' group committed every record of the collector's topics (real Kafka's watermarks)."""
         group = setting(self.workers[0].env, "kafka_group_id")
@@ -129,6 +171,11 @@ class Stack:
             return True
         finally:
             consumer.close()
+
+
+def calls_by_path(sent: Mapping[str, Sequence[TracesData]]) -> dict[str, set[tuple[str, str]]]:
+    """The LLM calls (trace id, span id) each path carried."""
+    return {path: set(llm_span_ids(traces)) for path, traces in sent.items()}
 
 
 @contextmanager

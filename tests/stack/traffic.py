@@ -21,9 +21,9 @@ from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk._logs import LogRecordProcessor
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-from opentelemetry.sdk.trace import SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogExporter
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from pipeline.tools.example_traces.examples import Example
 from pipeline.tools.example_traces.recorder import MS, Recorder
@@ -37,18 +37,49 @@ class Protocol(StrEnum):
     HTTP = "http"
 
 
-def _processors(protocol: Protocol, host_port: str) -> tuple[SpanProcessor, LogRecordProcessor]:
+class TimedExporter(SpanExporter):
+    """An exporter that notes when each trace's spans first went out (``time.monotonic()``, by hex trace id)."""
+
+    def __init__(self, inner: SpanExporter, exported: dict[str, float]) -> None:
+        self.inner, self.exported = inner, exported
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        now = time.monotonic()
+        for span in spans:
+            self.exported.setdefault(format(span.context.trace_id, "032x"), now)
+        return self.inner.export(spans)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+def _processors(
+    protocol: Protocol, host_port: str, exported: dict[str, float] | None
+) -> tuple[SpanProcessor, LogRecordProcessor]:
+    spans: SpanExporter
+    logs: LogExporter
     if protocol is Protocol.GRPC:
         spans = GrpcSpanExporter(endpoint=host_port, insecure=True)
-        return BatchSpanProcessor(spans), BatchLogRecordProcessor(GrpcLogExporter(endpoint=host_port, insecure=True))
-    url = f"http://{host_port}"
-    spans_http, logs_http = HttpSpanExporter(endpoint=f"{url}/v1/traces"), HttpLogExporter(endpoint=f"{url}/v1/logs")
-    return BatchSpanProcessor(spans_http), BatchLogRecordProcessor(logs_http)
+        logs = GrpcLogExporter(endpoint=host_port, insecure=True)
+    else:
+        url = f"http://{host_port}"
+        spans, logs = HttpSpanExporter(endpoint=f"{url}/v1/traces"), HttpLogExporter(endpoint=f"{url}/v1/logs")
+    if exported is not None:
+        spans = TimedExporter(spans, exported)
+    return BatchSpanProcessor(spans), BatchLogRecordProcessor(logs)
 
 
-def send_examples(examples: Sequence[Example], protocol: Protocol, host_port: str) -> list[TracesData]:
-    """Record ``examples`` (fresh trace ids each time), export them to ``host_port``; what was sent."""
-    recorder = Recorder(forward=lambda: _processors(protocol, host_port))
+def send_examples(
+    examples: Sequence[Example], protocol: Protocol, host_port: str, exported: dict[str, float] | None = None
+) -> list[TracesData]:
+    """Record ``examples`` (fresh trace ids each time), export them to ``host_port``; what was sent.
+
+    ``exported``, if given, gets when each trace left the SDK (:class:`TimedExporter`).
+    """
+    recorder = Recorder(forward=lambda: _processors(protocol, host_port, exported))
     traces = recorded(examples, time.time_ns() - len(examples) * 1_000 * MS, recorder)
     recorder.flush()
     return traces
