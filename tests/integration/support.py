@@ -14,7 +14,12 @@ from typing import Any
 
 import clickhouse_connect
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pipeline.sinks.finding import Finding, findings_in_message
 from pipeline.tools.demo_broker import free_port
@@ -156,6 +161,26 @@ def with_trace_id(trace: TracesData, trace_id: bytes) -> bytes:
             for span in scope_spans.spans:
                 span.trace_id = trace_id
     return copy.SerializeToString()
+
+
+def trace_with_document(size: int) -> tuple[str, bytes]:
+    """One trace whose LLM span carries a retrieved document of ``size`` characters; (trace id, OTLP bytes)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "archive-search"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("large").start_as_current_span("ChatCompletion") as span:
+        span.set_attributes(
+            {
+                "openinference.span.kind": "LLM",
+                "llm.input_messages.0.message.role": "user",
+                "llm.input_messages.0.message.content": "When was the tower built?",
+                "llm.output_messages.0.message.role": "assistant",
+                "llm.output_messages.0.message.content": "It was built from 1887 to 1889.",
+                "retrieval.documents.0.document.content": ("The tower was built 1887-1889. " * size)[:size],
+            }
+        )
+        trace_id = format(span.get_span_context().trace_id, "032x")
+    return trace_id, encode_spans(exporter.get_finished_spans()).SerializeToString()
 
 
 def produce(

@@ -5,45 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pipeline.config.settings import Settings
 from pipeline.tools.demo_broker import TansuBroker
-from tests.integration.support import WorkerProcess, consume_distinct, produce
+from tests.integration.support import WorkerProcess, consume_distinct, produce, trace_with_document
 
 pytestmark = pytest.mark.usefixtures("exported_model")
 
 MIB = 1024 * 1024
 
 
-def _trace_with_document(size: int) -> tuple[str, bytes]:
-    """One trace whose LLM span carries a retrieved document of ``size`` characters; (trace id, OTLP bytes)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "archive-search"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with provider.get_tracer("large").start_as_current_span("ChatCompletion") as span:
-        span.set_attributes(
-            {
-                "openinference.span.kind": "LLM",
-                "llm.input_messages.0.message.role": "user",
-                "llm.input_messages.0.message.content": "When was the tower built?",
-                "llm.output_messages.0.message.role": "assistant",
-                "llm.output_messages.0.message.content": "It was built from 1887 to 1889.",
-                "retrieval.documents.0.document.content": ("The tower was built 1887-1889. " * size)[:size],
-            }
-        )
-        trace_id = format(span.get_span_context().trace_id, "032x")
-    return trace_id, encode_spans(exporter.get_finished_spans()).SerializeToString()
-
-
 def test_messages_up_to_the_limit_are_stored_and_re_keyed(tansu: TansuBroker, topic_prefix: str, tmp_path: Path):
     limit = Settings().max_message_bytes
-    near_limit = _trace_with_document(limit - 64 * 1024)
-    two_mib = [_trace_with_document(2 * MIB) for _ in range(2)]  # each above aiokafka's 1 MiB default
+    near_limit = trace_with_document(limit - 64 * 1024)
+    two_mib = [trace_with_document(2 * MIB) for _ in range(2)]  # each above aiokafka's 1 MiB default
     unkeyed = two_mib[0][1] + two_mib[1][1]  # one collector batch of both: re-keyed by the worker
     oversized = b"\n" * (limit + 1)
     worker = WorkerProcess(tansu.bootstrap, topic_prefix, tmp_path / "worker").start()

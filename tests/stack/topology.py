@@ -179,8 +179,18 @@ def calls_by_path(sent: Mapping[str, Sequence[TracesData]]) -> dict[str, set[tup
 
 
 @contextmanager
-def running_stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cache: Path, tmp: Path) -> Iterator[Stack]:
-    """Start the collector, Rotel in both formats, migrate, two workers; stop them on exit (not the broker)."""
+def running_stack(
+    kafka: KafkaBroker,
+    otelcol: Path,
+    chdb_path: Path,
+    model_cache: Path,
+    tmp: Path,
+    worker_settings: Mapping[str, str] | None = None,
+) -> Iterator[Stack]:
+    """Start the collector, Rotel in both formats, migrate, two workers; stop them on exit (not the broker).
+
+    ``worker_settings``: variables set on top of the worker service's environment (none by default).
+    """
     dot_env = dot_env_file()
     clickhouse = compose_file()["services"]["clickhouse"]["environment"]
     user, password = (interpolate(str(clickhouse[k]), dot_env) for k in ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD"))
@@ -214,7 +224,10 @@ def running_stack(kafka: KafkaBroker, otelcol: Path, chdb_path: Path, model_cach
         workers = []
         for name in ("worker-1", "worker-2"):
             port = free_port()
-            env = local_environment(service_environment("worker", dot_env), local(name, port), home)
+            env = {
+                **local_environment(service_environment("worker", dot_env), local(name, port), home),
+                **(worker_settings or {}),
+            }
             workers.append(Worker(name, env, empty_dir(tmp / f"{name}-cwd"), tmp / f"{name}.log", port))
         topics = [setting(workers[0].env, name) for name in ("kafka_input_topic", "kafka_logs_topic")]
         rotel = {form: stack.enter_context(RotelProcess(kafka.bootstrap, *topics, form, tmp)) for form in RotelFormat}

@@ -7,7 +7,9 @@ application process of its own (tests/stack/instrumented_app.py).
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as HttpLogExporter
@@ -22,8 +25,10 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 from opentelemetry.sdk._logs import LogRecordProcessor
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogExporter
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from pipeline.tools.example_traces.examples import Example
 from pipeline.tools.example_traces.recorder import MS, Recorder
@@ -98,3 +103,61 @@ def run_instrumented_app(grpc_host_port: str, llm_base_url: str, pairs: int, tmp
 
 def span_count(traces: Sequence[TracesData]) -> int:
     return sum(len(scope.spans) for trace in traces for rs in trace.resource_spans for scope in rs.scope_spans)
+
+
+_SUBJECTS = ("The tower", "The bridge", "The cathedral", "The museum", "The harbour", "The observatory")
+_CLAIMS = (
+    "was built between {a} and {b} by a company of {n} workers",
+    "is {n} m tall and was the tallest structure of the region until {b}",
+    "was restored in {a}, when {n} tonnes of paint were applied",
+    "received {n} visitors in {a}, more than in any year before {b}",
+)
+
+
+def passages(chars: int, rng: random.Random) -> str:
+    """About ``chars`` characters of distinct factual-sounding sentences (numbers drawn from ``rng``)."""
+    sentences: list[str] = []
+    size = 0
+    while size < chars:
+        claim = rng.choice(_CLAIMS).format(a=rng.randint(1700, 2000), b=rng.randint(1700, 2000), n=rng.randint(2, 999))
+        sentences.append(f"{rng.choice(_SUBJECTS)} {claim}.")
+        size += len(sentences[-1]) + 1
+    return " ".join(sentences)[:chars]
+
+
+def _chat(sources: str, answer: str) -> dict[str, str]:
+    """A GenAI chat span's attributes: the sources in the user's message, and the answer."""
+    question = f"Context:\n{sources}\n\nQuestion: How tall is the tower, and when was it built?"
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "gpt-4o-mini",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": question}]}]),
+        "gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}]
+        ),
+    }
+
+
+def send_long_calls(http_host_port: str, traces: int, calls: int, chars: int, seed: int) -> list[TracesData]:
+    """``traces`` traces of ``calls`` RAG calls each, every prompt ``chars`` characters of its own sources.
+
+    The answer invents its facts, so grounding and contradiction both flag it. Exported over
+    OTLP/HTTP by the SDK in one request per trace; returns what was sent.
+    """
+    rng = random.Random(seed)
+    exporter = HttpSpanExporter(endpoint=f"http://{http_host_port}/v1/traces", timeout=60)
+    kept = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "archive-assistant"}))
+    provider.add_span_processor(SimpleSpanProcessor(kept))
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=calls + 1))
+    answer = "The tower was completed in 2023 by a robot crew of 5 and is 9000 m tall, taller than Mount Everest."
+    tracer = provider.get_tracer("long-calls")
+    for _ in range(traces):
+        with tracer.start_as_current_span("POST /ask"):
+            for _ in range(calls):
+                with tracer.start_as_current_span("chat gpt-4o-mini") as span:
+                    span.set_attributes(_chat(passages(chars, rng), answer))
+        provider.force_flush()
+    provider.shutdown()
+    return [encode_spans(kept.get_finished_spans())]
