@@ -105,3 +105,4 @@ def test_long_batches_and_large_messages_neither_rebalance_nor_repeat(stack: Sta
     headers = [dict(letter.headers() or ()) for letter in letters]
     kinds = [(h.get("halluwatch.original_key"), h.get("halluwatch.reason_kind")) for h in headers]
     assert kinds == [(b"oversized", b"too_large")]
+    assert len(letters[0].value() or b"") == limit + 1  # dead-lettered whole
