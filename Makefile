@@ -31,7 +31,9 @@ chromium:
 
 # tests/stack runs the upstream Collector and Apache Kafka (docs/operations.md, "Tested on the real
 # stack"): built with Go and fetched with Maven once into ~/.cache/halluwatch/, rebuilt only when
-# infra/collector/builder.yaml or infra/kafka/pom.xml change. Needs go, mvn and java.
+# infra/collector/builder.yaml or infra/kafka/pom.xml change. Needs go, mvn and java. `make test`
+# builds them in the background while the other tests run (tests/stack/conftest.py);
+# `make stack-parts` builds them now, with progress on the terminal.
 stack-parts: install
 	$(BIN)/python -m tests.stack.build
 
@@ -43,7 +45,7 @@ STACK_TRACES ?= 300
 stack: stack-parts
 	$(BIN)/python -m tests.stack.run --traces $(STACK_TRACES) $(if $(STACK_JSON),--json $(STACK_JSON))
 
-test: install chromium stack-parts
+test: install chromium
 	$(BIN)/pytest
 
 test-unit: install

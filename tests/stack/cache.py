@@ -6,6 +6,7 @@ it succeeded, so an interrupted build is never mistaken for a finished one.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -13,7 +14,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +44,37 @@ def key_of(inputs: Any) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def cached(name: str, inputs: Any) -> Path:
+    """Where the build of ``name`` from ``inputs`` is kept (it may not exist yet)."""
+    return CACHE_ROOT / f"{name}-{key_of(inputs)}"
+
+
+@contextmanager
+def _exclusive(final: Path) -> Iterator[None]:
+    """Hold the build's lock: a second process (the background build of `make test`) waits, then finds it built."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.with_name(f".{final.name}.lock"), "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            say(f"waiting for another process building {final.name} (`make test` builds in the background)")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def built_once(name: str, inputs: Any, build: Callable[[Path], None]) -> Path:
     """``CACHE_ROOT/name-KEY``, made by ``build(scratch_dir)`` unless a finished one is there."""
-    final = CACHE_ROOT / f"{name}-{key_of(inputs)}"
+    final = cached(name, inputs)
     if final.is_dir():
         return final
+    with _exclusive(final):
+        if final.is_dir():
+            return final
+        _build_into(final, build)
+    return final
+
+
+def _build_into(final: Path, build: Callable[[Path], None]) -> None:
     scratch = final.with_name(f"{final.name}.partial-{os.getpid()}")
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
@@ -59,7 +87,6 @@ def built_once(name: str, inputs: Any, build: Callable[[Path], None]) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     say(f"built {final.name} in {time.monotonic() - started:.0f} s")
-    return final
 
 
 def run_step(command: Sequence[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from tests.orphans import die_with_parent
-from tests.stack.cache import built_once, require, run_step, say
+from tests.stack.cache import built_once, cached, require, run_step, say
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = REPO / "infra" / "collector" / "builder.yaml"
@@ -40,11 +40,19 @@ def version() -> str:
     return str(manifest()["dist"]["version"])
 
 
+def build_inputs() -> dict[str, Any]:
+    """What the build depends on: the version and the components of the manifest."""
+    spec = manifest()
+    return {"version": spec["dist"]["version"], **{k: spec.get(k) for k in (*COMPONENT_KINDS, "providers")}}
+
+
 def collector_binary() -> Path:
     """The built collector, building it first (minutes, once) when the cache has none for the manifest."""
-    spec = manifest()
-    inputs = {"version": spec["dist"]["version"], **{k: spec.get(k) for k in (*COMPONENT_KINDS, "providers")}}
-    return built_once("otelcol", inputs, _build) / spec["dist"]["name"]
+    return built_once("otelcol", build_inputs(), _build) / manifest()["dist"]["name"]
+
+
+def collector_cached() -> bool:
+    return cached("otelcol", build_inputs()).is_dir()
 
 
 def _build(out: Path) -> None:

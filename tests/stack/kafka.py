@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from pipeline.tools.demo_broker import free_port
 from tests.orphans import die_with_parent
-from tests.stack.cache import built_once, require, run_step
+from tests.stack.cache import built_once, cached, require, run_step
 
 REPO = Path(__file__).resolve().parents[2]
 POM = REPO / "infra" / "kafka" / "pom.xml"
@@ -53,6 +53,10 @@ def version() -> str:
 def kafka_jars() -> Path:
     """The directory of the broker's jars, fetched with Maven (a minute, once) when the cache has none."""
     return built_once("kafka", {"pom": POM.read_text()}, _fetch)
+
+
+def kafka_cached() -> bool:
+    return cached("kafka", {"pom": POM.read_text()}).is_dir()
 
 
 def _fetch(out: Path) -> None:
