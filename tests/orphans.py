@@ -13,9 +13,12 @@ import signal
 import sys
 
 _PR_SET_PDEATHSIG = 1
+# Looked up once, in the parent: between fork and exec the child of a threaded process must not
+# load libraries (another thread may have held the loader's lock at the fork).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def die_with_parent() -> None:
     """A ``preexec_fn``: SIGKILL this child when its parent dies (Linux; a no-op elsewhere)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
