@@ -2,9 +2,10 @@
 # The worker's requirements plus the `export` extra, nothing else: no matplotlib (the
 # `calibrate` and `report` extras; run those from a checkout) and no demo broker (`demo`).
 # CPU-only: torch comes from PyTorch's CPU wheel index before anything can pull a CUDA
-# build; it is used once, on the first start, to export the embedding model to ONNX into
-# $HALLUWATCH_MODEL_CACHE (a volume in infra/docker-compose.yml), after which the worker
-# runs on onnxruntime alone.
+# build. The default model needs none of it (its packaged int8 ONNX file is converted on the
+# first start); torch exports a model configured otherwise (fp32, another name), once. Either
+# lands in $HALLUWATCH_MODEL_CACHE (a volume in infra/docker-compose.yml), after which the
+# worker runs on onnxruntime alone.
 FROM python:3.11-slim-bookworm
 
 ARG TORCH_VERSION=2.13.0

