@@ -7,8 +7,10 @@ lists any; the end-to-end test asserts the same facts one by one.
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,7 +18,7 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
-from tests.integration.faults import llm_span_ids, rules_called_for
+from tests.integration.faults import llm_span_ids, read_topic, rules_called_for
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, Request
 from tests.stack.topology import Stack
 from tests.stack.traffic import span_count
@@ -36,7 +38,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 @dataclass(frozen=True)
 class StackSummary:
-    """One run's counts; ``alert_latency_ms`` is from the SDK's export to the Slack request."""
+    """One run's counts; ``alert_latency_ms`` is from the SDK's export to the Slack request, over the timed traces."""
 
     collector: dict[str, str]
     kafka: dict[str, str]
@@ -52,6 +54,8 @@ class StackSummary:
     alert_repeats: int  # requests beyond the first per trace and destination
     faults: list[str]
     alert_latency_ms: dict[str, float | int] = field(default_factory=dict)
+    # The same, split where the trace's first record reached each topic (Kafka's CreateTime), p50 each.
+    alert_stages_ms: dict[str, float] = field(default_factory=dict)
 
     def problems(self) -> list[str]:
         """What went wrong, in words; empty when the run kept every promise."""
@@ -93,6 +97,8 @@ def summarize(
     merged = stack.query(f"SELECT count() FROM {table}")[0][0]
 
     expected = set(rules_called_for(stack.query, stack.database))
+    first_post = _first_requests(stack.alerting.requests(SLACK_POST_PATH), expected & set(exported))
+    latencies = _stages(stack, exported, first_post)
     requests = {path: stack.alerting.requests(path) for path in (SLACK_POST_PATH, PAGERDUTY_PATH)}
     sent_traces = {trace for trace, _ in calls_sent}
     named = {path: _per_trace(found, sent_traces) for path, found in requests.items()}
@@ -112,7 +118,8 @@ def summarize(
         alerts_unexpected=len(reached - expected),
         alert_repeats=repeats,
         faults=list(stack.faults),
-        alert_latency_ms=_latency(requests[SLACK_POST_PATH], exported, expected),
+        alert_latency_ms=_percentiles(latencies.get("end to end", [])),
+        alert_stages_ms={stage: round(statistics.median(ms)) for stage, ms in latencies.items() if ms},
     )
 
 
@@ -120,13 +127,43 @@ def _per_trace(requests: Iterable[Request], traces: set[str]) -> Counter[str]:
     return Counter(trace for request in requests for trace in traces_named(request, traces))
 
 
-def _latency(posts: Sequence[Request], exported: Mapping[str, float], alerted: set[str]) -> dict[str, float | int]:
-    """p50 and p99 of first Slack request minus SDK export, over the alerted traces whose export was timed."""
+def _first_requests(posts: Sequence[Request], traces: set[str]) -> dict[str, float]:
+    """Trace id -> when the first request naming it arrived, wall clock."""
+    to_wall = time.time() - time.monotonic()  # one machine: the two clocks differ by a constant
     first: dict[str, float] = {}
     for post in sorted(posts, key=lambda request: request.received_at):
-        for trace in traces_named(post, alerted & set(exported)):
-            first.setdefault(trace, post.received_at)
-    latencies = [1000 * (first[trace] - exported[trace]) for trace in first]
+        for trace in traces_named(post, traces):
+            first.setdefault(trace, post.received_at + to_wall)
+    return first
+
+
+def _first_records(stack: Stack, topic_setting: str) -> dict[str, float]:
+    """Trace id (the record key) -> the CreateTime of its first record on the topic, wall clock."""
+    first: dict[str, float] = {}
+    for message in read_topic(stack.kafka.bootstrap, stack.topic(topic_setting)):
+        key = message.key() or b""
+        trace = key.hex() if len(key) == 16 else key.decode(errors="replace")  # collector-contrib: raw id bytes
+        first[trace] = min(first.get(trace, math.inf), message.timestamp()[1] / 1000)
+    return first
+
+
+def _stages(stack: Stack, exported: Mapping[str, float], first_post: Mapping[str, float]) -> dict[str, list[float]]:
+    """Per alerted trace, ms: end to end, and each hop (the collector, the spans stage, agreement, the router)."""
+    marks = [exported] + [
+        _first_records(stack, name) for name in ("kafka_input_topic", "kafka_findings_topic", "kafka_alerts_topic")
+    ] + [first_post]  # fmt: skip
+    names = ["SDK export -> otlp_spans", "-> findings", "-> alert", "-> Slack request"]
+    stages: dict[str, list[float]] = {"end to end": [], **{name: [] for name in names}}
+    for trace in first_post:
+        times = [mark.get(trace) for mark in marks]
+        stages["end to end"].append(1000 * (first_post[trace] - exported[trace]))
+        if all(t is not None for t in times):
+            for name, start, end in zip(names, times, times[1:], strict=False):
+                stages[name].append(1000 * (end - start))  # type: ignore[operator]
+    return stages
+
+
+def _percentiles(latencies: Sequence[float]) -> dict[str, float | int]:
     if not latencies:
         return {"traces": 0}
     return {"p50": round(percentile(latencies, 50)), "p99": round(percentile(latencies, 99)), "traces": len(latencies)}

@@ -43,13 +43,16 @@ class Protocol(StrEnum):
 
 
 class TimedExporter(SpanExporter):
-    """An exporter that notes when each trace's spans first went out (``time.monotonic()``, by hex trace id)."""
+    """An exporter that notes when each trace's spans first went out (wall clock, ``time.time()``, by hex trace id).
+
+    Wall clock, so that it compares with Kafka's record timestamps.
+    """
 
     def __init__(self, inner: SpanExporter, exported: dict[str, float]) -> None:
         self.inner, self.exported = inner, exported
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        now = time.monotonic()
+        now = time.time()
         for span in spans:
             self.exported.setdefault(format(span.context.trace_id, "032x"), now)
         return self.inner.export(spans)
