@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -133,6 +134,32 @@ def create_input_topic(worker: WorkerProcess) -> None:
     """A worker's input topic, with the worker's partition count, before anything is produced to it."""
     create_topic(worker.env["HALLUWATCH_KAFKA_BOOTSTRAP"], worker.input_topic,
                  int(worker.env["HALLUWATCH_KAFKA_TOPIC_PARTITIONS"]))  # fmt: skip
+
+
+def cpu_seconds(broker: Broker) -> float | None:
+    """User + system CPU seconds the broker's process has used so far (Linux), None where unknown.
+
+    ``KafkaBroker.process`` is the JVM itself and ``TansuBroker._process`` the Tansu binary: no
+    shell between, so the process's own times are the broker's.
+    """
+    process = getattr(broker, "process", None) or getattr(broker, "_process", None)
+    pid = getattr(process, "pid", None)
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After "pid (comm)": state is field 3, utime and stime fields 14 and 15, in clock ticks.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_used(started: dict[str, Broker], before: dict[str, float | None]) -> dict[str, float]:
+    """CPU seconds each broker of ``started`` used since ``before`` (its :func:`cpu_seconds`), where known."""
+    used = {}
+    for kind, broker in started.items():
+        now, then = cpu_seconds(broker), before.get(kind)
+        if now is not None and then is not None:
+            used[kind] = now - then
+    return used
 
 
 def kafka_over_tansu(medians: dict[str, float]) -> float | None:

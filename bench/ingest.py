@@ -86,6 +86,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="also print the runs and medians as JSON, last")
     args = parser.parse_args()
     rates: dict[tuple[str, str], list[float]] = {}  # (broker, tree label) -> spans/s per run
+    # (broker, tree label) -> per run, the CPU seconds each started broker used (the idle one too)
+    broker_cpu: dict[tuple[str, str], list[dict[str, float]]] = {}
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         started = brokers.start_all(stack, args.broker, tmp)
@@ -97,17 +99,24 @@ def main() -> None:
             for kind, broker in started.items():
                 for label, tree in trees.items():
                     workdir = tmp / f"run{run}-{kind}-{label.split()[0]}"
+                    cpu_before = {other: brokers.cpu_seconds(b) for other, b in started.items()}
                     result = one_run(broker, args, workdir, tree, seed)
+                    cpu = brokers.cpu_used(started, cpu_before)
                     rates.setdefault((kind, label), []).append(result["spans_per_second"])
+                    broker_cpu.setdefault((kind, label), []).append(cpu)
+                    cpu_note = ", ".join(f"{other} {seconds:.1f}s" for other, seconds in cpu.items())
                     print(
                         f"run {run + 1} {kind} {label}: {result['spans']:.0f} spans, {result['seconds']:.2f}s from "
                         f"first progress to the last llm_calls row = {result['spans_per_second']:,.0f} spans/s"
+                        + (f"; broker CPU over the run (produce to worker stop): {cpu_note}" if cpu_note else "")
                     )
     layout = "unkeyed batches of 10 traces" if args.unkeyed else "keyed, one message per trace"
     print(f"{args.traces} traces x {args.spans_per_trace} spans, 1 LLM span per trace, {layout}:")
     medians = {key: statistics.median(runs) for key, runs in rates.items()}
     for (kind, label), value in medians.items():
-        print(f"  {kind} {label}: median {value:,.0f} spans/s")
+        own = [run[kind] for run in broker_cpu[kind, label] if kind in run]
+        cpu_note = f", its broker's CPU median {statistics.median(own):.1f}s per run" if own else ""
+        print(f"  {kind} {label}: median {value:,.0f} spans/s{cpu_note}")
     baseline_ratios: dict[str, float] = {}
     if args.baseline:
         for kind in started:
@@ -127,7 +136,12 @@ def main() -> None:
             "layout": layout,
             "brokers": {
                 kind: {
-                    label: {"spans_per_second": rates[kind, label], "median": medians[kind, label]} for label in trees
+                    label: {
+                        "spans_per_second": rates[kind, label],
+                        "median": medians[kind, label],
+                        "broker_cpu_seconds": broker_cpu[kind, label],
+                    }
+                    for label in trees
                 }
                 for kind in started
             },
