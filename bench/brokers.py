@@ -78,15 +78,13 @@ def kafka_problem() -> str | None:
 
 def kafka_jars() -> Path:
     """The cached Apache Kafka jars (fetched with Maven, once, when there are none); SystemExit in one line."""
-    from tests.stack.cache import MissingTool
+    from tests.stack.cache import CACHE_ROOT, MissingTool
     from tests.stack.kafka import kafka_jars as cached_jars
 
     try:
         return cached_jars()
     except (MissingTool, RuntimeError) as exc:
-        raise SystemExit(
-            f"--broker kafka: no Apache Kafka jars in ~/.cache/halluwatch and none fetched: {exc}"
-        ) from None
+        raise SystemExit(f"--broker kafka: no Apache Kafka jars in {CACHE_ROOT} and none fetched: {exc}") from None
 
 
 @contextlib.contextmanager

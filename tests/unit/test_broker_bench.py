@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_java_major_version(output: str, major: int | None) -> None:
 
 
 def test_kafka_without_java_is_one_line_and_starts_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(brokers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     problem = brokers.kafka_problem()
     assert problem is not None and "\n" not in problem and "Java 17" in problem
     with pytest.raises(SystemExit, match="Java 17"), brokers.started("kafka", tmp_path / "kafka"):
