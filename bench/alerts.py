@@ -212,7 +212,9 @@ def ratios(reports: dict[str, dict[str, Any]]) -> dict[str, float]:
     if brokers.TANSU in reports and brokers.KAFKA in reports:
         for name, tansu in reports[brokers.TANSU]["stages"].items():
             kafka = reports[brokers.KAFKA]["stages"].get(name)
-            ratio = kafka and brokers.kafka_over_tansu({brokers.TANSU: tansu["p50"], brokers.KAFKA: kafka["p50"]})
+            if kafka is None:
+                continue
+            ratio = brokers.kafka_over_tansu({brokers.TANSU: tansu["p50"], brokers.KAFKA: kafka["p50"]})
             if ratio is not None:
                 out[f"{name} p50"] = ratio
     return out
