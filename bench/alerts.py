@@ -1,15 +1,18 @@
 """Alert latency: an LLM span produced to Kafka -> the Slack request for its alert, through one worker.
 
-Starts an embedded Tansu broker, a local fake Slack Web API (``tests.servers.AlertingServer``)
-and `halluwatch worker`, warms the worker up with one alerting trace (discarded), then
-produces ``--traces`` fresh copies of the built-in hr-assistant trace that grounding and
-contradiction both flag, one every ``--interval`` seconds, keyed by trace id like the
-collector's ``partition_traces_by_id``.  Latency per trace = when the fake Slack server
-received the ``chat.postMessage`` naming the trace id, minus when the produce was acked
-(``flush()`` returned).  The Kafka timestamps of the findings and alert records split it
-into the three stages (spans, agreement, router).
+Starts a broker (``--broker``: embedded Tansu by default, or Apache Kafka; bench/brokers.py),
+a local fake Slack Web API (``tests.servers.AlertingServer``) and `halluwatch worker`, warms the
+worker up with one alerting trace (discarded), then produces ``--traces`` fresh copies of the
+built-in hr-assistant trace that grounding and contradiction both flag, one every ``--interval``
+seconds, keyed by trace id like the collector's ``partition_traces_by_id``.  Latency per trace =
+when the fake Slack server received the ``chat.postMessage`` naming the trace id, minus when the
+produce was acked (``flush()`` returned).  The Kafka timestamps of the findings and alert records split it
+into the three stages (spans, agreement, router).  ``--runs`` repeats that (a fresh worker and
+topics each run) and pools the traces; with ``--broker both`` every run is made on Tansu and then
+on Kafka, and the summary gives each broker's percentiles and the ratio Kafka / Tansu.
 
-    .venv/bin/python bench/alerts.py [--traces 40] [--interval 1.0] [--batch-max-wait 0.5] [--json]
+    .venv/bin/python bench/alerts.py [--traces 40] [--interval 1.0] [--batch-max-wait 0.5] [--runs 1]
+                                     [--broker tansu|kafka|both] [--json]
 
 The ONNX export of the embedding model is cached under ``$HALLUWATCH_MODEL_CACHE``
 (default ``~/.cache/halluwatch/models``), so only the first run ever exports it.
@@ -18,6 +21,7 @@ The ONNX export of the embedding model is cached under ``$HALLUWATCH_MODEL_CACHE
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -31,12 +35,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import brokers  # bench/, on the path as the script's folder
 from confluent_kafka import Message
 
 from pipeline.alerting.stage import ROUTER_BATCH, ROUTER_BATCH_SECONDS
 from pipeline.config.alerting import default_routes
 from pipeline.config.settings import Settings
-from pipeline.tools.demo_broker import TansuBroker
 from pipeline.tools.example_traces import EXAMPLES, example_traces
 from tests.integration.support import WorkerProcess, consume_all, consume_findings, produce
 from tests.servers import SLACK_POST_PATH, AlertingServer
@@ -157,15 +161,16 @@ def mean_batch_seconds(worker: WorkerProcess) -> float:
     return worker.metric("halluwatch_batch_seconds_sum") / max(worker.metric("halluwatch_batch_seconds_count"), 1)
 
 
-def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """Start broker, fake Slack and worker; warm up; produce the traces; collect the latencies."""
-    with TansuBroker() as broker, AlertingServer() as server:
+def measure(args: argparse.Namespace, broker: brokers.Broker, workdir: Path) -> dict[str, Any]:
+    """Fake Slack and a worker on ``broker``; warm up; produce the traces; the raw latencies."""
+    with AlertingServer() as server:
         worker = WorkerProcess(
             broker.bootstrap,
             f"benchalerts{uuid.uuid4().hex[:6]}",
             workdir,
             **worker_settings(server, args.batch_max_wait),
         )
+        brokers.create_input_topic(worker)
         worker.start()
         try:
             warm_up = [produce_one(broker.bootstrap, worker.input_topic)]
@@ -180,17 +185,46 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         findings = record_times(consume_findings(broker.bootstrap, worker.findings_topic, findings_total)[0])
         alerts = record_times(consume_all(broker.bootstrap, worker.alerts_topic, alerts_total))
         arrivals = slack_arrivals(server, (s.trace_id for s in samples))
-    stages = stage_latencies(samples, arrivals, findings, alerts)
     return {
-        "stages": {name: percentiles(values) for name, values in stages.items() if values},
-        "produce_ack_seconds_median": statistics.median(s.produce_seconds for s in samples),
+        "stages": stage_latencies(samples, arrivals, findings, alerts),
+        "produce_seconds": [s.produce_seconds for s in samples],
         "spans_batch_seconds_mean": batch_seconds,
     }
+
+
+def summarize(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One broker's runs: percentiles over all their traces, and each run's end-to-end median."""
+    stages: dict[str, list[float]] = {}
+    for run in runs:
+        for name, values in run["stages"].items():
+            stages.setdefault(name, []).extend(values)
+    return {
+        "stages": {name: percentiles(values) for name, values in stages.items() if values},
+        "end_to_end_p50_per_run": [statistics.median(run["stages"]["end to end"]) for run in runs],
+        "produce_ack_seconds_median": statistics.median(v for run in runs for v in run["produce_seconds"]),
+        "spans_batch_seconds_mean": statistics.fmean(run["spans_batch_seconds_mean"] for run in runs),
+    }
+
+
+def ratios(reports: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Per stage, Kafka's p50 over Tansu's (empty unless both ran)."""
+    out: dict[str, float] = {}
+    if brokers.TANSU in reports and brokers.KAFKA in reports:
+        for name, tansu in reports[brokers.TANSU]["stages"].items():
+            kafka = reports[brokers.KAFKA]["stages"].get(name)
+            if kafka is None:
+                continue
+            ratio = brokers.kafka_over_tansu({brokers.TANSU: tansu["p50"], brokers.KAFKA: kafka["p50"]})
+            if ratio is not None:
+                out[f"{name} p50"] = ratio
+    return out
 
 
 def settings_report(args: argparse.Namespace) -> dict[str, Any]:
     """The worker settings that set the latency floor."""
     return {
+        "broker": args.broker,
+        "runs": args.runs,
         "traces": args.traces,
         "interval_seconds": args.interval,
         "spans_stage_within_seconds": args.batch_max_wait,
@@ -205,8 +239,9 @@ def settings_report(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_summary(report: dict[str, Any]) -> None:
     settings = report["settings"]
+    runs = f"{settings['runs']} runs of " if settings["runs"] > 1 else ""
     print(
-        f"alert latency, produce acked -> Slack request received; {settings['traces']} hr-assistant traces, "
+        f"alert latency, produce acked -> Slack request received; {runs}{settings['traces']} hr-assistant traces, "
         f"one every {settings['interval_seconds']}s, after one warm-up trace (discarded)"
     )
     stages_wait, router_wait = settings["spans_stage_within_seconds"], settings["router_within_seconds"]
@@ -215,15 +250,23 @@ def print_summary(report: dict[str, Any]) -> None:
         f"router take_events(max {settings['router_max']}, within={router_wait}s); "
         f"routes max_per_minute {settings['route_max_per_minute']}"
     )
-    print(f"produce() until acked (new producer each): median {report['produce_ack_seconds_median'] * 1000:.0f} ms")
-    print(
-        f"spans stage batch (detect + ClickHouse + publish): mean {report['spans_batch_seconds_mean'] * 1000:.0f} ms\n"
-    )
-    print("| stage | n | min | p50 | p90 | p99 | max |")
-    print("|---|---|---|---|---|---|---|")
-    for name, p in report["stages"].items():
-        cells = " | ".join(f"{p[key] * 1000:.0f}" for key in ("min", "p50", "p90", "p99", "max"))
-        print(f"| {name} (ms) | {p['n']} | {cells} |")
+    for kind, broker in report["brokers"].items():
+        print(f"\n## {kind}\n")
+        print(f"produce() until acked (new producer each): median {broker['produce_ack_seconds_median'] * 1000:.0f} ms")
+        batch_ms = broker["spans_batch_seconds_mean"] * 1000
+        print(f"spans stage batch (detect + ClickHouse + publish): mean {batch_ms:.0f} ms")
+        per_run = " / ".join(f"{p50 * 1000:.0f}" for p50 in broker["end_to_end_p50_per_run"])
+        print(f"end to end p50 per run: {per_run} ms\n")
+        print("| stage | n | min | p50 | p90 | p99 | max |")
+        print("|---|---|---|---|---|---|---|")
+        for name, p in broker["stages"].items():
+            cells = " | ".join(f"{p[key] * 1000:.0f}" for key in ("min", "p50", "p90", "p99", "max"))
+            print(f"| {name} (ms) | {p['n']} | {cells} |")
+    if report["kafka_over_tansu"]:
+        print(
+            "\nKafka / Tansu, p50: "
+            + ", ".join(f"{k.removesuffix(' p50')} {v:.2f}" for k, v in report["kafka_over_tansu"].items())
+        )
     print("\nstages split at the Kafka CreateTime of the trace's findings and alert records (ms resolution)")
 
 
@@ -235,10 +278,19 @@ def main() -> None:
     parser.add_argument(
         "--batch-max-wait", type=float, default=default_wait, help="worker batch_max_wait_seconds (spans, agreement)"
     )
+    parser.add_argument("--runs", type=int, default=1, help="runs per broker, a fresh worker each (traces pooled)")
+    brokers.add_broker_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON instead")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        report = {"settings": settings_report(args), **measure(args, Path(tmp) / "worker")}
+    runs: dict[str, list[dict[str, Any]]] = {}
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        started = brokers.start_all(stack, args.broker, tmp)
+        for run in range(args.runs):
+            for kind, broker in started.items():  # alternating, run for run
+                runs.setdefault(kind, []).append(measure(args, broker, tmp / f"worker-{kind}-{run}"))
+    reports = {kind: summarize(kind_runs) for kind, kind_runs in runs.items()}
+    report = {"settings": settings_report(args), "brokers": reports, "kafka_over_tansu": ratios(reports)}
     if args.json:
         print(json.dumps(report, indent=2))
     else:
