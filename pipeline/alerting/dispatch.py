@@ -28,6 +28,22 @@ Retry = tuple[Alert, int]
 _T = TypeVar("_T")
 
 
+def _once(items: Sequence[_T], alert_of: Callable[[_T], Alert]) -> list[_T]:
+    """``items`` with each alert's first occurrence only.
+
+    A batch can hold one alert twice (a record read again while its first copy still waited in
+    the consumer); ``done`` knows only deliveries settled in earlier batches, so both copies
+    would be sent.
+    """
+    seen: set[str] = set()
+    unique = []
+    for item in items:
+        if (alert_id := alert_of(item).alert_id) not in seen:
+            seen.add(alert_id)
+            unique.append(item)
+    return unique
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What happened to one alert at one destination."""
@@ -75,7 +91,7 @@ class Dispatcher:
     async def dispatch(self, route: str, alerts: Sequence[Alert], done: AlreadyDone) -> list[Outcome]:
         """Send a batch of one route's alerts: singly within the limit, the overflow as one digest."""
         destinations = self.destinations(route)
-        todo = [a for a in alerts if not all(done(a, d) for d in destinations)]
+        todo = [a for a in _once(alerts, lambda alert: alert) if not all(done(a, d) for d in destinations)]
         if not todo:
             return []
         singles, overflow = await self._within_limit(route, todo, any(d.rate_limited for d in destinations))
@@ -96,9 +112,10 @@ class Dispatcher:
         digest. One at a time, a backlog of retries after an outage would take a minute per
         ``max_per_minute`` of them, and reach the on-call as a flood once through.
         """
+        retries = _once(retries, lambda retry: retry[0])
         if not retries:
             return []
-        singles, overflow = await self._within_limit(route, list(retries), destination.rate_limited)
+        singles, overflow = await self._within_limit(route, retries, destination.rate_limited)
         outcomes = [await self._send(alert, destination, attempt) for alert, attempt in singles]
         if overflow:
             alerts, attempts = zip(*overflow, strict=True)

@@ -18,8 +18,10 @@ from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
+from pipeline.alerting.alert import DeliveryStatus
 from tests.integration.faults import llm_span_ids, read_topic, rules_called_for
 from tests.servers import PAGERDUTY_PATH, SLACK_POST_PATH, Request
+from tests.stack.cache import say
 from tests.stack.topology import Stack
 from tests.stack.traffic import span_count
 
@@ -50,6 +52,7 @@ class StackSummary:
     redelivered_rows: int  # rows beyond one per call before merging: redeliveries the merge absorbs
     alerts_expected: int  # traces whose stored findings satisfy an alert rule
     alerts_delivered: int  # of those, traces that reached Slack or PagerDuty
+    alerts_digested: int  # of those, traces a route sent inside a digest (over its rate limit)
     alerts_unexpected: int  # traces that reached Slack or PagerDuty without a rule calling for it
     alert_repeats: int  # requests beyond the first per trace and destination
     faults: list[str]
@@ -104,6 +107,13 @@ def summarize(
     named = {path: _per_trace(found, sent_traces) for path, found in requests.items()}
     reached = {trace for counts in named.values() for trace in counts}
     repeats = sum(count - 1 for counts in named.values() for count in counts.values())
+    repeated = {trace for counts in named.values() for trace, count in counts.items() if count > 1}
+    for path, found in requests.items():  # what each repeated trace's requests looked like, to tell why
+        for request in found:
+            for trace in traces_named(request, repeated):
+                others = len(traces_named(request, sent_traces)) - 1
+                at = f"{request.received_at:.1f} s (monotonic)"
+                say(f"repeated: {trace} to {path} at {at}, naming {others} other traces")
     return StackSummary(
         collector=collector,
         kafka=kafka,
@@ -115,6 +125,7 @@ def summarize(
         redelivered_rows=rows - len(stored),
         alerts_expected=len(expected),
         alerts_delivered=len(reached & expected),
+        alerts_digested=len({trace for trace, _, status in stack.deliveries() if status == DeliveryStatus.DIGESTED}),
         alerts_unexpected=len(reached - expected),
         alert_repeats=repeats,
         faults=list(stack.faults),

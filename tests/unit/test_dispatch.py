@@ -131,6 +131,23 @@ def test_deliveries_already_done_are_skipped(server):
     assert server.requests(SLACK_POST_PATH) == []
 
 
+def test_an_alert_twice_in_one_batch_is_sent_once(server):
+    """A record read again (the dropped-records watchdog) can land in the batch that holds its first copy."""
+    (alert,) = alerts(1, route="page")
+    outcomes = dispatch(make(config(server)), "page", [alert, alert])
+    assert sorted(o.destination.name for o in outcomes) == ["pagerduty", "slack:#halluwatch-alerts"]
+    assert len(server.requests(PAGERDUTY_PATH)) == len(server.requests(SLACK_POST_PATH)) == 1
+
+
+def test_a_retry_twice_in_one_batch_is_made_once(server):
+    dispatcher = make(config(server))
+    (alert,) = alerts(1)
+    name = dispatcher.destinations("slack")[0].name
+    outcomes = asyncio.run(redelivered(dispatcher, "slack", name, [(alert, 2), (alert, 2)]))
+    assert [o.status for o in outcomes] == [DeliveryStatus.DELIVERED]
+    assert len(server.requests(SLACK_POST_PATH)) == 1
+
+
 def test_failures_retry_with_backoff_then_fail_for_good(server):
     server.set_down()
     dispatcher = make(config(server))
