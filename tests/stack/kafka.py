@@ -50,13 +50,17 @@ def version() -> str:
     return node.text
 
 
+def _build_inputs() -> dict[str, str]:
+    return {"pom": POM.read_text()}
+
+
 def kafka_jars() -> Path:
     """The directory of the broker's jars, fetched with Maven (a minute, once) when the cache has none."""
-    return built_once("kafka", {"pom": POM.read_text()}, _fetch)
+    return built_once("kafka", _build_inputs(), _fetch)
 
 
 def kafka_cached() -> bool:
-    return cached("kafka", {"pom": POM.read_text()}).is_dir()
+    return cached("kafka", _build_inputs()).is_dir()
 
 
 def _fetch(out: Path) -> None:

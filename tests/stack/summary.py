@@ -100,9 +100,9 @@ def summarize(
     merged = stack.query(f"SELECT count() FROM {table}")[0][0]
 
     expected = set(rules_called_for(stack.query, stack.database))
-    first_post = _first_requests(stack.alerting.requests(SLACK_POST_PATH), expected & set(exported))
-    latencies = _stages(stack, exported, first_post)
     requests = {path: stack.alerting.requests(path) for path in (SLACK_POST_PATH, PAGERDUTY_PATH)}
+    first_post = _first_requests(requests[SLACK_POST_PATH], expected & set(exported))
+    latencies = _stages(stack, exported, first_post)
     sent_traces = {trace for trace, _ in calls_sent}
     named = {path: _per_trace(found, sent_traces) for path, found in requests.items()}
     reached = {trace for counts in named.values() for trace in counts}

@@ -27,7 +27,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import TracesData
 
 from pipeline.config.settings import Settings
 from tests.integration.compose_env import setting
-from tests.integration.faults import assert_stored_exactly_once, read_topic
+from tests.integration.faults import assert_stored_exactly_once, llm_span_ids, read_topic
 from tests.integration.support import produce, trace_with_document
 from tests.servers import SLACK_POST_PATH
 from tests.stack.kafka import KafkaBroker
@@ -90,13 +90,7 @@ def test_long_batches_and_large_messages_neither_rebalance_nor_repeat(stack: Sta
         assert worker.stop() == 0, worker.log.read_text()[-4000:]
 
     assert_stored_exactly_once(stack.query, stack.database, [t for traces in sent.values() for t in traces])
-    long_traces = {
-        span.trace_id.hex()
-        for trace in sent["otelcol http, long calls"]
-        for resource in trace.resource_spans
-        for scope in resource.scope_spans
-        for span in scope.spans
-    }
+    long_traces = {trace for trace, _ in llm_span_ids(sent["otelcol http, long calls"])}
     posts = stack.alerting.requests(SLACK_POST_PATH)
     assert Counter(t for post in posts for t in traces_named(post, long_traces)) == Counter(
         dict.fromkeys(long_traces, 1)
