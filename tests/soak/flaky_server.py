@@ -5,6 +5,10 @@ cycles through the ways a real destination fails: 5xx replies, 429 with ``Retry-
 requests that hang past the client's timeout, and refused connections (the listening
 socket closed, then bound again on the same port). Only a request answered with success
 counts as delivered: a request that hung is modelled as one the server never acted on.
+
+A failure the server answers lasts its seconds and then until a request has met it, so a
+run exercises every kind however its traffic falls: a worker restarting after a kill can
+leave a window of a few seconds without a single request.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pipeline.alerting.render import SHORT_TRACE_ID
 from tests.servers import PAGERDUTY_PATH, SLACK_API_PREFIX, Reply, Request, ScriptedServer, alerting_reply
 
 Fault = Literal["up", "5xx", "429", "hang", "refused"]
+ANSWERED_FAILURES: frozenset[Fault] = frozenset({"5xx", "429", "hang"})  # "refused" never reaches a handler
 
 # (fault, seconds): one cycle of 40 s, mostly up, every kind of failure once.
 SCHEDULE: tuple[tuple[Fault, float], ...] = (
@@ -37,9 +42,10 @@ HANG_SECONDS = 4.0  # beyond the worker's request timeout in the soak's settings
 
 
 class FlakyAlertingServer:
-    """Slack Web API and PagerDuty Events v2 on one port, failing on :data:`SCHEDULE`; a context manager."""
+    """Slack Web API and PagerDuty Events v2 on one port, failing on ``schedule``; a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, schedule: tuple[tuple[Fault, float], ...] = SCHEDULE) -> None:
+        self._schedule = schedule
         self._lock = threading.Lock()
         self._delivered: list[Request] = []
         self._fault: Fault = "up"
@@ -86,15 +92,28 @@ class FlakyAlertingServer:
             return dict(self._faults_met)
 
     def _run_schedule(self) -> None:
-        for fault, seconds in itertools.cycle(SCHEDULE):
+        for fault, seconds in itertools.cycle(self._schedule):
             with self._lock:
                 self._fault = fault
+                met_before = self._faults_met.get(fault, 0)
             self._listen(fault != "refused")
-            if self._healed.wait(seconds):
+            if self._hold(fault, seconds, met_before):
                 with self._lock:
                     self._fault = "up"
                 self._listen(True)
                 return
+
+    def _hold(self, fault: Fault, seconds: float, met_before: int) -> bool:
+        """Keep ``fault`` for ``seconds``, then until a request met it if the server answers it; True once healed."""
+        if self._healed.wait(seconds):
+            return True
+        while fault in ANSWERED_FAILURES:
+            with self._lock:
+                if self._faults_met.get(fault, 0) > met_before:
+                    return False
+            if self._healed.wait(0.1):
+                return True
+        return False
 
     def _listen(self, listening: bool) -> None:
         if listening and self._server is None:
