@@ -7,11 +7,12 @@ tests/integration/test_crash_recovery.py is where the real defect showed (and no
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
@@ -69,6 +70,10 @@ class Consumer:
         self.positions[tp] = offset
         self._read_offset[tp] = offset
 
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
+        return
+        yield  # an async generator, as faust's is
+
 
 class App:
     def __init__(self, consumer: Consumer) -> None:
@@ -84,10 +89,13 @@ class App:
         return register
 
 
-def looks(app: App, times: int = 2) -> list[tuple[TP, int]]:
+def looks(app: App, times: int = 2, *, fetching: bool = True) -> list[tuple[TP, int]]:
+    """Let the watchdog look ``times``; after each look faust begins a fetch unless not ``fetching``."""
     assert app.look is not None
     for _ in range(times):
         asyncio.run(app.look())
+        if fetching:
+            app.consumer.getmany(timeout=1.0)  # as faust's fetch loop calls it, once the batch before is done
     return app.consumer.seeks
 
 
@@ -102,6 +110,17 @@ def test_fetched_but_undelivered_records_are_read_again_from_the_committed_offse
     app = watched(consumer)
     assert looks(app, 1) == []  # one look is not enough: records may be on their way
     assert looks(app, 1) == [(SPANS, 112)]
+
+
+def test_records_behind_a_hand_over_that_waits_are_left_alone_until_faust_fetches_again():
+    # One stream's full buffer holds faust's hand-over of a batch mixing every topic: the
+    # records after it are fetched, not delivered, and on their way.
+    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 112}, _read_offset={SPANS: 112})
+    app = watched(consumer)
+    with BATCHES.batch():  # the stage behind the full buffer
+        assert looks(app, 5, fetching=False) == []
+    assert looks(app, 1) == []  # the batch was handed on whole: faust begins the next fetch
+    assert looks(app, 1) == [(SPANS, 112)]  # ... and the records of the look before never came
 
 
 def test_a_partition_never_committed_is_read_again_from_its_start():
@@ -248,6 +267,28 @@ def test_a_replaced_method_faust_no_longer_calls_is_missing(monkeypatch):
     monkeypatch.setattr(faust_consumer.Consumer, "_filter_committable_offsets", lambda self, tps: {})
     with pytest.raises(FaustInternalsChanged, match=r"relies on a call of Consumer\._new_offset in faust's consumer"):
         check_faust_internals()
+
+
+def test_a_fetch_loop_that_no_longer_looks_up_getmany_is_missing(monkeypatch):
+    # The watchdog counts fetches by wrapping the consumer's getmany; a loop that fetched another
+    # way would leave the count at 0, and the watchdog would never re-read a dropped record.
+    async def drain_elsewhere(self: Any, fetcher: Any) -> None:
+        await self._wait_next_records(1.0)
+        await self._add_gap(None, 0, 0)  # faust's own loop still fills gaps
+
+    monkeypatch.setattr(faust_consumer.Consumer, "_drain_messages", drain_elsewhere)
+    with pytest.raises(
+        FaustInternalsChanged, match=r"relies on a call of Consumer\.getmany in Consumer\._drain_messages"
+    ):
+        check_faust_internals()
+
+
+def test_the_watchdog_counts_the_fetches_of_a_real_faust_consumer():
+    app = faust.App("probe", broker="kafka://127.0.0.1:1", autodiscover=False, web_enabled=False, store="memory://")
+    watchdog = SkippedRecordsWatchdog(app, 1.0)
+    fetch = app.consumer.getmany(timeout=0.0)  # faust's fetch loop calls it through the consumer, so
+    assert watchdog._fetches == 1 and inspect.isasyncgen(fetch)
+    asyncio.run(fetch.aclose())
 
 
 def test_the_worker_command_says_so_in_one_line_and_exits_1(tmp_path: Path):
