@@ -66,12 +66,13 @@ def run(traces: int, interval: float, workdir: Path) -> StackSummary:
             exported: dict[str, float] = {}
             sent = {"otelcol steady": steady_traffic(stack, math.ceil(traces / len(EXAMPLES)), interval, exported)}
             stack.wait("the steady traffic settled", lambda: stack.settled(sent), timeout=600)
+            steady_rereads = sum(worker.partitions_reread() for worker in stack.workers)
             say("steady traffic judged and alerted; one more round through a worker SIGKILL and a broker restart")
             http = f"127.0.0.1:{stack.addresses.otlp_http_port}"
             stack.through_faults(lambda: send_examples(EXAMPLES, Protocol.HTTP, http), sent)
             for worker in stack.workers:
                 assert worker.stop() == 0, f"{worker.name} did not exit cleanly on SIGTERM:\n{tail(worker.log)}"
-            return summarize(stack, sent, exported, **names)
+            return summarize(stack, sent, exported, **names, rereads_in_steady_traffic=steady_rereads)
 
 
 def main() -> int:

@@ -56,6 +56,8 @@ class StackSummary:
     alerts_unexpected: int  # traces that reached Slack or PagerDuty without a rule calling for it
     alert_repeats: int  # requests beyond the first per trace and destination
     faults: list[str]
+    # Partitions the dropped-records watchdog re-read, in the steady traffic and through the faults.
+    partitions_reread: dict[str, int] = field(default_factory=dict)
     alert_latency_ms: dict[str, float | int] = field(default_factory=dict)
     # The same, split where the trace's first record reached each topic (Kafka's CreateTime), p50 each.
     alert_stages_ms: dict[str, float] = field(default_factory=dict)
@@ -86,6 +88,7 @@ def summarize(
     exported: Mapping[str, float],
     collector: dict[str, str],
     kafka: dict[str, str],
+    rereads_in_steady_traffic: int,
 ) -> StackSummary:
     """Count what ``stack`` stored and delivered of ``sent``; latency over the traces in ``exported``.
 
@@ -129,6 +132,10 @@ def summarize(
         alerts_unexpected=len(reached - expected),
         alert_repeats=repeats,
         faults=list(stack.faults),
+        partitions_reread={
+            "steady traffic": rereads_in_steady_traffic,
+            "through faults": sum(w.partitions_reread() for w in stack.workers) - rereads_in_steady_traffic,
+        },
         alert_latency_ms=_percentiles(latencies.get("end to end", [])),
         alert_stages_ms={stage: round(statistics.median(ms)) for stage, ms in latencies.items() if ms},
     )

@@ -49,6 +49,7 @@ Query = Callable[[str], list[tuple[Any, ...]]]
 # Final outcomes of a delivery that reached its destination: alone, inside a digest (over the route's
 # rate limit), or into an open incident.
 SENT = {str(s) for s in (DeliveryStatus.DELIVERED, DeliveryStatus.DIGESTED, DeliveryStatus.GROUPED)}
+REREAD_WARNING = "fetched records were never delivered"  # the dropped-records watchdog seeking back
 
 
 @dataclass
@@ -74,6 +75,10 @@ class Worker:
                 return bool(response.status == 200)
         except OSError:
             return False
+
+    def partitions_reread(self) -> int:
+        """How many times this worker's dropped-records watchdog re-read a partition so far."""
+        return self.log.read_text(errors="replace").count(REREAD_WARNING) if self.log.exists() else 0
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.process is not None
