@@ -66,13 +66,15 @@ def run(traces: int, interval: float, workdir: Path) -> StackSummary:
             exported: dict[str, float] = {}
             sent = {"otelcol steady": steady_traffic(stack, math.ceil(traces / len(EXAMPLES)), interval, exported)}
             stack.wait("the steady traffic settled", lambda: stack.settled(sent), timeout=600)
-            steady_rereads = sum(worker.partitions_reread() for worker in stack.workers)
+            rereads = {worker.name: worker.rereads() for worker in stack.workers}
+            for name, line in ((name, line) for name, lines in rereads.items() for line in lines):
+                say(f"{name} re-read a partition in the steady traffic: {line}")
             say("steady traffic judged and alerted; one more round through a worker SIGKILL and a broker restart")
             http = f"127.0.0.1:{stack.addresses.otlp_http_port}"
             stack.through_faults(lambda: send_examples(EXAMPLES, Protocol.HTTP, http), sent)
             for worker in stack.workers:
                 assert worker.stop() == 0, f"{worker.name} did not exit cleanly on SIGTERM:\n{tail(worker.log)}"
-            return summarize(stack, sent, exported, **names, rereads_in_steady_traffic=steady_rereads)
+            return summarize(stack, sent, exported, **names, rereads_in_steady_traffic=sum(map(len, rereads.values())))
 
 
 def main() -> int:

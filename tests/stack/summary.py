@@ -134,7 +134,7 @@ def summarize(
         faults=list(stack.faults),
         partitions_reread={
             "steady traffic": rereads_in_steady_traffic,
-            "through faults": sum(w.partitions_reread() for w in stack.workers) - rereads_in_steady_traffic,
+            "through faults": sum(len(w.rereads()) for w in stack.workers) - rereads_in_steady_traffic,
         },
         alert_latency_ms=_percentiles(latencies.get("end to end", [])),
         alert_stages_ms={stage: round(statistics.median(ms)) for stage, ms in latencies.items() if ms},

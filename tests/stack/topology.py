@@ -76,9 +76,10 @@ class Worker:
         except OSError:
             return False
 
-    def partitions_reread(self) -> int:
-        """How many times this worker's dropped-records watchdog re-read a partition so far."""
-        return self.log.read_text(errors="replace").count(REREAD_WARNING) if self.log.exists() else 0
+    def rereads(self) -> list[str]:
+        """The log lines of this worker's dropped-records watchdog re-reading a partition, so far."""
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return [line for line in lines if REREAD_WARNING in line]
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.process is not None
