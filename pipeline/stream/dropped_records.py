@@ -18,14 +18,21 @@ neither compacted nor transactional, so their offsets have no real gaps.
 
 :class:`SkippedRecordsWatchdog` then finds the held-back partitions — nothing of them in
 flight, no progress between two looks, and records after the committed offset that never came
-(aiokafka's position past the next record faust delivered, or acked records starting after the
-committed offset) — and seeks them back to the committed offset, so faust reads the hole again.
-Records read twice are absorbed by the idempotent tables, as every at-least-once redelivery is.
-It judges a partition only once faust has finished the batch it was handing on when the
-partition was first seen so: faust awaits each record's hand-over, so one stream with a full
-buffer holds back the rest of a batch that mixes every topic the worker reads, and those
-records are on their way, not dropped.  (Seen on Apache Kafka under steady traffic: alerts
-re-read while their first copies still waited behind a busy spans stream.)
+(aiokafka's position past the next record faust handed to the streams, or acked records
+starting after the committed offset) — and seeks them back to the committed offset, so faust
+reads the hole again.  Records read twice are absorbed by the idempotent tables, as every
+at-least-once redelivery is.  Two things it watches itself, by wrapping the consumer's
+callback and ``getmany`` before faust's fetch loop starts (that loop looks both up once):
+
+- which record of each partition faust last handed to the streams.  faust's own read offset
+  cannot tell a record handed over at the committed offset, waiting in a stream's buffer,
+  from a seek to it, and it moves past the records it drops;
+- how many fetches faust began.  faust awaits each record's hand-over, so one stream with a
+  full buffer holds back the rest of a batch that mixes every topic the worker reads: those
+  records are on their way, not dropped, until faust begins its next fetch.
+
+(Both seen on Apache Kafka under steady traffic: alerts re-read while their first copies
+still waited in the consumer.)
 
 Both lean on faust's private consumer state and methods: :func:`check_faust_internals` checks
 at start-up that the installed faust still has every one of them, and still calls the methods
@@ -107,23 +114,24 @@ class SkippedRecordsWatchdog:
         self._last_look: dict[TP, tuple[tuple[int, int, int], int]] = {}
         self._batches_finished = BATCHES.finished
         self._idle_looks = 0  # looks in a row with no stage batch in progress or finished
-        self._fetches = 0
-        self._count_fetches(app.consumer)
+        self._fetches = 0  # fetches faust began: each once the batch before was handed on (or dropped) whole
+        self._handed_over: dict[TP, int] = {}  # the offset of the last record handed to the streams
+        self._watch_fetch_loop(app.consumer)
         app.timer(interval_seconds)(self._look)
 
-    def _count_fetches(self, consumer: Any) -> None:
-        """Count faust's fetches: each begins once the batch before it was handed on (or dropped) whole.
-
-        faust's fetch loop looks ``getmany`` up on the consumer when it starts, after the app
-        is built, so the count wraps it here.
-        """
-        fetch = consumer.getmany
+    def _watch_fetch_loop(self, consumer: Any) -> None:
+        """Wrap what faust's fetch loop looks up on the consumer when it starts, after the app is built."""
+        fetch, hand_over = consumer.getmany, consumer.callback
 
         def getmany(*args: Any, **kwargs: Any) -> Any:
             self._fetches += 1
             return fetch(*args, **kwargs)
 
-        consumer.getmany = getmany
+        async def callback(message: Any) -> None:
+            await hand_over(message)  # cancelled when faust drops the record: not handed over
+            self._handed_over[message.tp] = message.offset
+
+        consumer.getmany, consumer.callback = getmany, callback
 
     async def _look(self) -> None:
         app = self._app
@@ -158,7 +166,9 @@ class SkippedRecordsWatchdog:
             if tp in in_flight:
                 self._last_look.pop(tp, None)
                 continue
-            next_delivered = max(_after_read(consumer, tp, committed), committed)
+            last = self._handed_over.get(tp, -1)
+            # One handed over before a seek back (ours or a rebalance's) says nothing of the records after it.
+            next_delivered = last + 1 if committed <= last < position else committed
             acked: list[int] = consumer._acked.get(tp) or []
             # Records after the last delivered one, or before the first acked one, never came.
             first_acked = min(acked, default=committed)
@@ -183,23 +193,15 @@ class SkippedRecordsWatchdog:
         await consumer.seek(tp, offset)
 
 
-def _after_read(consumer: Any, tp: TP, committed: int) -> int:
-    """The offset after the last record faust delivered of ``tp`` (as far as its state tells)."""
-    read: int | None = consumer._read_offset.get(tp)
-    # After a seek, faust's read offset is the sought offset, not a delivered record.
-    if read is None or (read == committed and read not in consumer._acked_index[tp]):
-        return committed
-    return read + 1
-
-
 # What this module relies on in faust's consumer (the class of kafka:// brokers); the app and its
 # tables are used through their public interface only.
 _CONSUMER_METHODS = (
     "perform_seek", "seek", "assignment", "position", "earliest_offsets", "getmany", "_new_offset", "_add_gap"
 )  # fmt: skip
-_CONSUMER_STATE = ("_committed_offset", "_acked", "_acked_index", "_read_offset", "_unacked_messages", "flow_active")
+_CONSUMER_STATE = ("_committed_offset", "_acked", "_acked_index", "callback", "_unacked_messages", "flow_active")
 _REPLACED = ("perform_seek", "_new_offset", "_add_gap")  # replaced here: faust's own code must call them
-_FETCH_LOOP = "_drain_messages"  # must look getmany up on the consumer, or the watchdog counts no fetch
+# Wrapped here: faust's fetch loop must look them up on the consumer, or the watchdog sees no fetch, no hand-over.
+_FETCH_LOOP, _WRAPPED = "_drain_messages", ("getmany", "callback")
 
 
 class FaustInternalsChanged(RuntimeError):
@@ -212,8 +214,8 @@ def check_faust_internals(consumer_class: type = KafkaConsumer) -> None:
     Methods must exist on the consumer class; its state must be a class attribute or be set
     by an ``__init__`` of faust's consumer classes (instances have it from the start); the
     replaced methods must still be called by faust's consumer code, or replacing them would
-    change nothing; and its fetch loop must still fetch through ``getmany``, which the
-    watchdog wraps to count fetches.
+    change nothing; and its fetch loop must still use the ``getmany`` and ``callback`` that
+    the watchdog wraps to see fetches and hand-overs.
     """
     faust_classes = [cls for cls in consumer_class.__mro__ if cls.__module__.startswith("faust.")]
     initialised = _attribute_names(faust_classes, "STORE_ATTR", methods=("__init__",))
@@ -227,8 +229,8 @@ def check_faust_internals(consumer_class: type = KafkaConsumer) -> None:
         for name in _REPLACED
         if hasattr(consumer_class, name) and name not in called
     ]
-    if "getmany" not in _attribute_names(faust_classes, "LOAD_ATTR", "LOAD_METHOD", methods=(_FETCH_LOOP,)):
-        missing.append(f"a call of Consumer.getmany in Consumer.{_FETCH_LOOP}")
+    looked_up = _attribute_names(faust_classes, "LOAD_ATTR", "LOAD_METHOD", methods=(_FETCH_LOOP,))
+    missing += [f"a call of Consumer.{name} in Consumer.{_FETCH_LOOP}" for name in _WRAPPED if name not in looked_up]
     if missing:
         raise FaustInternalsChanged(
             f"faust-streaming {version('faust-streaming')}: pipeline/stream/dropped_records.py relies on "

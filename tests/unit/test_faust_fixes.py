@@ -40,6 +40,7 @@ CHANGELOG = TP("app-table-changelog", 0)
 @dataclass(frozen=True)
 class Message:
     tp: TP
+    offset: int = 0
 
 
 @dataclass
@@ -47,7 +48,6 @@ class Consumer:
     positions: dict[TP, int]
     flow_active: bool = True
     _committed_offset: dict[TP, int | None] = field(default_factory=dict)
-    _read_offset: dict[TP, int | None] = field(default_factory=dict)
     _acked: defaultdict[TP, list[int]] = field(default_factory=lambda: defaultdict(list))
     _acked_index: defaultdict[TP, set[int]] = field(default_factory=lambda: defaultdict(set))
     _unacked_messages: set[Any] = field(default_factory=set)
@@ -68,7 +68,9 @@ class Consumer:
     async def seek(self, tp: TP, offset: int) -> None:
         self.seeks.append((tp, offset))
         self.positions[tp] = offset
-        self._read_offset[tp] = offset
+
+    async def callback(self, message: Message) -> None:
+        """faust's hand-over of a record to the streams (here: nothing to hand it to)."""
 
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[TP, Message]]:
         return
@@ -99,14 +101,21 @@ def looks(app: App, times: int = 2, *, fetching: bool = True) -> list[tuple[TP, 
     return app.consumer.seeks
 
 
-def watched(consumer: Consumer) -> App:
+def watched(consumer: Consumer, *handed_over: int) -> App:
+    """``consumer`` under a watchdog, after faust handed the records at ``handed_over`` of SPANS to the streams."""
     app = App(consumer)
     SkippedRecordsWatchdog(app, 1.0)  # type: ignore[arg-type]
+    hand_over(app, *handed_over)
     return app
 
 
+def hand_over(app: App, *offsets: int) -> None:
+    for offset in offsets:
+        asyncio.run(app.consumer.callback(Message(SPANS, offset)))  # through the watchdog's wrapper
+
+
 def test_fetched_but_undelivered_records_are_read_again_from_the_committed_offset():
-    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 112}, _read_offset={SPANS: 112})
+    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 112})
     app = watched(consumer)
     assert looks(app, 1) == []  # one look is not enough: records may be on their way
     assert looks(app, 1) == [(SPANS, 112)]
@@ -115,7 +124,7 @@ def test_fetched_but_undelivered_records_are_read_again_from_the_committed_offse
 def test_records_behind_a_hand_over_that_waits_are_left_alone_until_faust_fetches_again():
     # One stream's full buffer holds faust's hand-over of a batch mixing every topic: the
     # records after it are fetched, not delivered, and on their way.
-    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 112}, _read_offset={SPANS: 112})
+    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 112})
     app = watched(consumer)
     with BATCHES.batch():  # the stage behind the full buffer
         assert looks(app, 5, fetching=False) == []
@@ -124,43 +133,61 @@ def test_records_behind_a_hand_over_that_waits_are_left_alone_until_faust_fetche
 
 
 def test_a_partition_never_committed_is_read_again_from_its_start():
-    assert looks(watched(Consumer({SPANS: 383}, _committed_offset={SPANS: 0}, _read_offset={SPANS: None}))) == [
-        (SPANS, 0)
-    ]
+    assert looks(watched(Consumer({SPANS: 383}, _committed_offset={SPANS: 0}))) == [(SPANS, 0)]
 
 
 def test_a_partition_whose_start_is_not_sought_yet_is_left_alone():
     # Assigned by a rebalance that began while the watchdog looked: 0 would re-read all of it.
-    assert looks(watched(Consumer({SPANS: 383}, _read_offset={SPANS: None}))) == []
+    assert looks(watched(Consumer({SPANS: 383}))) == []
 
 
 def test_records_delivered_up_to_the_position_are_left_alone():
-    consumer = Consumer({SPANS: 200}, _committed_offset={SPANS: 150}, _read_offset={SPANS: 199})
+    consumer = Consumer({SPANS: 200}, _committed_offset={SPANS: 150})
     consumer._acked[SPANS] = list(range(150, 200))
     consumer._acked_index[SPANS].update(range(150, 200))
-    assert looks(watched(consumer)) == []
+    assert looks(watched(consumer, *range(150, 200))) == []
+
+
+def test_a_record_at_the_committed_offset_waiting_in_a_stream_buffer_is_left_alone():
+    # Handed over, not taken by its stream yet (so neither in flight nor acked); faust's read
+    # offset says 7 for it as for a seek to 7, and the watchdog once took it for a hole.
+    app = watched(Consumer({SPANS: 8}, _committed_offset={SPANS: 7}), 7)
+    with BATCHES.batch():  # its stage is busy with the batch before
+        assert looks(app, 5) == []
+
+
+def test_a_record_faust_dropped_mid_hand_over_is_read_again():
+    # A pause cancels the hand-over; faust's read offset moves past the record all the same.
+    consumer = Consumer({SPANS: 8}, _committed_offset={SPANS: 7})
+
+    async def cancelled(message: Message) -> None:
+        raise asyncio.CancelledError
+
+    consumer.callback = cancelled  # type: ignore[method-assign]
+    app = watched(consumer)
+    with pytest.raises(asyncio.CancelledError):
+        hand_over(app, 7)
+    assert looks(app) == [(SPANS, 7)]
 
 
 def test_a_fresh_seek_with_nothing_fetched_yet_is_left_alone():
-    assert looks(watched(Consumer({SPANS: 112}, _committed_offset={SPANS: 112}, _read_offset={SPANS: 112}))) == []
+    assert looks(watched(Consumer({SPANS: 112}, _committed_offset={SPANS: 112}))) == []
 
 
 def test_records_in_flight_or_progress_between_looks_are_left_alone():
-    in_flight = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 5})
+    in_flight = Consumer({SPANS: 383}, _committed_offset={SPANS: 5})
     in_flight._unacked_messages.add(Message(SPANS))
     assert looks(watched(in_flight)) == []
 
-    moving = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 5})
+    moving = Consumer({SPANS: 383}, _committed_offset={SPANS: 5})
     app = watched(moving)
     looks(app, 1)
-    moving._read_offset[SPANS] = 40
+    hand_over(app, 40)
     assert looks(app, 1) == []
 
 
 def test_nothing_is_judged_while_rebalancing_or_on_changelogs():
-    consumer = Consumer(
-        {SPANS: 383, CHANGELOG: 90}, _committed_offset={SPANS: 0}, _read_offset={SPANS: None, CHANGELOG: None}
-    )
+    consumer = Consumer({SPANS: 383, CHANGELOG: 90}, _committed_offset={SPANS: 0})
     app = watched(consumer)
     app.rebalancing = True
     assert looks(app) == []
@@ -170,10 +197,10 @@ def test_nothing_is_judged_while_rebalancing_or_on_changelogs():
 
 def test_a_hole_before_the_first_acked_record_is_read_again():
     # Offsets 5..20 were dropped, 21..382 delivered and acked: faust can never commit past 5.
-    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    consumer = Consumer({SPANS: 383}, _committed_offset={SPANS: 5})
     consumer._acked[SPANS] = list(range(21, 383))
     consumer._acked_index[SPANS].update(range(21, 383))
-    assert looks(watched(consumer)) == [(SPANS, 5)]
+    assert looks(watched(consumer, *range(21, 383))) == [(SPANS, 5)]
 
 
 def contiguous(committed: int | None, acked: list[int]) -> tuple[Consumer, int | None]:
@@ -210,17 +237,17 @@ def test_never_committed_stream_partitions_start_at_their_earliest_offset():
 
 def test_an_idle_worker_rereads_records_stuck_past_the_committed_offset_whatever_faust_says():
     # faust tracks a message of the partition that never reached a stream: "in flight" forever.
-    stuck = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    stuck = Consumer({SPANS: 383}, _committed_offset={SPANS: 5})
     stuck._unacked_messages.add(Message(SPANS))
-    app = watched(stuck)
+    app = watched(stuck, 382)
     assert looks(app, 2) == []
     assert looks(app, 1) == [(SPANS, 5)]  # the third look without any batch activity
 
 
 def test_a_batch_in_progress_is_never_taken_for_a_stuck_worker():
-    busy = Consumer({SPANS: 383}, _committed_offset={SPANS: 5}, _read_offset={SPANS: 382})
+    busy = Consumer({SPANS: 383}, _committed_offset={SPANS: 5})
     busy._unacked_messages.add(Message(SPANS))  # e.g. the batch held while ClickHouse is down
-    app = watched(busy)
+    app = watched(busy, 382)
     with BATCHES.batch():
         assert looks(app, 5) == []
 
@@ -254,7 +281,7 @@ def test_a_faust_without_an_internal_fails_naming_version_and_attribute(monkeypa
 
 def test_per_instance_state_faust_no_longer_sets_is_missing(monkeypatch):
     def init_without_acks(self: Any, *args: Any, **kwargs: Any) -> None:
-        self._acked_index, self._read_offset, self._committed_offset = {}, {}, {}
+        self._acked_index, self._committed_offset, self.callback = {}, {}, None
         self._unacked_messages = set()  # ... but never self._acked
 
     monkeypatch.setattr(faust_consumer.Consumer, "__init__", init_without_acks)
@@ -269,18 +296,27 @@ def test_a_replaced_method_faust_no_longer_calls_is_missing(monkeypatch):
         check_faust_internals()
 
 
-def test_a_fetch_loop_that_no_longer_looks_up_getmany_is_missing(monkeypatch):
-    # The watchdog counts fetches by wrapping the consumer's getmany; a loop that fetched another
-    # way would leave the count at 0, and the watchdog would never re-read a dropped record.
-    async def drain_elsewhere(self: Any, fetcher: Any) -> None:
-        await self._wait_next_records(1.0)
-        await self._add_gap(None, 0, 0)  # faust's own loop still fills gaps
+async def _drain_without_callback(self: Any, fetcher: Any) -> None:
+    self.getmany(timeout=1.0)
+    await self._add_gap(None, 0, 0)  # faust's own loop still fills gaps
 
-    monkeypatch.setattr(faust_consumer.Consumer, "_drain_messages", drain_elsewhere)
-    with pytest.raises(
-        FaustInternalsChanged, match=r"relies on a call of Consumer\.getmany in Consumer\._drain_messages"
-    ):
+
+async def _drain_without_getmany(self: Any, fetcher: Any) -> None:
+    await self._wait_next_records(1.0)
+    await self.callback(None)
+    await self._add_gap(None, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("drain", "lost"), [(_drain_without_callback, "callback"), (_drain_without_getmany, "getmany")]
+)
+def test_a_fetch_loop_that_no_longer_looks_up_what_the_watchdog_wraps_is_missing(monkeypatch, drain, lost):
+    # The watchdog sees fetches and hand-overs by wrapping the consumer's getmany and callback; a
+    # loop that reached them another way would leave it blind, never re-reading a dropped record.
+    monkeypatch.setattr(faust_consumer.Consumer, "_drain_messages", drain)
+    with pytest.raises(FaustInternalsChanged) as failure:
         check_faust_internals()
+    assert f"relies on a call of Consumer.{lost} in Consumer._drain_messages, which" in str(failure.value)
 
 
 def test_the_watchdog_counts_the_fetches_of_a_real_faust_consumer():
