@@ -82,6 +82,18 @@ def compose_properties() -> dict[str, str]:
     return {_property(name): str(value) for name, value in environment.items() if name.startswith("KAFKA_")}
 
 
+def cluster_id() -> str:
+    """A random KRaft cluster id, as ``kafka-storage random-uuid`` makes one.
+
+    Like Kafka's own ``Uuid.randomUuid``, it never starts with ``-``: the storage tool would read
+    such an id after ``-t`` as an option and refuse to format (one start in 64).
+    """
+    while True:
+        encoded = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not encoded.startswith("-"):
+            return encoded
+
+
 class KafkaBroker:
     """One KRaft node (broker and controller), formatted on first start, stopped on exit; no JVM outlives it."""
 
@@ -121,7 +133,7 @@ class KafkaBroker:
     def __enter__(self) -> KafkaBroker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = self._server_properties()
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster = cluster_id()
         # A short-lived JVM: the client compiler alone starts it faster.
         fast = ["-XX:TieredStopAtLevel=1", "-Xmx256m"]
         format_command = self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config), jvm=fast)
