@@ -67,8 +67,9 @@ def run(traces: int, interval: float, workdir: Path) -> StackSummary:
             sent = {"otelcol steady": steady_traffic(stack, math.ceil(traces / len(EXAMPLES)), interval, exported)}
             stack.wait("the steady traffic settled", lambda: stack.settled(sent), timeout=600)
             rereads = {worker.name: worker.rereads() for worker in stack.workers}
-            for name, line in ((name, line) for name, lines in rereads.items() for line in lines):
-                say(f"{name} re-read a partition in the steady traffic: {line}")
+            for name, lines in rereads.items():
+                for line in lines:
+                    say(f"{name} re-read a partition in the steady traffic: {line}")
             say("steady traffic judged and alerted; one more round through a worker SIGKILL and a broker restart")
             http = f"127.0.0.1:{stack.addresses.otlp_http_port}"
             stack.through_faults(lambda: send_examples(EXAMPLES, Protocol.HTTP, http), sent)
